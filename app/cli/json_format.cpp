@@ -1,0 +1,172 @@
+#include "cli/json_format.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "keel/wire/codec.hpp"
+
+namespace keel::app {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace wire = keel::wire;
+
+Json non_finite(double value) {
+  if (std::isnan(value)) return "nan";
+  return value > 0 ? "inf" : "-inf";
+}
+
+Json run_json(const wire::RunDescription& run) {
+  Json layers = Json::array();
+  for (const wire::LayerInfo& layer : run.layers) {
+    layers.push_back(Json{{"name", layer.name},
+                          {"shape", layer.shape},
+                          {"numel", layer.numel},
+                          {"dtype", layer.dtype}});
+  }
+  Json out;
+  out["type"] = wire::kTopicRun;
+  out["run"] = run.run_id;
+  out["rank"] = run.rank;
+  out["world_size"] = run.world_size;
+  out["seq"] = run.seq;
+  out["layers"] = std::move(layers);
+  out["watches"] = run.watches;
+  out["device"] = run.device;
+  out["keel_version"] = run.keel_version;
+  out["torch_version"] = run.torch_version;
+  out["start_unix_ms"] = run.start_unix_ms;
+  return out;
+}
+
+Json layer_json(const wire::StepRecord& step, uint32_t layer, const LayerNames& names) {
+  Json out;
+  out["name"] = names.name(step.rank, layer);
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    const auto metric = static_cast<wire::LayerMetric>(m);
+    if (step.metric_block(metric) < 0) continue;
+    const float value = step.layer_value(metric, layer);
+    // A count travels as float32 with the other metrics; print it as the integer it is.
+    if (metric == wire::LayerMetric::kGradNonfinite && std::isfinite(value)) {
+      out[wire::layer_metric_name(metric)] = static_cast<int64_t>(std::llround(value));
+    } else {
+      out[wire::layer_metric_name(metric)] = json_number(value);
+    }
+  }
+  return out;
+}
+
+Json step_json(const wire::StepRecord& step, const LayerNames& names) {
+  Json layers = Json::array();
+  for (uint32_t i = 0; i < step.layer_count; ++i) layers.push_back(layer_json(step, i, names));
+  Json scaler = nullptr;
+  if (step.scaler) {
+    scaler = Json{{"scale", json_number(step.scaler->scale)},
+                  {"growth_tracker", step.scaler->growth_tracker},
+                  {"found_inf", step.scaler->found_inf},
+                  {"skipped_total", step.scaler->skipped_total}};
+  }
+  Json watches = Json::array();
+  for (const wire::WatchStats& watch : step.watches) {
+    watches.push_back(Json{{"name", watch.name},
+                           {"absmax", json_number(watch.absmax)},
+                           {"rms", json_number(watch.rms)},
+                           {"z", json_number(watch.z)},
+                           {"nonfinite", watch.nonfinite}});
+  }
+  Json out;
+  out["type"] = wire::kTopicStep;
+  out["step"] = step.step;
+  out["rank"] = step.rank;
+  out["seq"] = step.seq;
+  out["loss"] = json_number(step.loss);
+  out["lr"] = json_number(step.lr);
+  out["grad_norm"] = json_number(step.grad_norm);
+  out["skipped"] = step.skipped;
+  out["skip_reason"] = step.skip_reason;
+  out["step_time_us"] = json_number(step.step_time_us);
+  out["probe_us"] = json_number(step.probe_us);
+  out["dropped"] = step.dropped;
+  out["stamp_unix_ns"] = step.stamp_unix_ns;
+  out["layers"] = std::move(layers);
+  out["scaler"] = std::move(scaler);
+  out["watch"] = std::move(watches);
+  return out;
+}
+
+Json event_json(const wire::Event& event) {
+  Json out;
+  out["type"] = wire::kTopicEvent;
+  out["kind"] = event.kind;
+  out["step"] = event.step;
+  out["rank"] = event.rank;
+  out["seq"] = event.seq;
+  out["layer"] = event.layer;
+  out["detail"] = event.detail;
+  out["stamp_unix_ns"] = event.stamp_unix_ns;
+  return out;
+}
+
+Json command_json(const wire::Command& command) {
+  Json out;
+  out["type"] = wire::kTopicCommand;
+  out["kind"] = command.kind;
+  out["id"] = command.id;
+  out["rank"] = command.rank;
+  out["seq"] = command.seq;
+  out["count"] = command.count;
+  out["label"] = command.label;
+  out["policy"] = command.policy;
+  out["enable"] = command.enable;
+  return out;
+}
+
+Json ack_json(const wire::Ack& ack) {
+  Json out;
+  out["type"] = wire::kTopicAck;
+  out["id"] = ack.id;
+  out["rank"] = ack.rank;
+  out["seq"] = ack.seq;
+  out["ok"] = ack.ok;
+  out["step"] = ack.step;
+  out["error"] = ack.error;
+  out["path"] = ack.path;
+  out["bytes"] = ack.bytes;
+  return out;
+}
+
+}  // namespace
+
+Json json_number(double value) {
+  if (!std::isfinite(value)) return non_finite(value);
+  return value;
+}
+
+Json json_number(float value) {
+  if (!std::isfinite(value)) return non_finite(value);
+  // Widening 0.1f gives 0.100000001490116..., which JSON would print in full. The shortest
+  // decimal that round-trips the float, read back as a double, prints as the user expects.
+  char text[32];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof text - 1, value);
+  *written.ptr = '\0';
+  return std::strtod(text, nullptr);
+}
+
+Json to_json(const wire::Message& message, const LayerNames& names) {
+  struct Visitor {
+    const LayerNames& names;
+    Json operator()(const wire::RunDescription& run) const { return run_json(run); }
+    Json operator()(const wire::StepRecord& step) const { return step_json(step, names); }
+    Json operator()(const wire::Event& event) const { return event_json(event); }
+    Json operator()(const wire::Command& command) const { return command_json(command); }
+    Json operator()(const wire::Ack& ack) const { return ack_json(ack); }
+  };
+  return std::visit(Visitor{names}, message);
+}
+
+std::string to_json_line(const wire::Message& message, const LayerNames& names) {
+  return to_json(message, names).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace keel::app

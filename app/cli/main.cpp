@@ -1,0 +1,24 @@
+// keel-cli: headless client of keel probes. One subcommand per file (tail_command.cpp, ...);
+// this file only assembles them.
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/command.hpp"
+#include "cli/tail_command.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"keel-cli: headless client of keel training-stability probes", "keel-cli"};
+  app.set_version_flag("--version", KEEL_VERSION_STRING);
+  app.require_subcommand(1);
+
+  const std::vector<keel::app::CliCommand> commands = {
+      keel::app::add_tail_command(app),
+  };
+
+  CLI11_PARSE(app, argc, argv);
+  for (const keel::app::CliCommand& command : commands) {
+    if (command.cli->parsed()) return command.run();
+  }
+  return 0;
+}

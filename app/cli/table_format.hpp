@@ -1,0 +1,52 @@
+// Message -> human-readable text, for `keel-cli tail` without --json.
+//
+// What it is for: watching a run from a terminal. A run description prints as a header
+// listing the layers; each step is one compact table row (step, rank, loss, global grad norm,
+// applied/skipped, probe time, dropped records, and the layer with the largest gradient norm,
+// a non-finite one first since that is the signal); events, commands and acks are one line
+// each. Non-finite values print as nan / inf / -inf. Text from the network is made safe for a
+// terminal (control bytes become '?').
+// Threads: pure functions; a TablePrinter is a plain value owned by one thread.
+// Never: throws for any message content.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cli/layer_names.hpp"
+#include "keel/wire/messages.hpp"
+
+namespace keel::app {
+
+// Each returns text without a trailing newline; a run description spans several lines.
+std::string format_run(const keel::wire::RunDescription& run);
+std::string step_table_header();
+std::string format_step(const keel::wire::StepRecord& step, const LayerNames& names);
+std::string format_event(const keel::wire::Event& event);
+std::string format_command(const keel::wire::Command& command);
+std::string format_ack(const keel::wire::Ack& ack);
+
+// `value` with `significant_digits` (printf %g), or "nan" / "inf" / "-inf".
+std::string format_value(double value, int significant_digits);
+
+struct WorstLayer {
+  uint32_t index = 0;
+  float grad_norm = 0;
+};
+// The first layer (model order) whose grad_norm is non-finite, else the largest grad_norm;
+// nothing when the record has no layers or grad_norm is not in its metric_mask.
+std::optional<WorstLayer> worst_layer(const keel::wire::StepRecord& step);
+
+// Adds the step table's column header where a reader needs it: before the first step and
+// again after each run description (which pushes the previous header off screen).
+class TablePrinter {
+ public:
+  // Newline-terminated text for one message.
+  std::string format(const keel::wire::Message& message, const LayerNames& names);
+
+ private:
+  bool header_due_ = true;
+};
+
+}  // namespace keel::app

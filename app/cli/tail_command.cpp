@@ -1,0 +1,144 @@
+#include "cli/tail_command.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <variant>
+
+#include "cli/interrupt.hpp"
+#include "cli/json_format.hpp"
+#include "cli/layer_names.hpp"
+#include "cli/table_format.hpp"
+#include "keel/wire/codec.hpp"
+#include "net/subscriber.hpp"
+
+namespace keel::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Upper bound on one wait, so an interrupt that lands between checks is noticed promptly
+// even if the signal went to another thread and did not interrupt our poll.
+constexpr int kMaxWaitMs = 200;
+
+std::string joined(const std::vector<std::string>& endpoints) {
+  std::string out;
+  for (const std::string& endpoint : endpoints) out += (out.empty() ? "" : ", ") + endpoint;
+  return out;
+}
+
+// CLI11's PositiveNumber reports its range up to DBL_MAX in full; say it plainly instead.
+CLI::Validator greater_than_zero() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !(value > 0)) {
+          return "must be a number greater than 0, got '" + text + "'";
+        }
+        return {};
+      },
+      "> 0");
+}
+
+// "10" rather than "10.000000", "1.5" when the user asked for that.
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+}  // namespace
+
+int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> endpoints = options.endpoints;
+  if (endpoints.empty()) endpoints.push_back(keel::wire::kDefaultPubEndpoint);
+
+  std::unique_ptr<Subscriber> subscriber;
+  try {
+    subscriber = std::make_unique<Subscriber>(endpoints);
+  } catch (const std::exception& error) {
+    err << "keel-cli: " << error.what() << '\n';
+    return 1;
+  }
+
+  const auto timeout = std::chrono::milliseconds(
+      std::max<int64_t>(1, std::llround(options.timeout_secs * 1000.0)));
+  LayerNames names;
+  TablePrinter table;
+  uint64_t printed = 0;
+  Clock::time_point deadline = Clock::now() + timeout;
+
+  while (!interrupt_requested()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      err << "keel-cli: nothing received from " << joined(endpoints);
+      if (printed == 0) {
+        err << " within " << seconds_text(options.timeout_secs) << " s";
+      } else {
+        err << " for " << seconds_text(options.timeout_secs) << " s after message " << printed;
+      }
+      if (subscriber->decode_errors() > 0) {
+        err << " (" << subscriber->decode_errors() << " undecodable messages dropped)";
+      }
+      err << '\n';
+      return 2;
+    }
+    ReceiveResult received =
+        subscriber->receive(static_cast<int>(std::min<int64_t>(left.count(), kMaxWaitMs)));
+    switch (received.status) {
+      case ReceiveStatus::kTimeout:
+      case ReceiveStatus::kInterrupted:
+        continue;
+      case ReceiveStatus::kDecodeError:
+        err << "keel-cli: warning: dropped an undecodable message: " << received.error << '\n';
+        continue;
+      case ReceiveStatus::kMessage:
+        break;
+    }
+    if (const auto* run = std::get_if<keel::wire::RunDescription>(&received.message)) {
+      names.learn(*run);
+    }
+    if (options.json) {
+      out << to_json_line(received.message, names) << '\n';
+    } else {
+      out << table.format(received.message, names);
+    }
+    // Flushed per message: tail is read live, often through a pipe that would buffer.
+    out.flush();
+    ++printed;
+    if (options.count > 0 && printed >= options.count) return 0;
+    deadline = Clock::now() + timeout;
+  }
+  return 0;
+}
+
+CliCommand add_tail_command(CLI::App& app) {
+  auto options = std::make_shared<TailOptions>();
+  CLI::App* tail = app.add_subcommand(
+      "tail", "Print every message the probes publish: run descriptions, steps, events, acks");
+  tail->add_option("-e,--endpoint", options->endpoints,
+                   std::string("PUB endpoint of a probe; repeat for several ranks (default ") +
+                       keel::wire::kDefaultPubEndpoint + ")")
+      ->type_name("ENDPOINT");
+  tail->add_option("-n,--count", options->count, "Exit 0 after printing N messages")
+      ->type_name("N")
+      ->check(greater_than_zero());
+  tail->add_option("-t,--timeout", options->timeout_secs,
+                   "Exit 2 when nothing arrives for SECS seconds (at start or between messages)")
+      ->type_name("SECS")
+      ->check(greater_than_zero())
+      ->capture_default_str();
+  tail->add_flag("--json", options->json, "One JSON object per message per line");
+  return CliCommand{tail, [options] {
+                      install_interrupt_handler();
+                      return run_tail(*options, std::cout, std::cerr);
+                    }};
+}
+
+}  // namespace keel::app

@@ -1,0 +1,35 @@
+// `keel-cli tail`: print every message that one or more probes publish.
+//
+// What it is for: watching a run without the dashboard (over ssh, in CI, piped to jq), and the
+// simplest check that a probe publishes at all. Default output is a readable table; --json
+// writes one JSON object per message per line (json_format.hpp), flushed as it arrives.
+// Exit status: 0 after --count messages or on SIGINT/SIGTERM; 1 when an endpoint is invalid;
+// 2 when nothing arrives within --timeout seconds (from the start, or since the last message).
+// Undecodable messages are reported on stderr and skipped.
+// Threads: main thread only.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+
+namespace keel::app {
+
+struct TailOptions {
+  std::vector<std::string> endpoints;  // empty: keel::wire::kDefaultPubEndpoint
+  uint64_t count = 0;                  // 0: until interrupted or timed out
+  double timeout_secs = 10;
+  bool json = false;
+};
+
+// Runs tail until one of the exit conditions above; returns the exit status. Stops early when
+// interrupt_requested() (interrupt.hpp) becomes true.
+int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err);
+
+// Declares `tail` and its options on `app`.
+CliCommand add_tail_command(CLI::App& app);
+
+}  // namespace keel::app

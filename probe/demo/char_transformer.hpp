@@ -1,0 +1,69 @@
+// A small char-level transformer language model: keel-demo's real workload.
+//
+// Token + position embeddings, `layers` pre-LN blocks (causal multi-head self-attention, GELU
+// MLP), a final LayerNorm and a linear head. Parameter names follow the module tree
+// ("blocks.0.attn.qkv.weight", ...) so the dashboard's layer tree reads like the model.
+// Threads: the training thread. Never: touches the probe (instrumentation stays in main).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace keel::demo {
+
+struct ModelConfig {
+  int64_t vocab = 128;
+  int64_t context = 64;
+  int64_t width = 96;
+  int64_t heads = 4;
+  int64_t layers = 3;
+};
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  CausalSelfAttentionImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  int64_t heads_;
+  torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
+  torch::Tensor mask_;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::nn::Linear fc_{nullptr}, proj_{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const ModelConfig& config);
+  torch::Tensor forward(torch::Tensor x);
+
+ private:
+  torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
+  CausalSelfAttention attn_{nullptr};
+  Mlp mlp_{nullptr};
+};
+TORCH_MODULE(Block);
+
+class CharTransformerImpl : public torch::nn::Module {
+ public:
+  explicit CharTransformerImpl(const ModelConfig& config);
+  // tokens [batch, time] (int64) -> logits [batch, time, vocab]
+  torch::Tensor forward(const torch::Tensor& tokens);
+
+ private:
+  torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
+  torch::nn::ModuleList blocks_;
+  torch::nn::LayerNorm ln_f_{nullptr};
+  torch::nn::Linear head_{nullptr};
+};
+TORCH_MODULE(CharTransformer);
+
+}  // namespace keel::demo

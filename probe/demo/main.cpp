@@ -1,0 +1,157 @@
+// keel-demo: a real char-level transformer trained on real text, instrumented with the keel
+// probe, with fault injection to make instabilities on demand.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+
+#include "keel/probe/probe.hpp"
+#include "trainer.hpp"
+
+namespace {
+
+// "STEP:VALUE" -> (step, value); throws CLI::ValidationError with the flag name.
+template <class T>
+std::pair<int64_t, T> parse_at_step(const std::string& flag, const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    throw CLI::ValidationError(flag, "expected STEP:VALUE, got '" + text + "'");
+  }
+  try {
+    size_t used = 0;
+    const int64_t step = std::stoll(text.substr(0, colon), &used);
+    if (used != colon || step < 0) throw std::invalid_argument("step");
+    if constexpr (std::is_same_v<T, std::string>) {
+      return {step, text.substr(colon + 1)};
+    } else {
+      const std::string value_text = text.substr(colon + 1);
+      const double value = std::stod(value_text, &used);
+      if (used != value_text.size()) throw std::invalid_argument("value");
+      return {step, value};
+    }
+  } catch (const std::logic_error&) {
+    throw CLI::ValidationError(flag, "expected STEP:VALUE, got '" + text + "'");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"keel-demo: a small char-level transformer trained with the keel probe attached"};
+  keel::demo::TrainerConfig config;
+  int64_t steps = 2000;
+  int64_t log_every = 50;
+  std::string endpoint = keel::wire::kDefaultPubEndpoint;
+  std::string precision = "fp32";
+  bool use_scaler = false, list_layers = false, no_skip = false;
+  std::string inject_nan, inject_spike, lr_spike;
+  int threads = 0;
+  app.add_option("--steps", steps, "training steps (0 = run until interrupted)")->capture_default_str();
+  app.add_option("--endpoint", endpoint, "telemetry endpoint the probe binds (\"\" = none)")->capture_default_str();
+  app.add_option("--seed", config.seed, "random seed")->capture_default_str();
+  app.add_option("--precision", precision, "fp32 or bf16 (CPU autocast)")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  app.add_flag("--scaler", use_scaler, "use keel's GradScaler (dynamic loss scaling)");
+  app.add_option("--data", config.data_path, "training text file")->capture_default_str();
+  app.add_option("--batch", config.batch, "sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--context", config.model.context, "characters per sequence")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--width", config.model.width, "model width")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--layers", config.model.layers, "transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", config.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--warmup", config.warmup_steps, "linear warmup steps")->capture_default_str();
+  app.add_option("--log-every", log_every, "print the loss every N steps (0 = never)")->capture_default_str();
+  app.add_option("--threads", threads, "intra-op threads (0 = libtorch default)");
+  app.add_option("--inject-nan", inject_nan, "STEP:LAYER: a NaN in that parameter's gradient at that step");
+  app.add_option("--inject-spike", inject_spike, "STEP:FACTOR: every gradient multiplied by FACTOR at that step");
+  app.add_option("--lr-spike", lr_spike, "STEP:FACTOR: learning rate multiplied by FACTOR at that step");
+  app.add_flag("--no-skip-nonfinite", no_skip, "apply updates even when a gradient is non-finite");
+  app.add_flag("--list-layers", list_layers, "print the parameter names and shapes, then exit");
+  CLI11_PARSE(app, argc, argv);
+
+  keel::demo::Faults faults;
+  try {
+    if (!inject_nan.empty()) {
+      auto [step, layer] = parse_at_step<std::string>("--inject-nan", inject_nan);
+      faults.nan_step = step;
+      faults.nan_layer = layer;
+    }
+    if (!inject_spike.empty()) {
+      auto [step, factor] = parse_at_step<double>("--inject-spike", inject_spike);
+      faults.spike_step = step;
+      faults.spike_factor = factor;
+    }
+    if (!lr_spike.empty()) {
+      auto [step, factor] = parse_at_step<double>("--lr-spike", lr_spike);
+      faults.lr_spike_step = step;
+      faults.lr_spike_factor = factor;
+    }
+  } catch (const CLI::Error& e) {
+    return app.exit(e);
+  }
+  if (threads > 0) torch::set_num_threads(threads);
+  config.bf16 = precision == "bf16";
+
+  try {
+    keel::demo::Trainer trainer(config);
+    if (list_layers) {
+      for (const auto& p : trainer.model()->named_parameters()) {
+        std::cout << p.key() << " " << p.value().sizes() << "\n";
+      }
+      return 0;
+    }
+    if (faults.nan_step) {
+      bool known = false;
+      for (const auto& p : trainer.model()->named_parameters()) known = known || p.key() == faults.nan_layer;
+      if (!known) {
+        std::cerr << "keel-demo: --inject-nan: no parameter named '" << faults.nan_layer
+                  << "' (see --list-layers)\n";
+        return 2;
+      }
+    }
+
+    keel::probe::ProbeOptions options;
+    options.endpoint = endpoint;
+    options.skip_on_nonfinite = !no_skip;
+    keel::probe::Probe probe(*trainer.model(), trainer.optimizer(), options);
+    keel::probe::GradScaler scaler;
+    if (use_scaler) probe.use_scaler(&scaler);
+
+    int64_t params = 0;
+    for (const auto& p : trainer.model()->parameters()) params += p.numel();
+    std::printf("keel-demo: %lld parameters, %lld layers, text %zu bytes (vocab %lld), telemetry on %s\n",
+                static_cast<long long>(params), static_cast<long long>(trainer.model()->parameters().size()),
+                trainer.corpus().size_bytes(), static_cast<long long>(trainer.corpus().vocab_size()),
+                endpoint.empty() ? "(none)" : probe.bound_endpoint().c_str());
+    std::fflush(stdout);
+
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t step = 0; steps == 0 || step < steps; ++step) {
+      trainer.schedule(step, faults);
+      auto loss = trainer.forward_backward(
+          [&](const torch::Tensor& logits) { probe.watch("logits", logits); },
+          [&](const torch::Tensor& l) { return use_scaler ? scaler.scale(l) : l; });
+      trainer.inject(step, faults);
+      const auto outcome = probe.step(loss);
+      for (const auto& e : probe.last_events()) {
+        std::printf("keel-demo: step %lld event %s %s: %s\n", static_cast<long long>(e.step), e.kind.c_str(),
+                    e.layer.c_str(), e.detail.c_str());
+      }
+      if (log_every > 0 && (step % log_every == 0 || step + 1 == steps)) {
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::printf("step %6lld  loss %.4f  grad_norm %.3g  %s  %.1f steps/s\n", static_cast<long long>(step),
+                    loss.item<double>(), outcome.grad_norm, outcome.applied ? "applied" : "SKIPPED",
+                    static_cast<double>(step + 1) / secs);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const keel::probe::AttachError& e) {
+    std::cerr << "keel-demo: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "keel-demo: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

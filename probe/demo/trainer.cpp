@@ -1,0 +1,73 @@
+#include "trainer.hpp"
+
+#include <ATen/autocast_mode.h>
+
+#include <limits>
+#include <stdexcept>
+
+namespace keel::demo {
+
+namespace {
+ModelConfig with_vocab(ModelConfig config, int64_t vocab) {
+  config.vocab = vocab;
+  return config;
+}
+}  // namespace
+
+Trainer::Trainer(const TrainerConfig& config)
+    : config_(config), corpus_(config.data_path, config.model.context) {
+  torch::manual_seed(config.seed);
+  rng_ = at::detail::createCPUGenerator(config.seed);
+  model_ = CharTransformer(with_vocab(config.model, corpus_.vocab_size()));
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      model_->parameters(), torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
+}
+
+void Trainer::schedule(int64_t step, const Faults& faults) {
+  double lr = config_.lr;
+  if (config_.warmup_steps > 0 && step < config_.warmup_steps) {
+    lr *= static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps);
+  }
+  if (faults.lr_spike_step && *faults.lr_spike_step == step) lr *= faults.lr_spike_factor;
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+}
+
+torch::Tensor Trainer::forward_backward(const std::function<void(const torch::Tensor&)>& on_logits,
+                                        const std::function<torch::Tensor(const torch::Tensor&)>& scale) {
+  optimizer_->zero_grad();
+  auto [inputs, targets] = corpus_.batch(config_.batch, rng_);
+  if (config_.bf16) {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+  auto logits = model_->forward(inputs);
+  if (config_.bf16) {
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+    logits = logits.to(torch::kFloat);
+  }
+  if (on_logits) on_logits(logits);
+  auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  (scale ? scale(loss) : loss).backward();
+  return loss.detach();
+}
+
+void Trainer::inject(int64_t step, const Faults& faults) {
+  torch::NoGradGuard no_grad;
+  if (faults.nan_step && *faults.nan_step == step) {
+    bool found = false;
+    for (auto& p : model_->named_parameters()) {
+      if (p.key() != faults.nan_layer) continue;
+      found = true;
+      if (p.value().grad().defined()) p.value().mutable_grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+    if (!found) throw std::invalid_argument("no parameter named '" + faults.nan_layer + "' (see --list-layers)");
+  }
+  if (faults.spike_step && *faults.spike_step == step) {
+    for (auto& p : model_->parameters()) {
+      if (p.grad().defined()) p.mutable_grad().mul_(faults.spike_factor);
+    }
+  }
+}
+
+}  // namespace keel::demo

@@ -1,0 +1,64 @@
+// Trainer: keel-demo's training set-up (model, AdamW, warmup schedule, data, fault injection),
+// shared by the keel-demo program and the probe benchmark so both measure the same step.
+// Threads: the training thread. Never: calls the probe (the caller instruments the loop).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "char_transformer.hpp"
+#include "text_corpus.hpp"
+
+namespace keel::demo {
+
+struct TrainerConfig {
+  std::string data_path = kDefaultTextPath;
+  ModelConfig model;
+  int64_t batch = 8;
+  double lr = 3e-3;
+  double weight_decay = 0.01;
+  int64_t warmup_steps = 100;
+  uint64_t seed = 1;
+  bool bf16 = false;      // CPU autocast to bfloat16 (weights and gradients stay float32)
+};
+
+// Fault injection, each at one step.
+struct Faults {
+  std::optional<int64_t> nan_step;      // a NaN in nan_layer's gradient
+  std::string nan_layer;
+  std::optional<int64_t> spike_step;    // every gradient multiplied by spike_factor
+  double spike_factor = 1.0;
+  std::optional<int64_t> lr_spike_step; // learning rate multiplied by lr_spike_factor
+  double lr_spike_factor = 1.0;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainerConfig& config);
+
+  CharTransformer& model() { return model_; }
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  const TextCorpus& corpus() const { return corpus_; }
+
+  // Sets this step's learning rate (linear warmup, then constant; lr spike if due).
+  void schedule(int64_t step, const Faults& faults);
+  // zero_grad, a batch, forward (logits handed to on_logits, e.g. probe.watch), loss,
+  // backward of scale(loss). Returns the unscaled loss.
+  torch::Tensor forward_backward(const std::function<void(const torch::Tensor&)>& on_logits,
+                                 const std::function<torch::Tensor(const torch::Tensor&)>& scale);
+  // Applies the gradient faults due at `step`; throws std::invalid_argument for an unknown layer.
+  void inject(int64_t step, const Faults& faults);
+
+ private:
+  TrainerConfig config_;
+  TextCorpus corpus_;
+  CharTransformer model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  torch::Generator rng_;
+};
+
+}  // namespace keel::demo

@@ -1,0 +1,74 @@
+// Fused CPU reductions over float32 buffers: the probe's per-step arithmetic.
+//
+// What it is for: one memory pass per question, however many metrics it answers. The gradient
+// pass yields sum of squares, absmax, non-finite count and zero count together; the snapshot
+// pass copies W and yields sum w^2; the update pass yields sum (W - snapshot)^2.
+// Many small tensors are batched into one parallel region (OpenMP) by splitting all buffers
+// into chunks of similar size.
+// Threads: call from one thread at a time (the training thread); uses the OpenMP pool inside.
+// Never: throws, allocates per element, or synchronises with anything but its own workers.
+// Includes no torch header, so it compiles fast and is tested on raw arrays.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace keel::probe {
+
+struct GradStats {
+  double sumsq = 0;       // sum of g^2 accumulated in fp32 blocks, summed in fp64; NaN/Inf propagate
+  float absmax = 0;       // max |g|; NaN when any element is NaN, Inf when any is Inf (and none NaN)
+  int64_t nonfinite = 0;  // elements that are NaN or +-Inf
+  int64_t zeros = 0;      // elements exactly 0 (+0 or -0)
+};
+
+struct ConstSpan {
+  const float* data = nullptr;
+  int64_t numel = 0;
+};
+
+struct MutableSpan {
+  float* data = nullptr;
+  int64_t numel = 0;
+};
+
+struct SnapshotSpan {
+  const float* weights = nullptr;
+  float* snapshot = nullptr;   // receives a copy of weights
+  int64_t numel = 0;
+};
+
+struct UpdateSpan {
+  const float* weights = nullptr;
+  const float* snapshot = nullptr;
+  int64_t numel = 0;
+};
+
+// Reusable scratch for the chunked passes, so steady-state calls never allocate.
+class FusedReducer {
+ public:
+  // Gradient statistics of every buffer; out.size() becomes grads.size().
+  void grad_stats(const std::vector<ConstSpan>& grads, std::vector<GradStats>& out);
+  // As grad_stats, but first multiplies every element by `scale` in place (loss-scaler
+  // unscale fused with the statistics of the unscaled gradient).
+  void unscale_and_grad_stats(const std::vector<MutableSpan>& grads, float scale,
+                              std::vector<GradStats>& out);
+  // Copies each weights buffer into its snapshot and returns sum w^2 per buffer.
+  void snapshot_sumsq(const std::vector<SnapshotSpan>& spans, std::vector<double>& out);
+  // sum (w - snapshot)^2 per buffer.
+  void update_sumsq(const std::vector<UpdateSpan>& spans, std::vector<double>& out);
+  // sum w^2 per buffer (param_norm when no snapshot is due).
+  void sumsq(const std::vector<ConstSpan>& spans, std::vector<double>& out);
+
+ private:
+  struct Chunk {
+    int32_t buffer;
+    int64_t begin;
+    int64_t end;
+  };
+  std::vector<Chunk> chunks_;
+  std::vector<GradStats> partial_grad_;
+  std::vector<double> partial_sum_;
+};
+
+}  // namespace keel::probe

@@ -1,0 +1,118 @@
+// keel::probe::Probe: per-layer training-stability statistics for a libtorch training loop.
+//
+// Integration (a handful of lines; the model's code does not change):
+//
+//   keel::probe::Probe probe(*model, optimizer);          // attach: hooks, publisher
+//   for (...) {
+//     optimizer.zero_grad();
+//     auto logits = model->forward(x);
+//     probe.watch("logits", logits);                        // optional, any activation
+//     auto loss = torch::cross_entropy(...);
+//     loss.backward();                                      // or scaler.scale(loss).backward()
+//     probe.step(loss);                                     // instead of optimizer.step()
+//   }
+//
+// Each step() reduces every parameter's gradient and weights in a few fused passes on the
+// tensors' own device (grad_norm, grad_absmax, grad_nonfinite, grad_zero_frac, param_norm,
+// update_ratio: DESIGN §2), applies the policies (skip the update when a gradient is
+// non-finite), calls optimizer.step() unless skipping, and hands a step record to a
+// background publisher thread (ZeroMQ XPUB, msgpack, shared/PROTOCOL.md).
+//
+// Threads: construct, watch() and step() on the training thread only. Gradient hooks may run
+// on autograd worker threads; they only note arrival order. The publisher thread owns the
+// socket.
+// Never: throws from watch() or step() because of keel (a failure inside the probe's own work
+// is counted and the update is still applied; exceptions of the user's optimizer propagate);
+// blocks on the network (a full queue or socket drops the record and counts it); calls
+// .item() or synchronises per layer. The constructor throws AttachError, with a clear
+// message, on setup errors (address in use, bad endpoint, no parameters).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "keel/probe/grad_scaler.hpp"
+#include "keel/wire/codec.hpp"
+#include "keel/wire/messages.hpp"
+
+namespace keel::probe {
+
+class AttachError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ProbeOptions {
+  // Where the publisher binds its XPUB socket; "" publishes nothing (statistics and policies
+  // still run). Loopback by default.
+  std::string endpoint = wire::kDefaultPubEndpoint;
+  std::string run_id;               // default: "<hostname>-<pid>-<start time>"
+  int32_t rank = 0;
+  int32_t world_size = 1;
+  // Per LayerMetric (index = wire::LayerMetric): compute every N steps; 0 = never.
+  std::array<int32_t, wire::kLayerMetricCount> cadence{1, 1, 1, 1, 1, 1};
+  bool skip_on_nonfinite = true;    // policy: never apply an update with a NaN/Inf gradient
+  size_t queue_capacity = 256;      // records waiting for the publisher thread
+  int send_high_water_mark = 1000;  // per subscriber, in messages
+  double describe_interval_secs = 2.0;
+  size_t history_steps = 4096;      // ring of recent step records kept for backfill
+};
+
+// What step() did.
+struct StepOutcome {
+  int64_t step = 0;
+  bool applied = true;
+  std::string skip_reason;          // "" when applied
+  int64_t nonfinite_layers = 0;
+  double grad_norm = 0;
+};
+
+// Where the probe's time on the training thread went in the last step (for the benchmark).
+struct ProbeTiming {
+  double probe_us = 0;     // all of the probe's time this step (excludes optimizer.step())
+  double reduce_us = 0;    // of which: reductions (gradient, weight, update, watched tensors)
+};
+
+class Probe {
+ public:
+  Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options = {});
+  ~Probe();
+  Probe(const Probe&) = delete;
+  Probe& operator=(const Probe&) = delete;
+
+  // Loss scaling: step() unscales (fused with its gradient pass), skips on overflow, and
+  // updates the scaler. The scaler must outlive the probe.
+  void use_scaler(GradScaler* scaler);
+
+  // Statistics of an activation (absmax, rms, mean logsumexp over the last dim, non-finite
+  // count), reduced now on its device and published with this step's record.
+  void watch(const std::string& name, const torch::Tensor& tensor);
+
+  // Replaces optimizer.step(): statistics, policies, the update (unless skipped), publish.
+  StepOutcome step(const torch::Tensor& loss);
+
+  // The last step's record (what was published), for tests and in-process users.
+  const wire::StepRecord& last_record() const;
+  const wire::RunDescription& description() const;
+  // Events raised by the last step (first non-finite layer / watch, skip), in order.
+  const std::vector<wire::Event>& last_events() const;
+  const ProbeTiming& last_timing() const;
+  // Step records dropped because the queue or the socket was full.
+  uint64_t dropped() const;
+  // Where the publisher is bound (resolves a "tcp://127.0.0.1:*" wildcard port).
+  std::string bound_endpoint() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace keel::probe

@@ -1,0 +1,41 @@
+// BackwardOrder: which layer's gradient arrived first in this step's backward pass.
+//
+// What it is for: "first non-finite in backward order" needs the arrival order of gradients,
+// which only autograd knows. A hook on each parameter records its arrival position; it does no
+// arithmetic, so it costs an atomic increment per parameter per backward.
+// Threads: hooks run on whichever thread autograd uses; rearm() and position() on the training
+// thread between backward passes. Never: touches gradient values, allocates in a hook.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace keel::probe {
+
+class BackwardOrder {
+ public:
+  // Registers one hook per parameter that requires grad.
+  explicit BackwardOrder(const std::vector<torch::Tensor>& params);
+  ~BackwardOrder();
+
+  // Forgets the last step's arrivals (call after each optimizer step).
+  void rearm();
+  // Arrival position of the layer's gradient in this step (0 = first), -1 if none arrived.
+  int64_t position(size_t layer) const;
+
+ private:
+  struct Arrivals {
+    std::atomic<int64_t> next{0};
+    std::vector<std::atomic<int64_t>> position;
+    explicit Arrivals(size_t n) : position(n) {}
+  };
+  std::shared_ptr<Arrivals> arrivals_;   // shared with the hooks, which may outlive us
+  std::vector<torch::Tensor> params_;
+  std::vector<unsigned> handles_;
+};
+
+}  // namespace keel::probe

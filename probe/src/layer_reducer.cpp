@@ -1,0 +1,203 @@
+#include "layer_reducer.hpp"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+
+namespace keel::probe {
+namespace {
+
+bool cpu_float_contiguous(const torch::Tensor& t) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
+         t.is_contiguous() && !t.is_sparse();
+}
+
+// Stacks per-layer rows that live on several devices into one host table: one stack and one
+// device-to-host copy per device (the only synchronisation of the generic path).
+void gather_rows(const std::vector<size_t>& layers, const std::vector<torch::Tensor>& rows,
+                 const std::function<void(size_t layer, const double* row)>& sink) {
+  std::map<std::string, std::vector<size_t>> by_device;
+  for (size_t i = 0; i < rows.size(); ++i) by_device[rows[i].device().str()].push_back(i);
+  for (auto& [device, indices] : by_device) {
+    std::vector<torch::Tensor> group;
+    group.reserve(indices.size());
+    for (size_t i : indices) group.push_back(rows[i]);
+    auto host = torch::stack(group).to(torch::kCPU).contiguous();
+    const int64_t width = host.size(1);
+    const double* data = host.data_ptr<double>();
+    for (size_t k = 0; k < indices.size(); ++k) sink(layers[indices[k]], data + k * width);
+  }
+}
+
+torch::Tensor sumsq_on_device(const torch::Tensor& t) {
+  return t.to(torch::kFloat).square().sum(torch::kDouble);
+}
+
+}  // namespace
+
+LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
+    : params_(std::move(params)),
+      fast_offset_(params_.size(), -1),
+      generic_snapshot_(params_.size()),
+      grad_stats_(params_.size()),
+      param_sumsq_(params_.size(), 0.0),
+      update_sumsq_(params_.size(), 0.0) {
+  int64_t total = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!on_fast_path(i)) continue;
+    fast_offset_[i] = total;
+    total += params_[i].numel();
+  }
+  cpu_snapshot_.assign(static_cast<size_t>(total), 0.0f);
+}
+
+bool LayerReducer::on_fast_path(size_t layer) const {
+  return cpu_float_contiguous(params_[layer]);
+}
+
+bool LayerReducer::grad_on_fast_path(size_t layer) const {
+  return on_fast_path(layer) && cpu_float_contiguous(params_[layer].grad());
+}
+
+void LayerReducer::reduce_grads(float unscale) {
+  fast_layers_.clear();
+  generic_layers_.clear();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& grad = params_[i].grad();
+    if (!grad.defined()) {
+      grad_stats_[i] = GradStats{};
+      grad_stats_[i].zeros = params_[i].numel();
+    } else if (grad_on_fast_path(i)) {
+      fast_layers_.push_back(i);
+    } else {
+      generic_layers_.push_back(i);
+    }
+  }
+  if (!fast_layers_.empty()) {
+    if (unscale != 1.0f) {
+      mutable_spans_.clear();
+      for (size_t i : fast_layers_) {
+        auto grad = params_[i].grad();
+        mutable_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
+      }
+      fused_.unscale_and_grad_stats(mutable_spans_, unscale, fast_grad_out_);
+    } else {
+      const_spans_.clear();
+      for (size_t i : fast_layers_) {
+        const auto& grad = params_[i].grad();
+        const_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
+      }
+      fused_.grad_stats(const_spans_, fast_grad_out_);
+    }
+    for (size_t k = 0; k < fast_layers_.size(); ++k) grad_stats_[fast_layers_[k]] = fast_grad_out_[k];
+  }
+  if (!generic_layers_.empty()) reduce_generic_grads(generic_layers_, unscale);
+}
+
+void LayerReducer::reduce_generic_grads(const std::vector<size_t>& layers, float unscale) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> rows;
+  rows.reserve(layers.size());
+  for (size_t i : layers) {
+    auto grad = params_[i].mutable_grad();
+    if (unscale != 1.0f) grad.mul_(unscale);
+    auto g = grad.to(torch::kFloat);
+    auto nonfinite = torch::isfinite(g).logical_not().sum().to(torch::kDouble);
+    auto zeros = g.eq(0).sum().to(torch::kDouble);
+    // max() propagates NaN, which is the definition of grad_absmax.
+    auto absmax = g.numel() > 0 ? g.abs().max().to(torch::kDouble)
+                                : torch::zeros({}, g.options().dtype(torch::kDouble));
+    rows.push_back(torch::stack({g.square().sum(torch::kDouble), absmax, nonfinite, zeros}));
+  }
+  gather_rows(layers, rows, [this](size_t layer, const double* row) {
+    GradStats& s = grad_stats_[layer];
+    s.sumsq = row[0];
+    s.absmax = static_cast<float>(row[1]);
+    s.nonfinite = static_cast<int64_t>(row[2]);
+    s.zeros = static_cast<int64_t>(row[3]);
+  });
+}
+
+void LayerReducer::snapshot_weights() {
+  snapshot_spans_.clear();
+  fast_layers_.clear();
+  generic_layers_.clear();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (fast_offset_[i] >= 0) {
+      fast_layers_.push_back(i);
+      snapshot_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i],
+                                 params_[i].numel()});
+    } else {
+      generic_layers_.push_back(i);
+    }
+  }
+  fused_.snapshot_sumsq(snapshot_spans_, fast_sum_out_);
+  for (size_t k = 0; k < fast_layers_.size(); ++k) param_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
+  if (!generic_layers_.empty()) weights_generic(generic_layers_, /*snapshot=*/true);
+}
+
+void LayerReducer::reduce_weights() {
+  const_spans_.clear();
+  fast_layers_.clear();
+  generic_layers_.clear();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (fast_offset_[i] >= 0) {
+      fast_layers_.push_back(i);
+      const_spans_.push_back({params_[i].data_ptr<float>(), params_[i].numel()});
+    } else {
+      generic_layers_.push_back(i);
+    }
+  }
+  fused_.sumsq(const_spans_, fast_sum_out_);
+  for (size_t k = 0; k < fast_layers_.size(); ++k) param_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
+  if (!generic_layers_.empty()) weights_generic(generic_layers_, /*snapshot=*/false);
+}
+
+void LayerReducer::weights_generic(const std::vector<size_t>& layers, bool snapshot) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> rows;
+  rows.reserve(layers.size());
+  for (size_t i : layers) {
+    const auto& w = params_[i];
+    if (snapshot) {
+      auto& snap = generic_snapshot_[i];
+      if (!snap.defined()) snap = torch::empty_like(w);
+      snap.copy_(w);
+    }
+    rows.push_back(sumsq_on_device(w).reshape({1}));
+  }
+  gather_rows(layers, rows, [this](size_t layer, const double* row) { param_sumsq_[layer] = row[0]; });
+}
+
+void LayerReducer::reduce_updates() {
+  update_spans_.clear();
+  fast_layers_.clear();
+  generic_layers_.clear();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (fast_offset_[i] >= 0) {
+      fast_layers_.push_back(i);
+      update_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i],
+                               params_[i].numel()});
+    } else {
+      generic_layers_.push_back(i);
+    }
+  }
+  fused_.update_sumsq(update_spans_, fast_sum_out_);
+  for (size_t k = 0; k < fast_layers_.size(); ++k) update_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
+  if (!generic_layers_.empty()) updates_generic(generic_layers_);
+}
+
+void LayerReducer::updates_generic(const std::vector<size_t>& layers) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> rows;
+  rows.reserve(layers.size());
+  for (size_t i : layers) {
+    const auto& snap = generic_snapshot_[i];
+    rows.push_back(snap.defined() ? sumsq_on_device(params_[i] - snap).reshape({1})
+                                  : torch::zeros({1}, params_[i].options().dtype(torch::kDouble)));
+  }
+  gather_rows(layers, rows, [this](size_t layer, const double* row) { update_sumsq_[layer] = row[0]; });
+}
+
+}  // namespace keel::probe

@@ -1,0 +1,328 @@
+#include "keel/probe/probe.hpp"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "backward_order.hpp"
+#include "layer_reducer.hpp"
+#include "publisher.hpp"
+#include "run_description.hpp"
+#include "watch_reducer.hpp"
+
+namespace keel::probe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using wire::LayerMetric;
+
+double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+int64_t unix_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+class Probe::Impl {
+ public:
+  Impl(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options);
+
+  void watch(const std::string& name, const torch::Tensor& tensor);
+  StepOutcome step(const torch::Tensor& loss);
+
+  ProbeOptions options_;
+  torch::optim::Optimizer& optimizer_;
+  std::vector<std::string> names_;
+  std::vector<torch::Tensor> params_;
+  LayerReducer reducer_;
+  BackwardOrder order_;
+  WatchReducer watches_;
+  GradScaler* scaler_ = nullptr;
+  wire::RunDescription description_;
+  std::unique_ptr<Publisher> publisher_;
+
+  int64_t step_ = 0;
+  std::optional<Clock::time_point> last_step_enter_;
+  double watch_us_ = 0;
+  ProbeTiming timing_;
+  bool nonfinite_last_step_ = false;
+  bool watch_nonfinite_last_step_ = false;
+  uint64_t probe_errors_ = 0;
+  wire::StepRecord record_;
+  std::vector<wire::Event> events_;
+
+ private:
+  bool due(LayerMetric m) const {
+    const int32_t every = options_.cadence[static_cast<int>(m)];
+    return every > 0 && step_ % every == 0;
+  }
+  void fill_layer_values(uint32_t mask, bool applied);
+  void raise_events(const StepOutcome& outcome);
+  void add_event(const std::string& kind, const std::string& layer, const std::string& detail);
+};
+
+namespace {
+std::vector<std::pair<std::string, torch::Tensor>> named_params(torch::nn::Module& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  if (out.empty()) throw AttachError("keel probe: the model has no parameters to watch");
+  return out;
+}
+std::vector<std::string> keys(const std::vector<std::pair<std::string, torch::Tensor>>& v) {
+  std::vector<std::string> out;
+  for (const auto& p : v) out.push_back(p.first);
+  return out;
+}
+std::vector<torch::Tensor> values(const std::vector<std::pair<std::string, torch::Tensor>>& v) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : v) out.push_back(p.second);
+  return out;
+}
+}  // namespace
+
+Probe::Impl::Impl(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
+    : options_(std::move(options)),
+      optimizer_(optimizer),
+      names_(keys(named_params(model))),
+      params_(values(named_params(model))),
+      reducer_(params_),
+      order_(params_) {
+  description_ = describe_run(named_params(model), options_);
+  if (!options_.endpoint.empty()) {
+    PublisherOptions po;
+    po.endpoint = options_.endpoint;
+    po.queue_capacity = options_.queue_capacity;
+    po.send_high_water_mark = options_.send_high_water_mark;
+    po.describe_interval = std::chrono::milliseconds(static_cast<int64_t>(options_.describe_interval_secs * 1000));
+    po.history_steps = options_.history_steps;
+    publisher_ = std::make_unique<Publisher>(po, description_);
+  }
+  record_.rank = options_.rank;
+  record_.layer_count = static_cast<uint32_t>(params_.size());
+}
+
+void Probe::Impl::watch(const std::string& name, const torch::Tensor& tensor) {
+  const auto start = Clock::now();
+  try {
+    const size_t known = watches_.names().size();
+    watches_.watch(name, tensor);
+    if (watches_.names().size() != known) {
+      description_.watches = watches_.names();
+      if (publisher_) publisher_->describe(description_);
+    }
+  } catch (const std::exception&) {
+    ++probe_errors_;
+  }
+  watch_us_ += micros(Clock::now() - start);
+}
+
+StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
+  const auto enter = Clock::now();
+  StepOutcome outcome;
+  outcome.step = step_;
+  events_.clear();
+
+  uint32_t mask = 0;
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    if (due(static_cast<LayerMetric>(m))) mask |= 1u << m;
+  }
+  const bool grads_due = (mask & 0xFu) != 0 || options_.skip_on_nonfinite || scaler_ != nullptr;
+  const bool update_due = (mask >> static_cast<int>(LayerMetric::kUpdateRatio)) & 1u;
+  const bool param_due = update_due || ((mask >> static_cast<int>(LayerMetric::kParamNorm)) & 1u);
+  bool scaler_found_inf = false;
+  bool stats_ok = true;
+  double reduce_us = 0;
+  try {
+    float unscale = 1.0f;
+    const bool scaler_active = scaler_ && scaler_->enabled();
+    if (scaler_active && !scaler_->unscaled()) unscale = scaler_->inv_scale_value();
+    const auto reduce_start = Clock::now();
+    if (grads_due) {
+      reducer_.reduce_grads(unscale);
+      for (const auto& s : reducer_.grad_stats()) {
+        if (s.nonfinite > 0) ++outcome.nonfinite_layers;
+      }
+    }
+    if (scaler_active) {
+      if (unscale != 1.0f) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
+      scaler_found_inf = scaler_->found_inf();
+    }
+    if (update_due) {
+      reducer_.snapshot_weights();
+    } else if (param_due) {
+      reducer_.reduce_weights();
+    }
+    reduce_us = micros(Clock::now() - reduce_start);
+  } catch (const std::exception&) {
+    // The probe's own failure must not change training: apply the update, report nothing.
+    ++probe_errors_;
+    stats_ok = false;
+  }
+
+  if (stats_ok && scaler_found_inf) {
+    outcome.applied = false;
+    outcome.skip_reason = "scaler";
+  } else if (stats_ok && options_.skip_on_nonfinite && outcome.nonfinite_layers > 0) {
+    outcome.applied = false;
+    outcome.skip_reason = "nonfinite";
+  }
+
+  const auto optimizer_start = Clock::now();
+  if (outcome.applied) optimizer_.step();
+  const auto optimizer_end = Clock::now();
+  if (scaler_ && scaler_->enabled()) scaler_->update();
+
+  if (stats_ok) {
+    try {
+      if (update_due && outcome.applied) {
+        const auto update_start = Clock::now();
+        reducer_.reduce_updates();
+        reduce_us += micros(Clock::now() - update_start);
+      }
+      record_.step = step_;
+      record_.loss = loss.defined() ? loss.detach().to(torch::kDouble).item<double>()
+                                    : std::numeric_limits<double>::quiet_NaN();
+      record_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
+      record_.skipped = !outcome.applied;
+      record_.skip_reason = outcome.skip_reason;
+      record_.step_time_us = last_step_enter_ ? micros(enter - *last_step_enter_) : 0.0;
+      fill_layer_values(mask, outcome.applied);
+      outcome.grad_norm = record_.grad_norm;
+      watches_.collect(record_.watches);
+      if (scaler_ && scaler_->enabled()) {
+        record_.scaler = wire::ScalerState{scaler_->scale_value(), scaler_->growth_tracker(),
+                                           scaler_->found_inf(), scaler_->skipped_total()};
+      } else {
+        record_.scaler.reset();
+      }
+      raise_events(outcome);
+      record_.dropped = publisher_ ? publisher_->dropped() : 0;
+      record_.stamp_unix_ns = unix_ns();
+      record_.probe_us = micros(optimizer_start - enter) + micros(Clock::now() - optimizer_end) + watch_us_;
+      if (publisher_) {
+        for (const auto& e : events_) publisher_->publish(e);
+        publisher_->publish(record_);
+      }
+    } catch (const std::exception&) {
+      ++probe_errors_;
+    }
+  }
+  order_.rearm();
+  timing_.probe_us = micros(optimizer_start - enter) + micros(Clock::now() - optimizer_end) + watch_us_;
+  timing_.reduce_us = reduce_us + watch_us_;
+  watch_us_ = 0;
+  last_step_enter_ = enter;
+  ++step_;
+  return outcome;
+}
+
+void Probe::Impl::fill_layer_values(uint32_t mask, bool applied) {
+  const size_t n = params_.size();
+  record_.metric_mask = mask;
+  record_.layer_values.resize(static_cast<size_t>(__builtin_popcount(mask)) * n);
+  const auto& grads = reducer_.grad_stats();
+  const auto& param_sumsq = reducer_.param_sumsq();
+  const auto& update_sumsq = reducer_.update_sumsq();
+  double total_sumsq = 0;
+  for (const auto& s : grads) total_sumsq += s.sumsq;
+  record_.grad_norm = std::sqrt(total_sumsq);
+
+  float* out = record_.layer_values.data();
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    if (!((mask >> m) & 1u)) continue;
+    const auto metric = static_cast<LayerMetric>(m);
+    for (size_t i = 0; i < n; ++i) {
+      const double numel = static_cast<double>(params_[i].numel());
+      double v = 0;
+      switch (metric) {
+        case LayerMetric::kGradNorm: v = std::sqrt(grads[i].sumsq); break;
+        case LayerMetric::kGradAbsmax: v = grads[i].absmax; break;
+        case LayerMetric::kGradNonfinite: v = static_cast<double>(grads[i].nonfinite); break;
+        case LayerMetric::kGradZeroFrac: v = numel > 0 ? static_cast<double>(grads[i].zeros) / numel : 0.0; break;
+        case LayerMetric::kParamNorm: v = std::sqrt(param_sumsq[i]); break;
+        case LayerMetric::kUpdateRatio: {
+          const double w = std::sqrt(param_sumsq[i]);
+          // Undefined for all-zero weights (fresh biases); reported as 0 rather than a
+          // non-finite value that would read as an instability.
+          v = (applied && w > 0) ? std::sqrt(update_sumsq[i]) / w : 0.0;
+          break;
+        }
+      }
+      *out++ = static_cast<float>(v);
+    }
+  }
+}
+
+void Probe::Impl::add_event(const std::string& kind, const std::string& layer, const std::string& detail) {
+  wire::Event e;
+  e.rank = options_.rank;
+  e.step = step_;
+  e.kind = kind;
+  e.layer = layer;
+  e.detail = detail;
+  e.stamp_unix_ns = unix_ns();
+  events_.push_back(std::move(e));
+}
+
+void Probe::Impl::raise_events(const StepOutcome& outcome) {
+  const auto& grads = reducer_.grad_stats();
+  if (outcome.nonfinite_layers > 0 && !nonfinite_last_step_) {
+    // First in backward order; layers whose hook did not fire sort after all that did.
+    size_t first = grads.size();
+    int64_t best = std::numeric_limits<int64_t>::max();
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].nonfinite == 0) continue;
+      const int64_t pos = order_.position(i);
+      const int64_t key = pos >= 0 ? pos : std::numeric_limits<int64_t>::max() - 1;
+      if (key < best) {
+        best = key;
+        first = i;
+      }
+    }
+    add_event("first_nonfinite", names_[first],
+              std::to_string(grads[first].nonfinite) + " non-finite gradient values in " + names_[first] +
+                  "; " + std::to_string(outcome.nonfinite_layers) + " of " + std::to_string(grads.size()) +
+                  " layers non-finite this step");
+  }
+  nonfinite_last_step_ = outcome.nonfinite_layers > 0;
+
+  bool watch_nonfinite = false;
+  for (const auto& w : record_.watches) {
+    if (w.nonfinite == 0) continue;
+    if (!watch_nonfinite && !watch_nonfinite_last_step_) {
+      add_event("first_nonfinite_watch", w.name,
+                std::to_string(w.nonfinite) + " non-finite values in watched tensor " + w.name);
+    }
+    watch_nonfinite = true;
+  }
+  watch_nonfinite_last_step_ = watch_nonfinite;
+
+  if (!outcome.applied) {
+    add_event("skip", "", "update skipped: " + outcome.skip_reason);
+  }
+}
+
+Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
+    : impl_(std::make_unique<Impl>(model, optimizer, std::move(options))) {}
+
+Probe::~Probe() = default;
+
+void Probe::use_scaler(GradScaler* scaler) { impl_->scaler_ = scaler; }
+
+void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_->watch(name, tensor); }
+
+StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
+
+const wire::StepRecord& Probe::last_record() const { return impl_->record_; }
+const wire::RunDescription& Probe::description() const { return impl_->description_; }
+const std::vector<wire::Event>& Probe::last_events() const { return impl_->events_; }
+const ProbeTiming& Probe::last_timing() const { return impl_->timing_; }
+uint64_t Probe::dropped() const { return impl_->publisher_ ? impl_->publisher_->dropped() : 0; }
+std::string Probe::bound_endpoint() const {
+  return impl_->publisher_ ? impl_->publisher_->bound_endpoint() : std::string();
+}
+
+}  // namespace keel::probe

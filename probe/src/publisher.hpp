@@ -1,0 +1,87 @@
+// Publisher: the probe's background thread that encodes and sends telemetry.
+//
+// What it is for: the training thread only copies a record into a bounded single-producer /
+// single-consumer ring; this thread encodes it (shared/PROTOCOL.md), sends it on an XPUB
+// socket, keeps a ring of recent encoded step records for backfill, and (re)sends the run
+// description to every new subscriber and periodically.
+// Threads: publish() and describe() from the training thread only (single producer); the
+// socket belongs to the publisher thread. Never: blocks the producer (a full ring or a full
+// socket drops the message and counts it); throws from publish(); waits on the network in the
+// destructor beyond a short linger.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+
+namespace keel::probe {
+
+struct PublisherOptions {
+  std::string endpoint;
+  size_t queue_capacity = 256;
+  int send_high_water_mark = 1000;
+  std::chrono::milliseconds describe_interval{2000};
+  size_t history_steps = 4096;
+};
+
+class Publisher {
+ public:
+  // Binds the socket and starts the thread; throws AttachError when the bind fails.
+  Publisher(PublisherOptions options, wire::RunDescription description);
+  ~Publisher();
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  // Stamps rank and sequence number, then queues a copy (or drops it when the ring is full).
+  void publish(const wire::StepRecord& record);
+  void publish(const wire::Event& event);
+  // Replaces the run description (e.g. a new watched tensor) and sends it soon.
+  void describe(const wire::RunDescription& description);
+
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
+  const std::string& bound_endpoint() const { return bound_endpoint_; }
+  // Encoded payloads of the most recent step records, oldest first (copy; any thread).
+  std::vector<std::vector<char>> history() const;
+
+ private:
+  template <class T>
+  void enqueue(const T& message);
+  void run();
+  void drain();
+  void send_description();
+  bool send(const char* topic, const std::vector<char>& payload);
+
+  PublisherOptions options_;
+  struct Socket;
+  std::unique_ptr<Socket> socket_;
+  std::string bound_endpoint_;
+
+  std::vector<wire::Message> ring_;
+  std::atomic<uint64_t> head_{0};   // next slot the producer writes
+  std::atomic<uint64_t> tail_{0};   // next slot the consumer reads
+  std::atomic<uint64_t> next_seq_{0};
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> sent_{0};
+
+  std::mutex description_mutex_;
+  wire::RunDescription description_;
+  std::atomic<bool> description_changed_{true};
+
+  mutable std::mutex history_mutex_;
+  std::deque<std::vector<char>> history_;
+
+  std::vector<char> scratch_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace keel::probe

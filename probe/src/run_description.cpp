@@ -1,0 +1,57 @@
+#include "run_description.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include <torch/version.h>
+
+#include "keel_version.hpp"
+
+namespace keel::probe {
+
+std::string dtype_name(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat: return "float32";
+    case torch::kDouble: return "float64";
+    case torch::kHalf: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kInt: return "int32";
+    case torch::kLong: return "int64";
+    default: return c10::toString(type);
+  }
+}
+
+std::string default_run_id() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  return std::string(host[0] ? host : "host") + "-" + std::to_string(getpid()) + "-" + std::to_string(ms);
+}
+
+wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch::Tensor>>& params,
+                                  const ProbeOptions& options) {
+  wire::RunDescription d;
+  d.rank = options.rank;
+  d.world_size = options.world_size;
+  d.run_id = options.run_id.empty() ? default_run_id() : options.run_id;
+  d.keel_version = kKeelVersion;
+  d.torch_version = TORCH_VERSION;
+  d.device = params.empty() ? "cpu" : params.front().second.device().str();
+  d.start_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  for (const auto& [name, tensor] : params) {
+    wire::LayerInfo layer;
+    layer.name = name;
+    layer.shape = tensor.sizes().vec();
+    layer.numel = tensor.numel();
+    layer.dtype = dtype_name(tensor.scalar_type());
+    d.layers.push_back(std::move(layer));
+  }
+  return d;
+}
+
+}  // namespace keel::probe

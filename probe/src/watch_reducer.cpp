@@ -1,0 +1,56 @@
+#include "watch_reducer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace keel::probe {
+
+void WatchReducer::watch(const std::string& name, const torch::Tensor& tensor) {
+  torch::NoGradGuard no_grad;
+  auto t = tensor.detach();
+  const double numel = static_cast<double>(t.numel());
+  const double rows = t.dim() > 0 && t.size(-1) > 0 ? numel / static_cast<double>(t.size(-1)) : 0.0;
+  auto lse_sum = rows > 0 ? t.to(torch::kFloat).logsumexp(-1).sum(torch::kDouble)
+                          : torch::zeros({}, t.options().dtype(torch::kDouble));
+  torch::Tensor row;
+  if (t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous()) {
+    span_.assign(1, ConstSpan{t.data_ptr<float>(), t.numel()});
+    fused_.grad_stats(span_, stats_);
+    const GradStats& s = stats_[0];
+    row = torch::tensor({static_cast<double>(s.absmax), s.sumsq, static_cast<double>(s.nonfinite),
+                         lse_sum.item<double>(), numel, rows},
+                        torch::kDouble);
+  } else {
+    auto f = t.to(torch::kFloat);
+    auto absmax = t.numel() > 0 ? f.abs().max().to(torch::kDouble)
+                                : torch::zeros({}, f.options().dtype(torch::kDouble));
+    auto meta = torch::tensor({numel, rows}, torch::kDouble).to(t.device());
+    row = torch::cat({torch::stack({absmax, f.square().sum(torch::kDouble),
+                                    torch::isfinite(f).logical_not().sum().to(torch::kDouble), lse_sum}),
+                      meta});
+  }
+  auto same = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.name == name; });
+  if (same != pending_.end()) {
+    same->row = row;
+  } else {
+    pending_.push_back({name, row});
+  }
+  if (std::find(names_.begin(), names_.end(), name) == names_.end()) names_.push_back(name);
+}
+
+void WatchReducer::collect(std::vector<wire::WatchStats>& out) {
+  out.resize(pending_.size());
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    auto host = pending_[i].row.to(torch::kCPU);
+    const double* r = host.data_ptr<double>();
+    wire::WatchStats& w = out[i];
+    w.name = pending_[i].name;
+    w.absmax = static_cast<float>(r[0]);
+    w.rms = r[4] > 0 ? static_cast<float>(std::sqrt(r[1] / r[4])) : 0.0f;
+    w.nonfinite = static_cast<int64_t>(r[2]);
+    w.z = r[5] > 0 ? static_cast<float>(r[3] / r[5]) : 0.0f;
+  }
+  pending_.clear();
+}
+
+}  // namespace keel::probe

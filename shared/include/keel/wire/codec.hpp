@@ -1,0 +1,54 @@
+// keel wire codec: messages <-> bytes (msgpack maps, per-layer values as one float32 bin).
+//
+// What it is for: the only place that knows the byte layout (shared/PROTOCOL.md). A message
+// travels as two ZeroMQ frames: the topic (topic_of), then the payload (encode).
+// Threads: stateless free functions; safe from any thread.
+// Never: throws, crashes or reads past `size` on bad input. Decoding returns a DecodeResult
+// whose error says what was wrong (truncated, oversized, wrong type, wrong version).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+
+namespace keel::wire {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+// Upper bound of one payload; anything larger is rejected before parsing.
+inline constexpr size_t kMaxPayloadBytes = 64u << 20;
+// Upper bounds on counts inside a payload (layers, watches, string bytes).
+inline constexpr uint32_t kMaxLayers = 1u << 20;
+inline constexpr uint32_t kMaxWatches = 1024;
+inline constexpr uint32_t kMaxStringBytes = 64u << 10;
+
+// Topic frames. Subscribers filter on these prefixes.
+inline constexpr const char* kTopicRun = "run";
+inline constexpr const char* kTopicStep = "step";
+inline constexpr const char* kTopicEvent = "event";
+inline constexpr const char* kTopicCommand = "cmd";
+inline constexpr const char* kTopicAck = "ack";
+
+const char* topic_of(const Message& message);
+
+// Appends the payload bytes of `message` to `out` (cleared first). Allocates only to grow `out`.
+void encode(const Message& message, std::vector<char>& out);
+std::vector<char> encode(const Message& message);
+
+struct DecodeResult {
+  bool ok = false;
+  Message message;
+  std::string error;   // set when !ok
+};
+
+// Decodes one payload. Never trusts a length field beyond `size`.
+DecodeResult decode(const void* data, size_t size);
+
+// Default endpoints: the probe binds the PUB socket on the first, commands on the next port.
+inline constexpr const char* kDefaultPubEndpoint = "tcp://127.0.0.1:5557";
+// "tcp://host:5557" -> "tcp://host:5558"; returns "" when the endpoint has no numeric port.
+std::string command_endpoint_for(const std::string& pub_endpoint);
+
+}  // namespace keel::wire

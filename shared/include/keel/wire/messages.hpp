@@ -1,0 +1,138 @@
+// keel wire messages: the plain structs that travel between a probe and its clients.
+//
+// What it is for: one vocabulary shared by the probe (publisher, command server) and the app
+// (receiver, keel-cli). The bytes are defined by codec.hpp and documented in shared/PROTOCOL.md.
+// Threads: plain values, no shared state; any thread may build, copy or read them.
+// Never: includes torch or ImGui, allocates behind the caller's back, or throws.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace keel::wire {
+
+// Per-layer metrics, in the order they are packed in a StepRecord's layer block.
+// Definitions (DESIGN §2): grad_norm = sqrt(sum g^2) of the unscaled gradient; grad_absmax =
+// max |g| (NaN if any NaN); grad_nonfinite = count of NaN/Inf; grad_zero_frac = fraction of
+// elements exactly 0; param_norm = sqrt(sum w^2) before the update; update_ratio =
+// norm(W_after - W_before) / norm(W_before), 0 when the update was skipped.
+enum class LayerMetric : uint8_t {
+  kGradNorm = 0,
+  kGradAbsmax = 1,
+  kGradNonfinite = 2,
+  kGradZeroFrac = 3,
+  kParamNorm = 4,
+  kUpdateRatio = 5,
+};
+inline constexpr int kLayerMetricCount = 6;
+inline constexpr uint32_t kAllLayerMetrics = (1u << kLayerMetricCount) - 1;
+
+// Snake-case metric name as used in JSON output and the run description ("grad_norm", ...).
+const char* layer_metric_name(LayerMetric metric);
+
+struct LayerInfo {
+  std::string name;            // dotted name from named_parameters(), e.g. "blocks.0.attn.qkv.weight"
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  std::string dtype;           // "float32", "bfloat16", ...
+};
+
+// Sent first to every new subscriber and re-sent periodically, so a late client understands
+// the stream at once.
+struct RunDescription {
+  int32_t rank = 0;
+  uint64_t seq = 0;
+  std::string run_id;
+  int32_t world_size = 1;
+  std::vector<LayerInfo> layers;       // model order (named_parameters() order)
+  std::vector<std::string> watches;    // watched tensor names, forward order of first watch()
+  std::string keel_version;
+  std::string torch_version;
+  std::string device;                  // "cpu", "cuda:0", ...
+  int64_t start_unix_ms = 0;
+};
+
+struct ScalerState {
+  double scale = 0;
+  int32_t growth_tracker = 0;
+  bool found_inf = false;
+  int64_t skipped_total = 0;
+};
+
+struct WatchStats {
+  std::string name;
+  float absmax = 0;
+  float rms = 0;
+  float z = 0;          // mean logsumexp over the last dim
+  int64_t nonfinite = 0;
+};
+
+// One training step of one rank.
+struct StepRecord {
+  int32_t rank = 0;
+  uint64_t seq = 0;
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;       // global: sqrt(sum of squared layer grad norms)
+  bool skipped = false;
+  std::string skip_reason;    // "" when applied; "nonfinite", "scaler", "command", "spike"
+  double step_time_us = 0;    // wall time of the previous step boundary to this one
+  double probe_us = 0;        // the probe's own time on the training thread this step
+  uint64_t dropped = 0;       // records the probe could not publish so far (cumulative)
+  int64_t stamp_unix_ns = 0;  // when the probe finished the step (for latency measurement)
+  // Per-layer values, metric-major: for each metric present in metric_mask (ascending
+  // LayerMetric order), layer_count float32 values in model order. A metric that is not due
+  // this step (cadence) is absent from the mask and the block.
+  uint32_t metric_mask = kAllLayerMetrics;
+  uint32_t layer_count = 0;
+  std::vector<float> layer_values;
+  std::optional<ScalerState> scaler;
+  std::vector<WatchStats> watches;
+
+  // Index of a metric's block in layer_values, or -1 when absent.
+  int metric_block(LayerMetric metric) const;
+  // Value of one metric for one layer; NaN when the metric is absent.
+  float layer_value(LayerMetric metric, uint32_t layer) const;
+};
+
+struct Event {
+  int32_t rank = 0;
+  uint64_t seq = 0;
+  int64_t step = 0;
+  std::string kind;       // "first_nonfinite", "first_nonfinite_watch", "skip", ...
+  std::string layer;      // layer or watched tensor name, "" when not about one
+  std::string detail;     // human-readable
+  int64_t stamp_unix_ns = 0;
+};
+
+// A request from a client to the probe's command socket.
+struct Command {
+  int32_t rank = 0;       // target rank; -1 = any
+  uint64_t seq = 0;
+  uint64_t id = 0;        // chosen by the client, echoed in the Ack
+  std::string kind;       // "skip", "dump", "policy", "describe", "history"
+  int64_t count = 1;      // skip: number of updates; history: number of steps
+  std::string label;      // dump: label (sanitised by the probe)
+  std::string policy;     // policy: name
+  bool enable = false;    // policy: on/off
+};
+
+// The probe's answer to a Command.
+struct Ack {
+  int32_t rank = 0;
+  uint64_t seq = 0;
+  uint64_t id = 0;
+  bool ok = false;
+  int64_t step = -1;      // step at which the command took effect
+  std::string error;      // refusal reason when !ok
+  std::string path;       // dump: file written
+  int64_t bytes = 0;      // dump: size
+};
+
+using Message = std::variant<RunDescription, StepRecord, Event, Command, Ack>;
+
+}  // namespace keel::wire

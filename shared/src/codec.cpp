@@ -1,0 +1,277 @@
+// Encoding side of the wire codec: topic names and message -> msgpack payload.
+// The byte layout is documented in shared/PROTOCOL.md; decode.cpp is the other half.
+#include "keel/wire/codec.hpp"
+
+#include <cstring>
+#include <msgpack.hpp>
+
+namespace keel::wire {
+namespace {
+
+constexpr bool kLittleEndianHost = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
+// Appends straight into the caller's vector, so encoding allocates only when it grows.
+struct VectorWriter {
+  std::vector<char>& out;
+  void write(const char* data, size_t size) { out.insert(out.end(), data, data + size); }
+};
+
+// Thin layer over msgpack::packer. Floats are written by hand because msgpack-c 4.x packs
+// integral floats as integers, which would lose -0.0 and make a float field's type depend
+// on its value; the protocol promises float64/float32 for them.
+class Encoder {
+ public:
+  explicit Encoder(std::vector<char>& out) : writer_{out}, packer_(writer_) {}
+
+  void map(uint32_t entries) { packer_.pack_map(entries); }
+  void array(uint32_t items) { packer_.pack_array(items); }
+  template <size_t N>
+  void key(const char (&name)[N]) {
+    packer_.pack_str(N - 1);
+    packer_.pack_str_body(name, N - 1);
+  }
+  void str(const std::string& value) {
+    const uint32_t size = clipped_size(value);
+    packer_.pack_str(size);
+    packer_.pack_str_body(value.data(), size);
+  }
+  void uint(uint64_t value) { packer_.pack_uint64(value); }
+  void sint(int64_t value) { packer_.pack_int64(value); }
+  void boolean(bool value) { value ? packer_.pack_true() : packer_.pack_false(); }
+  void nil() { packer_.pack_nil(); }
+  void f64(double value) {
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    char buf[9] = {static_cast<char>(0xcb)};
+    for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+    writer_.write(buf, sizeof buf);
+  }
+  void f32(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    char buf[5] = {static_cast<char>(0xca)};
+    for (int i = 0; i < 4; ++i) buf[1 + i] = static_cast<char>(bits >> (24 - 8 * i));
+    writer_.write(buf, sizeof buf);
+  }
+  // One bin of little-endian float32: a memcpy on little-endian hosts, which is why the
+  // per-layer block is not an array of msgpack floats.
+  void float_block(const std::vector<float>& values) {
+    const uint32_t bytes = static_cast<uint32_t>(values.size() * sizeof(float));
+    packer_.pack_bin(bytes);
+    if (kLittleEndianHost) {
+      packer_.pack_bin_body(reinterpret_cast<const char*>(values.data()), bytes);
+      return;
+    }
+    for (float value : values) {
+      uint32_t bits;
+      std::memcpy(&bits, &value, sizeof bits);
+      const char le[4] = {static_cast<char>(bits), static_cast<char>(bits >> 8),
+                          static_cast<char>(bits >> 16), static_cast<char>(bits >> 24)};
+      writer_.write(le, sizeof le);
+    }
+  }
+
+ private:
+  // Decoders reject strings over kMaxStringBytes, so a long string (an exception text, a
+  // path) is clipped rather than making the whole message undecodable. The cut backs off
+  // to a UTF-8 character boundary.
+  static uint32_t clipped_size(const std::string& value) {
+    if (value.size() <= kMaxStringBytes) return static_cast<uint32_t>(value.size());
+    uint32_t size = kMaxStringBytes;
+    while (size > 0 && (static_cast<unsigned char>(value[size]) & 0xc0u) == 0x80u) --size;
+    return size;
+  }
+
+  VectorWriter writer_;
+  msgpack::packer<VectorWriter> packer_;
+};
+
+// Every message opens with these four entries; the counts below include them.
+void header(Encoder& e, uint32_t entries, const char* type, int32_t rank, uint64_t seq) {
+  e.map(entries);
+  e.key("v");
+  e.uint(kProtocolVersion);
+  e.key("type");
+  e.str(type);
+  e.key("rank");
+  e.sint(rank);
+  e.key("seq");
+  e.uint(seq);
+}
+
+void encode_run(Encoder& e, const RunDescription& m) {
+  header(e, 12, kTopicRun, m.rank, m.seq);
+  e.key("run_id");
+  e.str(m.run_id);
+  e.key("world_size");
+  e.sint(m.world_size);
+  e.key("layers");
+  e.array(static_cast<uint32_t>(m.layers.size()));
+  for (const LayerInfo& layer : m.layers) {
+    e.map(4);
+    e.key("name");
+    e.str(layer.name);
+    e.key("shape");
+    e.array(static_cast<uint32_t>(layer.shape.size()));
+    for (int64_t dim : layer.shape) e.sint(dim);
+    e.key("numel");
+    e.sint(layer.numel);
+    e.key("dtype");
+    e.str(layer.dtype);
+  }
+  e.key("watches");
+  e.array(static_cast<uint32_t>(m.watches.size()));
+  for (const std::string& name : m.watches) e.str(name);
+  e.key("keel_version");
+  e.str(m.keel_version);
+  e.key("torch_version");
+  e.str(m.torch_version);
+  e.key("device");
+  e.str(m.device);
+  e.key("start_unix_ms");
+  e.sint(m.start_unix_ms);
+}
+
+void encode_step(Encoder& e, const StepRecord& m) {
+  header(e, 19, kTopicStep, m.rank, m.seq);
+  e.key("step");
+  e.sint(m.step);
+  e.key("loss");
+  e.f64(m.loss);
+  e.key("lr");
+  e.f64(m.lr);
+  e.key("grad_norm");
+  e.f64(m.grad_norm);
+  e.key("skipped");
+  e.boolean(m.skipped);
+  e.key("skip_reason");
+  e.str(m.skip_reason);
+  e.key("step_time_us");
+  e.f64(m.step_time_us);
+  e.key("probe_us");
+  e.f64(m.probe_us);
+  e.key("dropped");
+  e.uint(m.dropped);
+  e.key("stamp_unix_ns");
+  e.sint(m.stamp_unix_ns);
+  e.key("metric_mask");
+  e.uint(m.metric_mask);
+  e.key("layer_count");
+  e.uint(m.layer_count);
+  e.key("layers");
+  e.float_block(m.layer_values);
+  e.key("scaler");
+  if (m.scaler) {
+    e.map(4);
+    e.key("scale");
+    e.f64(m.scaler->scale);
+    e.key("growth_tracker");
+    e.sint(m.scaler->growth_tracker);
+    e.key("found_inf");
+    e.boolean(m.scaler->found_inf);
+    e.key("skipped_total");
+    e.sint(m.scaler->skipped_total);
+  } else {
+    e.nil();
+  }
+  e.key("watches");
+  e.array(static_cast<uint32_t>(m.watches.size()));
+  for (const WatchStats& w : m.watches) {
+    e.map(5);
+    e.key("name");
+    e.str(w.name);
+    e.key("absmax");
+    e.f32(w.absmax);
+    e.key("rms");
+    e.f32(w.rms);
+    e.key("z");
+    e.f32(w.z);
+    e.key("nonfinite");
+    e.sint(w.nonfinite);
+  }
+}
+
+void encode_event(Encoder& e, const Event& m) {
+  header(e, 9, kTopicEvent, m.rank, m.seq);
+  e.key("step");
+  e.sint(m.step);
+  e.key("kind");
+  e.str(m.kind);
+  e.key("layer");
+  e.str(m.layer);
+  e.key("detail");
+  e.str(m.detail);
+  e.key("stamp_unix_ns");
+  e.sint(m.stamp_unix_ns);
+}
+
+void encode_command(Encoder& e, const Command& m) {
+  header(e, 10, kTopicCommand, m.rank, m.seq);
+  e.key("id");
+  e.uint(m.id);
+  e.key("kind");
+  e.str(m.kind);
+  e.key("count");
+  e.sint(m.count);
+  e.key("label");
+  e.str(m.label);
+  e.key("policy");
+  e.str(m.policy);
+  e.key("enable");
+  e.boolean(m.enable);
+}
+
+void encode_ack(Encoder& e, const Ack& m) {
+  header(e, 10, kTopicAck, m.rank, m.seq);
+  e.key("id");
+  e.uint(m.id);
+  e.key("ok");
+  e.boolean(m.ok);
+  e.key("step");
+  e.sint(m.step);
+  e.key("error");
+  e.str(m.error);
+  e.key("path");
+  e.str(m.path);
+  e.key("bytes");
+  e.sint(m.bytes);
+}
+
+struct TopicVisitor {
+  const char* operator()(const RunDescription&) const { return kTopicRun; }
+  const char* operator()(const StepRecord&) const { return kTopicStep; }
+  const char* operator()(const Event&) const { return kTopicEvent; }
+  const char* operator()(const Command&) const { return kTopicCommand; }
+  const char* operator()(const Ack&) const { return kTopicAck; }
+};
+
+struct EncodeVisitor {
+  Encoder& e;
+  void operator()(const RunDescription& m) const { encode_run(e, m); }
+  void operator()(const StepRecord& m) const { encode_step(e, m); }
+  void operator()(const Event& m) const { encode_event(e, m); }
+  void operator()(const Command& m) const { encode_command(e, m); }
+  void operator()(const Ack& m) const { encode_ack(e, m); }
+};
+
+}  // namespace
+
+const char* topic_of(const Message& message) { return std::visit(TopicVisitor{}, message); }
+
+void encode(const Message& message, std::vector<char>& out) {
+  out.clear();
+  // One reservation up front: the float block dominates a step record, the rest is small.
+  if (const auto* step = std::get_if<StepRecord>(&message)) {
+    out.reserve(320 + step->layer_values.size() * sizeof(float) + step->watches.size() * 64);
+  }
+  Encoder encoder(out);
+  std::visit(EncodeVisitor{encoder}, message);
+}
+
+std::vector<char> encode(const Message& message) {
+  std::vector<char> out;
+  encode(message, out);
+  return out;
+}
+
+}  // namespace keel::wire

@@ -1,0 +1,40 @@
+// Accessors of the wire messages: metric names and the metric-major layer block.
+#include "keel/wire/messages.hpp"
+
+#include <limits>
+
+namespace keel::wire {
+
+const char* layer_metric_name(LayerMetric metric) {
+  switch (metric) {
+    case LayerMetric::kGradNorm: return "grad_norm";
+    case LayerMetric::kGradAbsmax: return "grad_absmax";
+    case LayerMetric::kGradNonfinite: return "grad_nonfinite";
+    case LayerMetric::kGradZeroFrac: return "grad_zero_frac";
+    case LayerMetric::kParamNorm: return "param_norm";
+    case LayerMetric::kUpdateRatio: return "update_ratio";
+  }
+  // A value cast from a newer peer's index: callers print it, so never return null.
+  return "unknown";
+}
+
+int StepRecord::metric_block(LayerMetric metric) const {
+  const unsigned index = static_cast<unsigned>(metric);
+  if (index >= 32u) return -1;
+  const uint32_t bit = 1u << index;
+  if ((metric_mask & bit) == 0) return -1;
+  // Blocks are packed in ascending metric order, so the block index is the number of
+  // present metrics below this one.
+  return __builtin_popcount(metric_mask & (bit - 1u));
+}
+
+float StepRecord::layer_value(LayerMetric metric, uint32_t layer) const {
+  const int block = metric_block(metric);
+  if (block < 0 || layer >= layer_count) return std::numeric_limits<float>::quiet_NaN();
+  const size_t index = static_cast<size_t>(block) * layer_count + layer;
+  // A hand-built record may disagree with its mask; never read past the values we hold.
+  if (index >= layer_values.size()) return std::numeric_limits<float>::quiet_NaN();
+  return layer_values[index];
+}
+
+}  // namespace keel::wire

@@ -1,0 +1,161 @@
+#include "net/subscriber.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <variant>
+
+#include <gtest/gtest.h>
+
+#include "test_publisher.hpp"
+
+namespace keel::app {
+namespace {
+
+using test_support::sample_run;
+using test_support::sample_step;
+using test_support::TestPublisher;
+namespace wire = keel::wire;
+
+wire::Event marker(const std::string& kind) {
+  wire::Event event;
+  event.kind = kind;
+  return event;
+}
+
+// PUB drops what it sends before the subscription reaches it. Send markers until one arrives,
+// then a final one: everything after that final marker is received in order.
+void wait_until_subscribed(TestPublisher& publisher, Subscriber& subscriber) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool joined = false;
+  while (!joined && std::chrono::steady_clock::now() < give_up) {
+    publisher.send(marker("sync"));
+    joined = subscriber.receive(20).status == ReceiveStatus::kMessage;
+  }
+  ASSERT_TRUE(joined) << "no subscription from " << publisher.endpoint();
+  publisher.send(marker("synced"));
+  while (true) {
+    ReceiveResult result = subscriber.receive(5000);
+    ASSERT_EQ(result.status, ReceiveStatus::kMessage);
+    if (std::get<wire::Event>(result.message).kind == "synced") return;
+  }
+}
+
+std::string payload_of(const wire::Message& message) {
+  const std::vector<char> bytes = wire::encode(message);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+TEST(Subscriber, ReceivesEachMessageWithItsTopic) {
+  TestPublisher publisher;
+  Subscriber subscriber({publisher.endpoint()});
+  ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, subscriber));
+
+  wire::Ack ack;
+  ack.id = 42;
+  ack.ok = true;
+  publisher.send(sample_run());
+  publisher.send(sample_step(5));
+  publisher.send(marker("first_nonfinite"));
+  publisher.send(ack);
+
+  ReceiveResult run = subscriber.receive(5000);
+  ASSERT_EQ(run.status, ReceiveStatus::kMessage) << run.error;
+  EXPECT_EQ(run.topic, "run");
+  ASSERT_TRUE(std::holds_alternative<wire::RunDescription>(run.message));
+  EXPECT_EQ(std::get<wire::RunDescription>(run.message).layers.size(), 2u);
+
+  ReceiveResult step = subscriber.receive(5000);
+  ASSERT_EQ(step.status, ReceiveStatus::kMessage) << step.error;
+  EXPECT_EQ(step.topic, "step");
+  EXPECT_EQ(std::get<wire::StepRecord>(step.message).step, 5);
+
+  ReceiveResult event = subscriber.receive(5000);
+  ASSERT_EQ(event.status, ReceiveStatus::kMessage) << event.error;
+  EXPECT_EQ(event.topic, "event");
+  EXPECT_EQ(std::get<wire::Event>(event.message).kind, "first_nonfinite");
+
+  ReceiveResult acked = subscriber.receive(5000);
+  ASSERT_EQ(acked.status, ReceiveStatus::kMessage) << acked.error;
+  EXPECT_EQ(acked.topic, "ack");
+  EXPECT_EQ(std::get<wire::Ack>(acked.message).id, 42u);
+  EXPECT_EQ(subscriber.decode_errors(), 0u);
+}
+
+TEST(Subscriber, CountsMalformedMessagesAndKeepsReceiving) {
+  TestPublisher publisher;
+  Subscriber subscriber({publisher.endpoint()});
+  ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, subscriber));
+  const uint64_t received_before = subscriber.messages_received();
+
+  const std::string step_payload = payload_of(sample_step(9));
+  publisher.send_frames({"step", std::string("\xc1\x00garbage", 9)});
+  publisher.send_frames({"step", step_payload, "an extra frame"});
+  publisher.send_frames({"step"});
+  publisher.send_frames({"run", step_payload});
+  publisher.send_frames({"step", step_payload});
+
+  for (const char* expected : {"topic 'step'", "got 3", "got 1", "arrived on topic 'run'"}) {
+    ReceiveResult bad = subscriber.receive(5000);
+    ASSERT_EQ(bad.status, ReceiveStatus::kDecodeError) << expected;
+    EXPECT_NE(bad.error.find(expected), std::string::npos) << bad.error;
+  }
+  EXPECT_EQ(subscriber.decode_errors(), 4u);
+
+  ReceiveResult good = subscriber.receive(5000);
+  ASSERT_EQ(good.status, ReceiveStatus::kMessage) << good.error;
+  EXPECT_EQ(std::get<wire::StepRecord>(good.message).step, 9);
+  EXPECT_EQ(subscriber.messages_received(), received_before + 1);
+}
+
+TEST(Subscriber, QuotesABinaryTopicPrintably) {
+  TestPublisher publisher;
+  Subscriber subscriber({publisher.endpoint()});
+  ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, subscriber));
+  publisher.send_frames({std::string("\x1b[31m\x00", 6), "x"});
+  ReceiveResult bad = subscriber.receive(5000);
+  ASSERT_EQ(bad.status, ReceiveStatus::kDecodeError);
+  EXPECT_EQ(bad.topic, "\\x1b[31m\\x00");
+}
+
+TEST(Subscriber, OneSocketReadsManyProbes) {
+  TestPublisher rank0;
+  TestPublisher rank1;
+  Subscriber subscriber({rank0.endpoint()});
+  subscriber.connect(rank1.endpoint());
+  EXPECT_EQ(subscriber.endpoints().size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(rank0, subscriber));
+  ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(rank1, subscriber));
+
+  rank0.send(sample_step(1, 0));
+  rank1.send(sample_step(1, 1));
+  int ranks_seen = 0;
+  for (int i = 0; i < 2; ++i) {
+    ReceiveResult result = subscriber.receive(5000);
+    ASSERT_EQ(result.status, ReceiveStatus::kMessage) << result.error;
+    ranks_seen |= 1 << std::get<wire::StepRecord>(result.message).rank;
+  }
+  EXPECT_EQ(ranks_seen, 0b11);
+}
+
+TEST(Subscriber, TimesOutWhenNothingArrives) {
+  Subscriber subscriber({test_support::unused_endpoint()});
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(subscriber.receive(100).status, ReceiveStatus::kTimeout);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(90));
+  EXPECT_LT(waited, std::chrono::seconds(3));
+  EXPECT_EQ(subscriber.receive(0).status, ReceiveStatus::kTimeout);
+}
+
+TEST(Subscriber, RejectsAnInvalidEndpointByName) {
+  try {
+    Subscriber subscriber({"127.0.0.1:5557"});
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("'127.0.0.1:5557'"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace keel::app

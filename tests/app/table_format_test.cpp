@@ -1,0 +1,151 @@
+#include "cli/table_format.hpp"
+
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "test_publisher.hpp"
+
+namespace keel::app {
+namespace {
+
+using test_support::sample_run;
+using test_support::sample_step;
+namespace wire = keel::wire;
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+TEST(TableFormat, ValuesPrintNonFiniteAsWords) {
+  EXPECT_EQ(format_value(std::numeric_limits<double>::quiet_NaN(), 4), "nan");
+  EXPECT_EQ(format_value(-std::numeric_limits<double>::quiet_NaN(), 4), "nan");
+  EXPECT_EQ(format_value(std::numeric_limits<double>::infinity(), 4), "inf");
+  EXPECT_EQ(format_value(-std::numeric_limits<double>::infinity(), 4), "-inf");
+  EXPECT_EQ(format_value(1.23456, 3), "1.23");
+}
+
+TEST(TableFormat, WorstLayerIsTheLargestGradNorm) {
+  const std::optional<WorstLayer> worst = worst_layer(sample_step(1));
+  ASSERT_TRUE(worst);
+  EXPECT_EQ(worst->index, 0u);
+  EXPECT_EQ(worst->grad_norm, 1.0f);
+}
+
+TEST(TableFormat, WorstLayerIsTheFirstNonFiniteOne) {
+  wire::StepRecord step = sample_step(1);
+  step.layer_values[1] = kNan;
+  const std::optional<WorstLayer> worst = worst_layer(step);
+  ASSERT_TRUE(worst);
+  EXPECT_EQ(worst->index, 1u);
+}
+
+TEST(TableFormat, NoWorstLayerWithoutGradNorm) {
+  wire::StepRecord step = sample_step(1);
+  step.metric_mask = 1u << static_cast<int>(wire::LayerMetric::kParamNorm);
+  step.layer_values = {3.0f, 2.0f};
+  EXPECT_FALSE(worst_layer(step));
+  EXPECT_TRUE(contains(format_step(step, LayerNames{}), "  -"));
+}
+
+TEST(TableFormat, StepRowShowsTheColumnsAndNamesTheWorstLayer) {
+  LayerNames names;
+  names.learn(sample_run());
+  wire::StepRecord step = sample_step(1234);
+  step.loss = std::numeric_limits<double>::quiet_NaN();
+  step.skipped = true;
+  step.skip_reason = "nonfinite";
+  step.dropped = 5;
+  step.layer_values[1] = kNan;
+  const std::string row = format_step(step, names);
+  EXPECT_EQ(row.find('\n'), std::string::npos);
+  EXPECT_TRUE(contains(row, "1234"));
+  EXPECT_TRUE(contains(row, " nan "));
+  EXPECT_TRUE(contains(row, "1.25"));
+  EXPECT_TRUE(contains(row, "SKIPPED nonfinite"));
+  EXPECT_TRUE(contains(row, " 420 "));
+  EXPECT_TRUE(contains(row, " 5 "));
+  EXPECT_TRUE(contains(row, "fc1.bias (nan)"));
+
+  const std::string header = step_table_header();
+  for (const char* column : {"step", "rank", "loss", "grad_norm", "update", "probe_us",
+                             "dropped", "worst layer"}) {
+    EXPECT_TRUE(contains(header, column)) << column;
+  }
+  // Columns line up: the loss column ends where its header ends.
+  EXPECT_EQ(header.find("loss") + 4, row.find(" nan ") + 4);
+}
+
+TEST(TableFormat, RunHeaderListsTheLayers) {
+  const std::string text = format_run(sample_run());
+  EXPECT_TRUE(contains(text, "run demo-run"));
+  EXPECT_TRUE(contains(text, "rank 0 of 2"));
+  EXPECT_TRUE(contains(text, "torch 1.13.1"));
+  EXPECT_TRUE(contains(text, "fc1.weight"));
+  EXPECT_TRUE(contains(text, "[16, 8]"));
+  EXPECT_TRUE(contains(text, "128"));
+  EXPECT_TRUE(contains(text, "fc1.bias"));
+  EXPECT_TRUE(contains(text, "watches: logits"));
+}
+
+TEST(TableFormat, EventCommandAndAckAreOneLineEach) {
+  wire::Event event;
+  event.step = 88;
+  event.kind = "first_nonfinite";
+  event.layer = "fc1.weight";
+  event.detail = "3 NaN";
+  const std::string event_line = format_event(event);
+  EXPECT_TRUE(contains(event_line, "first_nonfinite"));
+  EXPECT_TRUE(contains(event_line, "step 88"));
+  EXPECT_TRUE(contains(event_line, "layer fc1.weight"));
+  EXPECT_TRUE(contains(event_line, "3 NaN"));
+
+  wire::Command command;
+  command.kind = "dump";
+  command.id = 9;
+  command.label = "why";
+  EXPECT_TRUE(contains(format_command(command), "dump"));
+  EXPECT_TRUE(contains(format_command(command), "id 9"));
+  EXPECT_TRUE(contains(format_command(command), "label why"));
+
+  wire::Ack ack;
+  ack.id = 9;
+  ack.ok = false;
+  ack.error = "disk full";
+  EXPECT_TRUE(contains(format_ack(ack), "refused"));
+  EXPECT_TRUE(contains(format_ack(ack), "disk full"));
+}
+
+TEST(TableFormat, NetworkTextCannotEmitTerminalEscapes) {
+  wire::Event event;
+  event.kind = "x";
+  event.detail = "\x1b[2Jcleared";
+  EXPECT_FALSE(contains(format_event(event), "\x1b"));
+  EXPECT_TRUE(contains(format_event(event), "?[2Jcleared"));
+}
+
+TEST(TableFormat, PrinterRepeatsTheHeaderAfterEachRunDescription) {
+  TablePrinter printer;
+  LayerNames names;
+  std::string text = printer.format(sample_step(1), names);
+  text += printer.format(sample_step(2), names);
+  EXPECT_EQ(count_of(text, "worst layer"), 1u);
+  text += printer.format(sample_run(), names);
+  text += printer.format(sample_step(3), names);
+  EXPECT_EQ(count_of(text, "worst layer"), 2u);
+  EXPECT_EQ(text.back(), '\n');
+}
+
+}  // namespace
+}  // namespace keel::app

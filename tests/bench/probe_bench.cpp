@@ -1,0 +1,142 @@
+// keel-bench-probe: what the probe costs a real training step.
+//
+// Three identical trainers (keel-demo's default model, same seed) step in rotating order, so
+// machine noise hits all three alike: plain optimizer.step(), the keel probe with every metric
+// every step (publishing on loopback), and naive instrumentation as commonly written. Also
+// the fused reduction against memcpy on 64 MB, and the probe's training-thread time outside
+// its reductions. The last line is one JSON object.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "keel/probe/probe.hpp"
+#include "reduce_bandwidth.hpp"
+#include "trainer.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Per parameter: isnan/isinf checks, the norm, and a weight copy for the update ratio, each
+// read back with .item(), as NaN-hunting code is usually written.
+void naive_step(keel::demo::Trainer& trainer, std::vector<torch::Tensor>& copies) {
+  torch::NoGradGuard no_grad;
+  auto params = trainer.model()->parameters();
+  copies.resize(params.size());
+  bool bad = false;
+  double norm_sum = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& g = params[i].grad();
+    bad = bad || torch::isnan(g).any().item<bool>() || torch::isinf(g).any().item<bool>();
+    norm_sum += g.norm().item<double>();
+    copies[i] = params[i].detach().clone();
+  }
+  if (!bad) trainer.optimizer().step();
+  double ratio_sum = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    ratio_sum += (params[i] - copies[i]).norm().item<double>() / copies[i].norm().item<double>();
+  }
+  if (norm_sum < 0 || ratio_sum < 0) std::puts("impossible");   // keep the work observable
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"keel-bench-probe: the keel probe's cost on keel-demo's model"};
+  bool quick = false;
+  int pairs = 0;
+  int64_t reduce_mb = 64;
+  app.add_flag("--quick", quick, "short run (30 rounds)");
+  app.add_option("--pairs", pairs, "rounds of A/B/C steps (default 30 quick, 100 full)");
+  app.add_option("--reduce-mb", reduce_mb, "gradient bytes for the bandwidth test")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (pairs <= 0) pairs = quick ? 30 : 100;
+  const int warmup = 5;
+
+  keel::demo::TrainerConfig config;
+  keel::demo::Trainer plain(config), probed(config), naive(config);
+  keel::demo::Faults no_faults;
+  keel::probe::ProbeOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  keel::probe::Probe probe(*probed.model(), probed.optimizer(), options);
+  std::vector<torch::Tensor> copies;
+
+  std::vector<double> plain_ms, probe_ms, naive_ms, probe_us, outside_us, reduce_us;
+  for (int round = 0; round < warmup + pairs; ++round) {
+    const bool record = round >= warmup;
+    for (int k = 0; k < 3; ++k) {
+      const int mode = (round + k) % 3;   // rotate the order so no mode always runs first
+      const auto start = Clock::now();
+      if (mode == 0) {
+        plain.schedule(round, no_faults);
+        plain.forward_backward(nullptr, nullptr);
+        plain.optimizer().step();
+        if (record) plain_ms.push_back(ms_since(start));
+      } else if (mode == 1) {
+        probed.schedule(round, no_faults);
+        auto loss = probed.forward_backward([&](const torch::Tensor& logits) { probe.watch("logits", logits); },
+                                            nullptr);
+        probe.step(loss);
+        if (record) {
+          probe_ms.push_back(ms_since(start));
+          probe_us.push_back(probe.last_timing().probe_us);
+          reduce_us.push_back(probe.last_timing().reduce_us);
+          outside_us.push_back(probe.last_timing().probe_us - probe.last_timing().reduce_us);
+        }
+      } else {
+        naive.schedule(round, no_faults);
+        naive.forward_backward(nullptr, nullptr);
+        naive_step(naive, copies);
+        if (record) naive_ms.push_back(ms_since(start));
+      }
+    }
+  }
+  const double plain_med = median(plain_ms), probe_med = median(probe_ms), naive_med = median(naive_ms);
+  const double overhead_pct = 100.0 * (probe_med - plain_med) / plain_med;
+  const double naive_pct = 100.0 * (naive_med - plain_med) / plain_med;
+  // The probe's own measured time as a share of the step: immune to the other modes' noise.
+  const double self_pct = 100.0 * median(probe_us) / 1000.0 / plain_med;
+
+  const auto bandwidth = keel::bench::measure_reduce_bandwidth(reduce_mb << 20, quick ? 7 : 21);
+
+  int64_t params = 0;
+  for (const auto& p : plain.model()->parameters()) params += p.numel();
+  std::printf("keel-bench-probe: keel-demo default model, %lld parameters, %d rounds (+%d warm-up)\n",
+              static_cast<long long>(params), pairs, warmup);
+  std::printf("%-44s %12s\n", "measure", "value");
+  std::printf("%-44s %12.2f\n", "median step, no probe (ms)", plain_med);
+  std::printf("%-44s %12.2f\n", "median step, keel probe (ms)", probe_med);
+  std::printf("%-44s %12.2f\n", "median step, naive instrumentation (ms)", naive_med);
+  std::printf("%-44s %12.2f\n", "probe overhead, A/B (%)", overhead_pct);
+  std::printf("%-44s %12.2f\n", "probe's own time / step (%)", self_pct);
+  std::printf("%-44s %12.2f\n", "naive overhead, A/B (%)", naive_pct);
+  std::printf("%-44s %12.1f\n", "probe time per step, median (us)", median(probe_us));
+  std::printf("%-44s %12.1f\n", "  of which reductions (us)", median(reduce_us));
+  std::printf("%-44s %12.1f\n", "  training thread outside reductions (us)", median(outside_us));
+  std::printf("%-44s %12.2f\n", "fused reduce, GB/s", bandwidth.reduce_gbps);
+  std::printf("%-44s %12.2f\n", "memcpy, GB/s", bandwidth.memcpy_gbps);
+  std::printf("%-44s %12.2f\n", "fused reduce / memcpy", bandwidth.ratio);
+  std::printf("%-44s %12llu\n", "records dropped", static_cast<unsigned long long>(probe.dropped()));
+  std::printf(
+      "{\"overhead_pct\":%.3f,\"probe_self_pct\":%.3f,\"naive_overhead_pct\":%.3f,\"reduce_vs_memcpy\":%.3f,"
+      "\"train_thread_us\":%.1f,\"probe_us\":%.1f,\"step_ms_plain\":%.3f,\"step_ms_probe\":%.3f,"
+      "\"step_ms_naive\":%.3f,\"reduce_gbps\":%.2f,\"memcpy_gbps\":%.2f,\"rounds\":%d}\n",
+      overhead_pct, self_pct, naive_pct, bandwidth.ratio, median(outside_us), median(probe_us), plain_med,
+      probe_med, naive_med, bandwidth.reduce_gbps, bandwidth.memcpy_gbps, pairs);
+  return 0;
+}

@@ -1,0 +1,124 @@
+// keel-demo with an injected NaN, tailed by keel-cli over tcp loopback: every step record
+// carries every layer, the event names the layer and step, that step is skipped, and the
+// loss stays finite afterwards.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// A port the kernel just handed out, so parallel test runs do not collide.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> list_layers() {
+  std::vector<std::string> names;
+  FILE* pipe = popen(KEEL_DEMO_PATH " --list-layers", "r");
+  char line[512];
+  while (pipe && fgets(line, sizeof(line), pipe)) {
+    std::string s(line);
+    names.push_back(s.substr(0, s.find(' ')));
+  }
+  if (pipe) pclose(pipe);
+  return names;
+}
+
+TEST(DemoTail, InjectedNanIsReportedSkippedAndTrainingRecovers) {
+  const auto layers = list_layers();
+  ASSERT_GT(layers.size(), 10u);
+  const std::string injected = "blocks.1.mlp.fc.weight";
+  const int64_t nan_step = 30, steps = 60;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const std::string dir = ::testing::TempDir();
+  const std::string out = dir + "/keel_e2e_tail.jsonl", rc_file = dir + "/keel_e2e_tail.rc";
+
+  // The tail runs in the background and exits (status 2) once the demo has been quiet 4 s.
+  const std::string tail = "(" KEEL_CLI_PATH " tail --json --timeout 4 --endpoint " + endpoint + " > " + out +
+                           " 2>/dev/null; echo $? > " + rc_file + ") &";
+  std::remove(rc_file.c_str());
+  ASSERT_EQ(std::system(tail.c_str()), 0);
+  const std::string demo = KEEL_DEMO_PATH " --steps " + std::to_string(steps) + " --log-every 0 --endpoint " +
+                           endpoint + " --inject-nan " + std::to_string(nan_step) + ":" + injected + " > " + dir +
+                           "/keel_e2e_demo.txt";
+  ASSERT_EQ(std::system(demo.c_str()), 0) << read_file(dir + "/keel_e2e_demo.txt");
+  for (int i = 0; i < 200 && read_file(rc_file).empty(); ++i) usleep(50000);
+  ASSERT_FALSE(read_file(rc_file).empty()) << "keel-cli tail did not finish";
+
+  std::map<int64_t, nlohmann::json> steps_seen;
+  std::vector<nlohmann::json> events;
+  bool described = false;
+  std::istringstream lines(read_file(out));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "run") {
+      described = true;
+      ASSERT_EQ(j["layers"].size(), layers.size());
+      for (size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(j["layers"][i]["name"], layers[i]);
+    } else if (j["type"] == "step") {
+      steps_seen[j["step"].get<int64_t>()] = j;
+    } else if (j["type"] == "event") {
+      events.push_back(j);
+    }
+  }
+  ASSERT_TRUE(described);
+  ASSERT_TRUE(steps_seen.count(nan_step)) << "the NaN step was not received";
+  ASSERT_TRUE(steps_seen.count(steps - 1)) << "the last step was not received";
+
+  for (const auto& [step, j] : steps_seen) {
+    ASSERT_EQ(j["layers"].size(), layers.size()) << "step " << step;
+    for (const char* field : {"grad_norm", "grad_absmax", "grad_nonfinite", "grad_zero_frac", "param_norm",
+                              "update_ratio"}) {
+      ASSERT_TRUE(j["layers"][0].contains(field)) << field;
+    }
+    EXPECT_EQ(j["skipped"].get<bool>(), step == nan_step) << "step " << step;
+    if (step > nan_step) {
+      EXPECT_TRUE(j["loss"].is_number() && std::isfinite(j["loss"].get<double>())) << step;
+    }
+  }
+  const auto& bad = steps_seen[nan_step];
+  EXPECT_EQ(bad["skip_reason"], "nonfinite");
+  for (const auto& layer : bad["layers"]) {
+    EXPECT_EQ(layer["grad_nonfinite"].get<int64_t>(), layer["name"] == injected ? 1 : 0) << layer["name"];
+  }
+
+  bool first = false, skip = false;
+  for (const auto& e : events) {
+    if (e["kind"] == "first_nonfinite") {
+      first = true;
+      EXPECT_EQ(e["layer"], injected);
+      EXPECT_EQ(e["step"], nan_step);
+    }
+    if (e["kind"] == "skip" && e["step"] == nan_step) skip = true;
+  }
+  EXPECT_TRUE(first);
+  EXPECT_TRUE(skip);
+}
+
+}  // namespace

@@ -1,0 +1,201 @@
+// Skip policy, first-non-finite events and the probe's loss-scaler path.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "keel/probe/probe.hpp"
+
+namespace {
+
+struct TwoLayerImpl : torch::nn::Module {
+  TwoLayerImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(5, 8));
+    fc2 = register_module("fc2", torch::nn::Linear(8, 3));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(TwoLayer);
+
+keel::probe::ProbeOptions quiet() {
+  keel::probe::ProbeOptions o;
+  o.endpoint = "";
+  return o;
+}
+
+torch::Tensor forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, int64_t seed, double scale = 1.0) {
+  torch::manual_seed(seed);
+  opt.zero_grad();
+  auto loss = net->forward(torch::randn({4, 5})).pow(2).mean();
+  (loss * scale).backward();
+  return loss.detach();
+}
+
+void poison(const torch::Tensor& param) {
+  torch::NoGradGuard no_grad;
+  param.grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+}
+
+// Bitwise equality: NaN == NaN, -0 != +0.
+bool bit_identical(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  auto ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
+}
+
+std::vector<torch::Tensor> adamw_state(torch::optim::AdamW& opt) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : opt.param_groups()[0].params()) {
+    auto& state = static_cast<torch::optim::AdamWParamState&>(
+        *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+    out.push_back(state.exp_avg().clone());
+    out.push_back(state.exp_avg_sq().clone());
+    out.push_back(torch::tensor(state.step()));
+  }
+  return out;
+}
+
+TEST(SkipPolicy, NonFiniteStepLeavesParametersAndOptimizerStateBitIdentical) {
+  torch::manual_seed(0);
+  TwoLayer net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-2));
+  keel::probe::Probe probe(*net, opt, quiet());
+  for (int s = 0; s < 3; ++s) {
+    forward_backward(net, opt, s);
+    ASSERT_TRUE(probe.step(torch::tensor(1.0)).applied);
+  }
+  std::vector<torch::Tensor> params;
+  for (auto& p : net->parameters()) params.push_back(p.detach().clone());
+  const auto state = adamw_state(opt);
+
+  forward_backward(net, opt, 10);
+  poison(net->fc1->weight);
+  const auto outcome = probe.step(torch::tensor(1.0));
+  EXPECT_FALSE(outcome.applied);
+  EXPECT_EQ(outcome.skip_reason, "nonfinite");
+  EXPECT_TRUE(probe.last_record().skipped);
+  EXPECT_EQ(probe.last_record().skip_reason, "nonfinite");
+
+  size_t i = 0;
+  for (auto& p : net->parameters()) EXPECT_TRUE(bit_identical(p.detach(), params[i++]));
+  const auto after = adamw_state(opt);
+  ASSERT_EQ(after.size(), state.size());
+  for (size_t k = 0; k < state.size(); ++k) EXPECT_TRUE(bit_identical(after[k], state[k])) << k;
+  // update_ratio is 0 for every layer on a skipped step.
+  for (uint32_t l = 0; l < probe.last_record().layer_count; ++l) {
+    EXPECT_EQ(probe.last_record().layer_value(keel::wire::LayerMetric::kUpdateRatio, l), 0.0f);
+  }
+
+  // The next clean step is applied again.
+  forward_backward(net, opt, 11);
+  EXPECT_TRUE(probe.step(torch::tensor(1.0)).applied);
+}
+
+TEST(SkipPolicy, CanBeTurnedOff) {
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto options = quiet();
+  options.skip_on_nonfinite = false;
+  keel::probe::Probe probe(*net, opt, options);
+  forward_backward(net, opt, 1);
+  poison(net->fc2->bias);
+  EXPECT_TRUE(probe.step(torch::tensor(1.0)).applied);
+  EXPECT_TRUE(std::isnan(net->fc2->bias[0].item<float>()));
+}
+
+TEST(FirstNonFinite, NamesTheFirstLayerInBackwardOrderAndTheStep) {
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  for (int64_t s = 0; s < 3; ++s) {
+    forward_backward(net, opt, s);
+    probe.step(torch::tensor(1.0));
+    EXPECT_TRUE(probe.last_events().empty());
+  }
+  // Both fc1 and fc2 are poisoned; backward reaches fc2 first, model order has fc1 first.
+  forward_backward(net, opt, 3);
+  poison(net->fc1->weight);
+  poison(net->fc2->weight);
+  probe.step(torch::tensor(1.0));
+  const auto& events = probe.last_events();
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, "first_nonfinite");
+  EXPECT_EQ(events[0].layer, "fc2.weight");
+  EXPECT_EQ(events[0].step, 3);
+  EXPECT_EQ(events.back().kind, "skip");
+  EXPECT_EQ(events.back().step, 3);
+
+  // A second non-finite step in a row is the same episode: a skip, no new first_nonfinite.
+  forward_backward(net, opt, 4);
+  poison(net->fc1->bias);
+  probe.step(torch::tensor(1.0));
+  ASSERT_EQ(probe.last_events().size(), 1u);
+  EXPECT_EQ(probe.last_events()[0].kind, "skip");
+
+  // After a clean step a new episode is reported again, with its own layer.
+  forward_backward(net, opt, 5);
+  probe.step(torch::tensor(1.0));
+  forward_backward(net, opt, 6);
+  poison(net->fc1->bias);
+  probe.step(torch::tensor(1.0));
+  ASSERT_FALSE(probe.last_events().empty());
+  EXPECT_EQ(probe.last_events()[0].layer, "fc1.bias");
+  EXPECT_EQ(probe.last_events()[0].step, 6);
+}
+
+TEST(FirstNonFinite, WatchedTensorEvent) {
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  forward_backward(net, opt, 0);
+  probe.watch("hidden", torch::ones({2, 3}));
+  auto bad = torch::ones({2, 3});
+  bad[1][2] = std::numeric_limits<float>::infinity();
+  probe.watch("logits", bad);
+  probe.step(torch::tensor(1.0));
+  ASSERT_EQ(probe.last_events().size(), 1u);
+  EXPECT_EQ(probe.last_events()[0].kind, "first_nonfinite_watch");
+  EXPECT_EQ(probe.last_events()[0].layer, "logits");
+  EXPECT_EQ(probe.last_record().watches[1].nonfinite, 1);
+  EXPECT_TRUE(probe.last_record().watches[1].absmax == std::numeric_limits<float>::infinity());
+}
+
+TEST(ProbeScaler, UnscalesInItsPassSkipsOnOverflowAndReportsState) {
+  torch::manual_seed(0);
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  keel::probe::GradScalerOptions so;
+  so.init_scale = 1024;
+  so.growth_interval = 2;
+  keel::probe::GradScaler scaler(so);
+  probe.use_scaler(&scaler);
+
+  // Reference gradient without scaling.
+  forward_backward(net, opt, 42);
+  const auto expected = net->fc1->weight.grad().clone();
+  forward_backward(net, opt, 42, scaler.scale_value());
+  probe.step(torch::tensor(1.0));
+  EXPECT_TRUE(torch::allclose(net->fc1->weight.grad(), expected, 1e-6, 1e-7));
+  ASSERT_TRUE(probe.last_record().scaler.has_value());
+  EXPECT_EQ(probe.last_record().scaler->scale, 1024.0);
+  EXPECT_EQ(probe.last_record().scaler->growth_tracker, 1);
+
+  forward_backward(net, opt, 43, scaler.scale_value());
+  probe.step(torch::tensor(1.0));
+  EXPECT_EQ(probe.last_record().scaler->scale, 2048.0);   // grown after 2 clean steps
+
+  forward_backward(net, opt, 44, scaler.scale_value());
+  poison(net->fc2->bias);
+  const auto before = net->fc1->weight.detach().clone();
+  const auto outcome = probe.step(torch::tensor(1.0));
+  EXPECT_FALSE(outcome.applied);
+  EXPECT_EQ(outcome.skip_reason, "scaler");
+  EXPECT_TRUE(torch::equal(net->fc1->weight, before));
+  EXPECT_EQ(probe.last_record().scaler->scale, 1024.0);   // backed off
+  EXPECT_TRUE(probe.last_record().scaler->found_inf);
+  EXPECT_EQ(probe.last_record().scaler->skipped_total, 1);
+}
+
+}  // namespace
