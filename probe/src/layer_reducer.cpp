@@ -42,7 +42,8 @@ LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
       generic_snapshot_(params_.size()),
       grad_stats_(params_.size()),
       param_sumsq_(params_.size(), 0.0),
-      update_sumsq_(params_.size(), 0.0) {
+      update_sumsq_(params_.size(), 0.0),
+      next_param_sumsq_(params_.size(), 0.0) {
   int64_t total = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!on_fast_path(i)) continue;
@@ -171,20 +172,23 @@ void LayerReducer::weights_generic(const std::vector<size_t>& layers, bool snaps
 }
 
 void LayerReducer::reduce_updates() {
-  update_spans_.clear();
+  snapshot_spans_.clear();
   fast_layers_.clear();
   generic_layers_.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (fast_offset_[i] >= 0) {
       fast_layers_.push_back(i);
-      update_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i],
-                               params_[i].numel()});
+      snapshot_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i],
+                                 params_[i].numel()});
     } else {
       generic_layers_.push_back(i);
     }
   }
-  fused_.update_sumsq(update_spans_, fast_sum_out_);
-  for (size_t k = 0; k < fast_layers_.size(); ++k) update_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
+  fused_.update_and_snapshot(snapshot_spans_, fast_sum_out_, fast_sum_out2_);
+  for (size_t k = 0; k < fast_layers_.size(); ++k) {
+    update_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
+    next_param_sumsq_[fast_layers_[k]] = fast_sum_out2_[k];
+  }
   if (!generic_layers_.empty()) updates_generic(generic_layers_);
 }
 
@@ -193,11 +197,20 @@ void LayerReducer::updates_generic(const std::vector<size_t>& layers) {
   std::vector<torch::Tensor> rows;
   rows.reserve(layers.size());
   for (size_t i : layers) {
-    const auto& snap = generic_snapshot_[i];
-    rows.push_back(snap.defined() ? sumsq_on_device(params_[i] - snap).reshape({1})
-                                  : torch::zeros({1}, params_[i].options().dtype(torch::kDouble)));
+    auto& snap = generic_snapshot_[i];
+    const auto& w = params_[i];
+    if (!snap.defined()) {
+      snap = w.detach().clone();
+      rows.push_back(torch::stack({torch::zeros({}, w.options().dtype(torch::kDouble)), sumsq_on_device(w)}));
+      continue;
+    }
+    rows.push_back(torch::stack({sumsq_on_device(w - snap), sumsq_on_device(w)}));
+    snap.copy_(w);
   }
-  gather_rows(layers, rows, [this](size_t layer, const double* row) { update_sumsq_[layer] = row[0]; });
+  gather_rows(layers, rows, [this](size_t layer, const double* row) {
+    update_sumsq_[layer] = row[0];
+    next_param_sumsq_[layer] = row[1];
+  });
 }
 
 }  // namespace keel::probe

@@ -32,8 +32,15 @@ class LayerReducer {
   void snapshot_weights();
   // sum w^2 without a snapshot (param_norm due, update_ratio not).
   void reduce_weights();
-  // sum (W - snapshot)^2 after the update.
+  // After the update: sum (W - snapshot)^2, then the snapshot becomes W and sum W^2 is kept as
+  // the next step's weight norm, all in one pass. The next step calls reuse_snapshot() instead
+  // of snapshot_weights() when nothing but the optimizer touched the weights in between.
   void reduce_updates();
+  // The snapshot already equals W (refreshed by the last reduce_updates, or the update was
+  // skipped): take the weight norms from it without another pass.
+  void reuse_snapshot() { param_sumsq_ = next_param_sumsq_; }
+  // The update was skipped: W did not move, so the snapshot and its norms stay as they are.
+  void keep_snapshot() { next_param_sumsq_ = param_sumsq_; }
 
   const std::vector<GradStats>& grad_stats() const { return grad_stats_; }
   const std::vector<double>& param_sumsq() const { return param_sumsq_; }
@@ -55,6 +62,7 @@ class LayerReducer {
   std::vector<GradStats> grad_stats_;
   std::vector<double> param_sumsq_;
   std::vector<double> update_sumsq_;
+  std::vector<double> next_param_sumsq_;
 
   // Scratch reused every step.
   std::vector<size_t> fast_layers_;
@@ -62,9 +70,9 @@ class LayerReducer {
   std::vector<ConstSpan> const_spans_;
   std::vector<MutableSpan> mutable_spans_;
   std::vector<SnapshotSpan> snapshot_spans_;
-  std::vector<UpdateSpan> update_spans_;
   std::vector<GradStats> fast_grad_out_;
   std::vector<double> fast_sum_out_;
+  std::vector<double> fast_sum_out2_;
 };
 
 }  // namespace keel::probe

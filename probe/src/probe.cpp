@@ -49,6 +49,7 @@ class Probe::Impl {
   double watch_us_ = 0;
   ProbeTiming timing_;
   bool nonfinite_last_step_ = false;
+  bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()
   bool watch_nonfinite_last_step_ = false;
   uint64_t probe_errors_ = 0;
   wire::StepRecord record_;
@@ -150,7 +151,9 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
       if (unscale != 1.0f) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
       scaler_found_inf = scaler_->found_inf();
     }
-    if (update_due) {
+    if (update_due && snapshot_current_) {
+      reducer_.reuse_snapshot();
+    } else if (update_due) {
       reducer_.snapshot_weights();
     } else if (param_due) {
       reducer_.reduce_weights();
@@ -181,6 +184,8 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
         const auto update_start = Clock::now();
         reducer_.reduce_updates();
         reduce_us += micros(Clock::now() - update_start);
+      } else if (update_due) {
+        reducer_.keep_snapshot();
       }
       record_.step = step_;
       record_.loss = loss.defined() ? loss.detach().to(torch::kDouble).item<double>()
@@ -210,6 +215,8 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
       ++probe_errors_;
     }
   }
+  // Valid only while nothing but our own update pass has touched the weights since.
+  snapshot_current_ = stats_ok && update_due;
   order_.rearm();
   timing_.probe_us = micros(optimizer_start - enter) + micros(Clock::now() - optimizer_end) + watch_us_;
   timing_.reduce_us = reduce_us + watch_us_;

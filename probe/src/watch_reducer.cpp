@@ -10,15 +10,21 @@ void WatchReducer::watch(const std::string& name, const torch::Tensor& tensor) {
   auto t = tensor.detach();
   const double numel = static_cast<double>(t.numel());
   const double rows = t.dim() > 0 && t.size(-1) > 0 ? numel / static_cast<double>(t.size(-1)) : 0.0;
-  auto lse_sum = rows > 0 ? t.to(torch::kFloat).logsumexp(-1).sum(torch::kDouble)
-                          : torch::zeros({}, t.options().dtype(torch::kDouble));
+  const auto lse_sum_aten = [&] {
+    return rows > 0 ? t.to(torch::kFloat).logsumexp(-1).sum(torch::kDouble)
+                    : torch::zeros({}, t.options().dtype(torch::kDouble));
+  };
   torch::Tensor row;
   if (t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous()) {
     span_.assign(1, ConstSpan{t.data_ptr<float>(), t.numel()});
     fused_.grad_stats(span_, stats_);
     const GradStats& s = stats_[0];
-    row = torch::tensor({static_cast<double>(s.absmax), s.sumsq, static_cast<double>(s.nonfinite),
-                         lse_sum.item<double>(), numel, rows},
+    // The fused row kernel assumes finite input; a non-finite tensor takes ATen's exact path.
+    const double lse_sum =
+        s.nonfinite == 0 ? fused_.logsumexp_rows_sum(t.data_ptr<float>(), static_cast<int64_t>(rows), t.size(-1))
+                         : lse_sum_aten().item<double>();
+    row = torch::tensor({static_cast<double>(s.absmax), s.sumsq, static_cast<double>(s.nonfinite), lse_sum,
+                         numel, rows},
                         torch::kDouble);
   } else {
     auto f = t.to(torch::kFloat);
@@ -26,7 +32,7 @@ void WatchReducer::watch(const std::string& name, const torch::Tensor& tensor) {
                                 : torch::zeros({}, f.options().dtype(torch::kDouble));
     auto meta = torch::tensor({numel, rows}, torch::kDouble).to(t.device());
     row = torch::cat({torch::stack({absmax, f.square().sum(torch::kDouble),
-                                    torch::isfinite(f).logical_not().sum().to(torch::kDouble), lse_sum}),
+                                    torch::isfinite(f).logical_not().sum().to(torch::kDouble), lse_sum_aten()}),
                       meta});
   }
   auto same = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.name == name; });

@@ -349,7 +349,7 @@ TEST(FusedReduceUnscale, ManyBuffers) {
   }
 }
 
-// ---- snapshot_sumsq / update_sumsq / sumsq --------------------------------------------
+// ---- snapshot_sumsq / update_and_snapshot / sumsq --------------------------------------------
 
 TEST(FusedReduceSnapshot, CopiesBitExactlyAndSumsSquares) {
   auto w1 = random_floats(400'003, 41);
@@ -386,7 +386,7 @@ TEST(FusedReduceSnapshot, CopiesNaNPayloadsUnchanged) {
   EXPECT_TRUE(std::isnan(out[0]));
 }
 
-TEST(FusedReduceUpdate, SumsSquaredDifference) {
+TEST(FusedReduceUpdate, SumsSquaredDifferenceAndRollsTheSnapshot) {
   FusedReducer r;
   for (const int64_t n : {0, 1, 1025, 100003, 600'000}) {
     const auto before = random_floats(n, 51 + static_cast<uint32_t>(n));
@@ -394,20 +394,24 @@ TEST(FusedReduceUpdate, SumsSquaredDifference) {
     std::mt19937 rng(52);
     std::normal_distribution<float> step(0.0f, 1e-3f);
     for (auto& x : after) x += step(rng) * (std::fabs(x) + 1e-3f);
-    std::vector<double> out;
-    r.update_sumsq({{after.data(), before.data(), n}}, out);
-    ASSERT_EQ(out.size(), 1u);
-    expect_sum_near(out[0], ref_update(after.data(), before.data(), n),
-                    "n=" + std::to_string(n));
+    auto snapshot = before;
+    std::vector<double> update, weight;
+    r.update_and_snapshot({{after.data(), snapshot.data(), n}}, update, weight);
+    ASSERT_EQ(update.size(), 1u);
+    ASSERT_EQ(weight.size(), 1u);
+    expect_sum_near(update[0], ref_update(after.data(), before.data(), n), "n=" + std::to_string(n));
+    expect_sum_near(weight[0], ref_sumsq(after.data(), n), "n=" + std::to_string(n));
+    EXPECT_EQ(std::memcmp(snapshot.data(), after.data(), sizeof(float) * static_cast<size_t>(n)), 0);
   }
 }
 
 TEST(FusedReduceUpdate, UnchangedWeightsGiveZero) {
   const auto w = random_floats(50'000, 61);
+  auto snapshot = w;
   FusedReducer r;
-  std::vector<double> out;
-  r.update_sumsq({{w.data(), w.data(), 50'000}}, out);
-  EXPECT_EQ(out[0], 0.0);
+  std::vector<double> update, weight;
+  r.update_and_snapshot({{w.data(), snapshot.data(), 50'000}}, update, weight);
+  EXPECT_EQ(update[0], 0.0);
 }
 
 TEST(FusedReduceSumsq, MatchesReference) {
@@ -427,6 +431,38 @@ TEST(FusedReduceSumsq, MatchesReference) {
   }
 }
 
+// ---- logsumexp rows ----------------------------------------------------------------------
+
+double ref_logsumexp_rows_sum(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, static_cast<double>(v[r * cols + c]));
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(static_cast<double>(v[r * cols + c]) - m);
+    total += m + std::log(s);
+  }
+  return total;
+}
+
+TEST(FusedReduceLogsumexp, MatchesReferenceForManyShapes) {
+  FusedReducer r;
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{1, 1}, {3, 7}, {5, 16}, {9, 17}, {512, 76}, {40, 50257},
+                                                        {7000, 40}};
+  for (const auto& [rows, cols] : shapes) {
+    auto v = random_floats(static_cast<size_t>(rows * cols), static_cast<unsigned>(rows + cols));
+    for (auto& x : v) x *= 30.0f;   // wide logits: exp arguments down to the underflow range
+    const double expected = ref_logsumexp_rows_sum(v, rows, cols);
+    const double actual = r.logsumexp_rows_sum(v.data(), rows, cols);
+    EXPECT_NEAR(actual, expected, 1e-6 * std::max(1.0, std::fabs(expected))) << rows << "x" << cols;
+  }
+}
+
+TEST(FusedReduceLogsumexp, EmptyIsZero) {
+  FusedReducer r;
+  EXPECT_EQ(r.logsumexp_rows_sum(nullptr, 0, 5), 0.0);
+}
+
 // ---- steady state ----------------------------------------------------------------------
 
 TEST(FusedReduceSteadyState, RepeatedPassesDoNotAllocate) {
@@ -439,7 +475,7 @@ TEST(FusedReduceSteadyState, RepeatedPassesDoNotAllocate) {
   std::vector<ConstSpan> cspans;
   std::vector<MutableSpan> mspans;
   std::vector<SnapshotSpan> snaps;
-  std::vector<UpdateSpan> updates;
+  std::vector<SnapshotSpan> updates;
   for (size_t b = 0; b < w.size(); ++b) {
     const auto n = static_cast<int64_t>(w[b].size());
     cspans.push_back({w[b].data(), n});
@@ -449,12 +485,12 @@ TEST(FusedReduceSteadyState, RepeatedPassesDoNotAllocate) {
   }
   FusedReducer r;
   std::vector<GradStats> gout;
-  std::vector<double> dout;
+  std::vector<double> dout, dout2;
   auto all_passes = [&] {
     r.grad_stats(cspans, gout);
     r.unscale_and_grad_stats(mspans, 1.0f, gout);
     r.snapshot_sumsq(snaps, dout);
-    r.update_sumsq(updates, dout);
+    r.update_and_snapshot(updates, dout, dout2);
     r.sumsq(cspans, dout);
   };
   all_passes();  // first call sizes the scratch and starts the OpenMP pool

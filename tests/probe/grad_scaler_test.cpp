@@ -79,7 +79,9 @@ TEST(GradScaler, RandomScriptMatchesReference) {
     run_step(net, opt, scaler, overflow);
     // A large scale also overflows the real gradients by itself: what the scaler found is the
     // truth the reference follows, and a scripted overflow must always be found.
-    if (overflow) ASSERT_TRUE(scaler.found_inf()) << "step " << i;
+    if (overflow) {
+      ASSERT_TRUE(scaler.found_inf()) << "step " << i;
+    }
     ref.update(scaler.found_inf(), 2.0f, 0.5f, 2);
     ASSERT_EQ(scaler.scale_value(), ref.scale) << "step " << i;
     ASSERT_EQ(scaler.growth_tracker(), ref.tracker) << "step " << i;

@@ -112,6 +112,28 @@ TEST(ProbeMetrics, EveryMetricMatchesDoubleReference) {
   }
 }
 
+TEST(ProbeMetrics, UpdateRatioStaysRightAcrossSkippedSteps) {
+  // The update pass refreshes the snapshot for the next step; a skipped step must leave it
+  // valid for the step after it.
+  torch::manual_seed(2);
+  MixedNet net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  keel::probe::ProbeOptions options;
+  options.endpoint = "";
+  keel::probe::Probe probe(*net, opt, options);
+  for (int64_t step = 0; step < 6; ++step) {
+    backward(net, opt, probe, 200 + step);
+    if (step == 2) {
+      torch::NoGradGuard no_grad;
+      net->head->weight.mutable_grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const auto before = take(net);
+    const auto outcome = probe.step(torch::tensor(1.0));
+    ASSERT_EQ(outcome.applied, step != 2);
+    if (step != 2) expect_metrics_match(net, probe, before, true);
+  }
+}
+
 TEST(ProbeMetrics, NonFiniteGradientsAreCountedAndPropagate) {
   torch::manual_seed(1);
   MixedNet net;
