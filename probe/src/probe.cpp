@@ -28,7 +28,8 @@ int64_t unix_ns() {
 
 class Probe::Impl {
  public:
-  Impl(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options);
+  Impl(const std::vector<std::pair<std::string, torch::Tensor>>& params, torch::optim::Optimizer& optimizer,
+       ProbeOptions options);
 
   void watch(const std::string& name, const torch::Tensor& tensor);
   StepOutcome step(const torch::Tensor& loss);
@@ -66,32 +67,31 @@ class Probe::Impl {
 };
 
 namespace {
-std::vector<std::pair<std::string, torch::Tensor>> named_params(torch::nn::Module& model) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
+using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
+
+NamedParams named_params(torch::nn::Module& model) {
+  NamedParams out;
   for (const auto& item : model.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
   if (out.empty()) throw AttachError("keel probe: the model has no parameters to watch");
   return out;
 }
-std::vector<std::string> keys(const std::vector<std::pair<std::string, torch::Tensor>>& v) {
-  std::vector<std::string> out;
-  for (const auto& p : v) out.push_back(p.first);
-  return out;
-}
-std::vector<torch::Tensor> values(const std::vector<std::pair<std::string, torch::Tensor>>& v) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : v) out.push_back(p.second);
+
+template <class Field>
+auto column(const NamedParams& params, Field field) {
+  std::vector<std::decay_t<decltype(params.front().*field)>> out;
+  for (const auto& p : params) out.push_back(p.*field);
   return out;
 }
 }  // namespace
 
-Probe::Impl::Impl(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
+Probe::Impl::Impl(const NamedParams& params, torch::optim::Optimizer& optimizer, ProbeOptions options)
     : options_(std::move(options)),
       optimizer_(optimizer),
-      names_(keys(named_params(model))),
-      params_(values(named_params(model))),
+      names_(column(params, &NamedParams::value_type::first)),
+      params_(column(params, &NamedParams::value_type::second)),
       reducer_(params_),
       order_(params_) {
-  description_ = describe_run(named_params(model), options_);
+  description_ = describe_run(params, options_);
   if (!options_.endpoint.empty()) {
     PublisherOptions po;
     po.endpoint = options_.endpoint;
@@ -188,7 +188,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
         reducer_.keep_snapshot();
       }
       record_.step = step_;
-      record_.loss = loss.defined() ? loss.detach().to(torch::kDouble).item<double>()
+      record_.loss = loss.defined() ? loss.item<double>()
                                     : std::numeric_limits<double>::quiet_NaN();
       record_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
       record_.skipped = !outcome.applied;
@@ -313,7 +313,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome) {
 }
 
 Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
-    : impl_(std::make_unique<Impl>(model, optimizer, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(named_params(model), optimizer, std::move(options))) {}
 
 Probe::~Probe() = default;
 
