@@ -1,0 +1,295 @@
+// RunModel: routing a run's records into its series, and the run's bookkeeping.
+#include "model/run_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace keel::app {
+namespace {
+
+constexpr size_t kNotWatched = static_cast<size_t>(-1);
+// Records kept for steps_per_second(): enough to smooth jitter, few enough to follow changes.
+constexpr size_t kRateWindow = 64;
+
+const SeriesHistory& empty_series() {
+  static const SeriesHistory empty(0, ModelConfig{});
+  return empty;
+}
+
+// Scalars arrive as double; the plots need float precision only. A value beyond float range
+// becomes +-Inf, which the store flags rather than hides.
+float as_sample(double value) { return static_cast<float>(value); }
+
+}  // namespace
+
+const char* global_series_name(GlobalSeries series) {
+  switch (series) {
+    case GlobalSeries::kLoss: return "loss";
+    case GlobalSeries::kLr: return "lr";
+    case GlobalSeries::kGradNorm: return "grad_norm";
+    case GlobalSeries::kStepTimeUs: return "step_time_us";
+    case GlobalSeries::kProbeUs: return "probe_us";
+    case GlobalSeries::kLossScale: return "loss_scale";
+    case GlobalSeries::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
+const char* watch_metric_name(WatchMetric metric) {
+  switch (metric) {
+    case WatchMetric::kAbsmax: return "absmax";
+    case WatchMetric::kRms: return "rms";
+    case WatchMetric::kZ: return "z";
+    case WatchMetric::kNonfinite: return "nonfinite";
+  }
+  return "unknown";
+}
+
+RunModel::RunModel(std::string run_id, int32_t rank, const ModelConfig& config)
+    : run_id_(std::move(run_id)), rank_(rank), config_(config) {
+  config_.max_events = std::max<size_t>(config_.max_events, 1);
+}
+
+SeriesHistory RunModel::make_series() const { return SeriesHistory(first_step_, config_); }
+
+void RunModel::start_series(int64_t origin_step) {
+  // Every series of the run shares this origin, so bucket boundaries agree across rows.
+  first_step_ = origin_step;
+  series_started_ = true;
+  for (auto& per_metric : layer_series_) {
+    per_metric.clear();
+    per_metric.reserve(layer_names_.size());
+    for (size_t i = 0; i < layer_names_.size(); ++i) per_metric.push_back(make_series());
+  }
+  global_series_.clear();
+  for (int i = 0; i < kGlobalSeriesCount; ++i) global_series_.push_back(make_series());
+  watch_series_.clear();
+  for (size_t i = 0; i < watch_names_.size() * kWatchMetricCount; ++i) {
+    watch_series_.push_back(make_series());
+  }
+}
+
+void RunModel::ensure_layers(size_t count) {
+  for (size_t i = layer_names_.size(); i < count; ++i) {
+    layer_names_.push_back("layer " + std::to_string(i));
+  }
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    latest_values_[m].resize(layer_names_.size(), std::numeric_limits<float>::quiet_NaN());
+    latest_steps_[m].resize(layer_names_.size(), -1);
+    if (series_started_) {
+      while (layer_series_[m].size() < layer_names_.size()) {
+        layer_series_[m].push_back(make_series());
+      }
+    }
+  }
+}
+
+size_t RunModel::watch_index(const std::string& name) {
+  const auto found = watch_lookup_.find(name);
+  if (found != watch_lookup_.end()) return found->second;
+  if (watch_names_.size() >= kMaxWatches) return kNotWatched;
+  const size_t index = watch_names_.size();
+  watch_names_.push_back(name);
+  watch_lookup_.emplace(name, index);
+  if (series_started_) {
+    for (int i = 0; i < kWatchMetricCount; ++i) watch_series_.push_back(make_series());
+  }
+  return index;
+}
+
+bool RunModel::describe(const wire::RunDescription& description) {
+  if (run_id_.empty()) run_id_ = description.run_id;
+  described_ = true;
+  description_ = description;
+  ensure_layers(description.layers.size());
+  for (size_t i = 0; i < description.layers.size(); ++i) {
+    layer_names_[i] = description.layers[i].name;
+  }
+  for (const std::string& watch : description.watches) watch_index(watch);
+  return true;
+}
+
+void RunModel::note_seq(uint64_t seq, bool is_description) {
+  ++counters_.messages;
+  if (!seq_known_) {
+    seq_known_ = true;
+    last_seq_ = seq;
+    return;
+  }
+  if (seq > last_seq_) {
+    if (seq != last_seq_ + 1) {
+      ++counters_.seq_gaps;
+      counters_.seq_missing += seq - last_seq_ - 1;
+    }
+    last_seq_ = seq;
+  } else if (is_description) {
+    // A probe sends its description first after it starts: a lower seq there is a restart,
+    // and counting from it keeps later messages from all reading as rewinds.
+    last_seq_ = seq;
+  } else {
+    ++counters_.seq_rewinds;
+  }
+}
+
+bool RunModel::add_step(const wire::StepRecord& record) {
+  if (has_steps() && record.step <= latest_.step) {
+    ++counters_.duplicate_steps;
+    return false;
+  }
+  if (!series_started_) start_series(record.step);
+  const int64_t step = record.step;
+  // The origin bounds what a series accepts; a record before it cannot be stored either.
+  SeriesHistory& skipped = global_series_[static_cast<size_t>(GlobalSeries::kSkipped)];
+  if (!skipped.append(step, record.skipped ? 1.0f : 0.0f)) {
+    ++counters_.duplicate_steps;
+    return false;
+  }
+
+  const size_t layer_count = record.layer_count;
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    const int block = record.metric_block(static_cast<wire::LayerMetric>(m));
+    if (block < 0 || layer_count == 0) continue;
+    // A hand-built record may hold fewer values than its mask promises: store what is there.
+    const size_t begin = static_cast<size_t>(block) * layer_count;
+    if (begin >= record.layer_values.size()) continue;
+    const size_t available = std::min(layer_count, record.layer_values.size() - begin);
+    ensure_layers(available);
+    const float* values = record.layer_values.data() + begin;
+    std::vector<SeriesHistory>& series = layer_series_[m];
+    float* latest_values = latest_values_[m].data();
+    int64_t* latest_steps = latest_steps_[m].data();
+    for (size_t i = 0; i < available; ++i) {
+      series[i].append(step, values[i]);
+      latest_values[i] = values[i];
+      latest_steps[i] = step;
+    }
+  }
+
+  auto global = [&](GlobalSeries which) -> SeriesHistory& {
+    return global_series_[static_cast<size_t>(which)];
+  };
+  global(GlobalSeries::kLoss).append(step, as_sample(record.loss));
+  global(GlobalSeries::kLr).append(step, as_sample(record.lr));
+  global(GlobalSeries::kGradNorm).append(step, as_sample(record.grad_norm));
+  global(GlobalSeries::kStepTimeUs).append(step, as_sample(record.step_time_us));
+  global(GlobalSeries::kProbeUs).append(step, as_sample(record.probe_us));
+  if (record.scaler) global(GlobalSeries::kLossScale).append(step, as_sample(record.scaler->scale));
+
+  for (const wire::WatchStats& watch : record.watches) {
+    const size_t index = watch_index(watch.name);
+    if (index == kNotWatched) continue;
+    SeriesHistory* series = &watch_series_[index * kWatchMetricCount];
+    series[static_cast<int>(WatchMetric::kAbsmax)].append(step, watch.absmax);
+    series[static_cast<int>(WatchMetric::kRms)].append(step, watch.rms);
+    series[static_cast<int>(WatchMetric::kZ)].append(step, watch.z);
+    series[static_cast<int>(WatchMetric::kNonfinite)].append(step,
+                                                            static_cast<float>(watch.nonfinite));
+  }
+
+  latest_.step = step;
+  latest_.loss = record.loss;
+  latest_.lr = record.lr;
+  latest_.grad_norm = record.grad_norm;
+  latest_.skipped = record.skipped;
+  latest_.skip_reason = record.skip_reason;
+  latest_.step_time_us = record.step_time_us;
+  latest_.probe_us = record.probe_us;
+  latest_.stamp_unix_ns = record.stamp_unix_ns;
+  latest_.has_scaler = record.scaler.has_value();
+  if (record.scaler) latest_.scaler = *record.scaler;
+  ++counters_.steps_stored;
+  counters_.probe_dropped = record.dropped;
+
+  if (record.stamp_unix_ns > 0) {
+    stamps_.emplace_back(step, record.stamp_unix_ns);
+    if (stamps_.size() > kRateWindow) stamps_.pop_front();
+  }
+  return true;
+}
+
+bool RunModel::add_event(const wire::Event& event) {
+  events_.push_front(event);
+  if (events_.size() > config_.max_events) {
+    events_.pop_back();
+    ++counters_.events_evicted;
+  }
+  return true;
+}
+
+double RunModel::steps_per_second() const {
+  if (stamps_.size() < 2) return 0;
+  const double steps = static_cast<double>(stamps_.back().first - stamps_.front().first);
+  const double nanos = static_cast<double>(stamps_.back().second - stamps_.front().second);
+  return nanos > 0 ? steps * 1e9 / nanos : 0;
+}
+
+float RunModel::latest(size_t layer, wire::LayerMetric metric) const {
+  const auto& values = latest_values_[static_cast<size_t>(metric)];
+  return layer < values.size() ? values[layer] : std::numeric_limits<float>::quiet_NaN();
+}
+
+int64_t RunModel::latest_step(size_t layer, wire::LayerMetric metric) const {
+  const auto& steps = latest_steps_[static_cast<size_t>(metric)];
+  return layer < steps.size() ? steps[layer] : -1;
+}
+
+const SeriesHistory& RunModel::layer_series(size_t layer, wire::LayerMetric metric) const {
+  const auto m = static_cast<size_t>(metric);
+  if (m >= layer_series_.size() || layer >= layer_series_[m].size()) return empty_series();
+  return layer_series_[m][layer];
+}
+
+const SeriesHistory& RunModel::global_series(GlobalSeries series) const {
+  const auto index = static_cast<size_t>(series);
+  return index < global_series_.size() ? global_series_[index] : empty_series();
+}
+
+const SeriesHistory& RunModel::watch_series(size_t watch, WatchMetric metric) const {
+  const size_t index = watch * kWatchMetricCount + static_cast<size_t>(metric);
+  return index < watch_series_.size() ? watch_series_[index] : empty_series();
+}
+
+void RunModel::heatmap(wire::LayerMetric metric, size_t first_layer, size_t layer_count,
+                       const ColumnGrid& grid, std::vector<Summary>& out) const {
+  const size_t rows = first_layer < layer_names_.size()
+                          ? std::min(layer_count, layer_names_.size() - first_layer)
+                          : 0;
+  const auto columns = static_cast<size_t>(grid.columns());
+  out.resize(rows * columns);
+  for (size_t row = 0; row < rows; ++row) {
+    layer_series(first_layer + row, metric).summarize(grid, out.data() + row * columns);
+  }
+}
+
+size_t RunModel::series_count() const {
+  size_t count = global_series_.size() + watch_series_.size();
+  for (const auto& per_metric : layer_series_) count += per_metric.size();
+  return count;
+}
+
+size_t RunModel::bytes_used() const {
+  size_t bytes = sizeof(RunModel);
+  for (const auto& per_metric : layer_series_) {
+    for (const SeriesHistory& series : per_metric) bytes += series.bytes_used();
+  }
+  for (const SeriesHistory& series : global_series_) bytes += series.bytes_used();
+  for (const SeriesHistory& series : watch_series_) bytes += series.bytes_used();
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    bytes += latest_values_[m].capacity() * sizeof(float) +
+             latest_steps_[m].capacity() * sizeof(int64_t);
+  }
+  for (const std::string& name : layer_names_) bytes += sizeof(name) + name.capacity();
+  for (const std::string& name : watch_names_) bytes += 2 * (sizeof(name) + name.capacity());
+  for (const wire::LayerInfo& layer : description_.layers) {
+    bytes += sizeof(layer) + layer.name.capacity() + layer.dtype.capacity() +
+             layer.shape.capacity() * sizeof(int64_t);
+  }
+  for (const wire::Event& event : events_) {
+    bytes += sizeof(event) + event.kind.capacity() + event.layer.capacity() +
+             event.detail.capacity();
+  }
+  return bytes;
+}
+
+}  // namespace keel::app

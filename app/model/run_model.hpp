@@ -1,0 +1,178 @@
+// RunModel: everything the dashboard knows about one run on one rank.
+//
+// What it is for: the per-(run_id, rank) state behind every pane. It turns step records into
+// series (one SeriesHistory per layer and LayerMetric, per global scalar, per watch metric),
+// keeps the latest value of every layer metric (the layer list), the newest events (the events
+// pane) and the stream's health counters (the status bar). All series of a run share one
+// origin (the run's first stored step), so their buckets line up across a heatmap's rows.
+// Records are stored in increasing step order only: a record whose step is not after the
+// newest stored one (a duplicate, a `history` replay, a late record) is counted, not stored.
+// Layers: the run description names them; a record that arrives before any description (a
+// client attached mid-run) still stores its layers, named "layer <i>" until described. A
+// record with more layers than known adds layers; one with fewer leaves the rest missing.
+// Threads: not thread-safe; only the model's owner thread (the UI thread) calls it.
+// References it returns (series, names, events) are valid until the next call that ingests.
+// Never: throws for any message content, or blocks. Memory is bounded: at most
+// series_count() * SeriesHistory::max_bytes(config) for the series, plus the events and names.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+#include "model/column_grid.hpp"
+#include "model/model_config.hpp"
+#include "model/series_history.hpp"
+#include "model/value_summary.hpp"
+
+namespace keel::app {
+
+// Scalars of a step record, one series each, stored as float32 like every series (a value
+// beyond float range reads as +-Inf, flagged rather than hidden). kSkipped is 1 on a skipped
+// step, else 0; kLossScale is stored only on steps whose record carries a scaler state.
+enum class GlobalSeries : uint8_t {
+  kLoss = 0,
+  kLr,
+  kGradNorm,
+  kStepTimeUs,
+  kProbeUs,
+  kLossScale,
+  kSkipped,
+};
+inline constexpr int kGlobalSeriesCount = 7;
+const char* global_series_name(GlobalSeries series);
+
+// Per watched tensor (wire::WatchStats).
+enum class WatchMetric : uint8_t { kAbsmax = 0, kRms, kZ, kNonfinite };
+inline constexpr int kWatchMetricCount = 4;
+const char* watch_metric_name(WatchMetric metric);
+
+// Health of one run's stream. Sequence numbers are per publisher (PROTOCOL §5); only the
+// telemetry topics (run, step, event) are counted, acks come from another socket's counter.
+struct RunCounters {
+  uint64_t messages = 0;        // run descriptions, step records and events received
+  uint64_t steps_stored = 0;    // step records stored
+  uint64_t seq_gaps = 0;        // times seq jumped forward by more than one
+  uint64_t seq_missing = 0;     // messages those jumps skipped (lost in transit or dropped)
+  uint64_t seq_rewinds = 0;     // messages whose seq was not after the last one (replays)
+  uint64_t duplicate_steps = 0; // step records not stored: step not after the newest stored
+  uint64_t probe_dropped = 0;   // the probe's own cumulative drop count, from the newest record
+  uint64_t events_evicted = 0;  // events pushed out of the bounded list
+};
+
+// The scalars of the newest stored record (no layer values: see latest()).
+struct LatestStep {
+  int64_t step = -1;            // -1 before the first record
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  bool skipped = false;
+  std::string skip_reason;
+  double step_time_us = 0;
+  double probe_us = 0;
+  int64_t stamp_unix_ns = 0;
+  bool has_scaler = false;
+  wire::ScalerState scaler;
+};
+
+class RunModel {
+ public:
+  RunModel(std::string run_id, int32_t rank, const ModelConfig& config);
+
+  // --- Ingest (owner thread). Each returns whether it changed what a view shows.
+  // Applies a (re-sent) description: names layers and watches, adopts `run_id` when this run
+  // had none yet. A description whose seq is below the last one means the probe restarted:
+  // sequence tracking restarts with it instead of counting a rewind.
+  bool describe(const wire::RunDescription& description);
+  // Stores one step record (see the header comment for ordering).
+  bool add_step(const wire::StepRecord& record);
+  // Adds an event at the front of the bounded list.
+  bool add_event(const wire::Event& event);
+
+  // --- Identity and description.
+  const std::string& run_id() const { return run_id_; }
+  int32_t rank() const { return rank_; }
+  bool described() const { return described_; }
+  // The last description applied (default-constructed before the first).
+  const wire::RunDescription& description() const { return description_; }
+
+  // --- Steps. first_step() > last_step() while no record is stored.
+  bool has_steps() const { return counters_.steps_stored > 0; }
+  int64_t first_step() const { return first_step_; }
+  int64_t last_step() const { return latest_.step; }
+  const LatestStep& latest_step() const { return latest_; }
+  // Training speed from the probe's own timestamps over the last records; 0 when unknown.
+  double steps_per_second() const;
+
+  // --- Layers (model order).
+  size_t layer_count() const { return layer_names_.size(); }
+  const std::string& layer_name(size_t layer) const { return layer_names_[layer]; }
+  // Latest value of a metric for a layer (NaN if never received) and the step it came from.
+  float latest(size_t layer, wire::LayerMetric metric) const;
+  int64_t latest_step(size_t layer, wire::LayerMetric metric) const;
+  // A layer's history of one metric. An empty series before the first record.
+  const SeriesHistory& layer_series(size_t layer, wire::LayerMetric metric) const;
+
+  // Heatmap: for layers [first_layer, first_layer + layer_count) x the grid's columns, the
+  // exact min and max (and non-finite flags) of `metric` per cell, row-major into
+  // out[row * grid.columns() + column]; `out` is resized (no allocation once large enough).
+  // Cells carry the metric itself, not its log: log10 is monotonic, so log10(cell.max) is the
+  // max of log10 over the cell; the view colours by whichever end it wants.
+  // Same guarantee and cost per row as SeriesHistory::summarize().
+  void heatmap(wire::LayerMetric metric, size_t first_layer, size_t layer_count,
+               const ColumnGrid& grid, std::vector<Summary>& out) const;
+
+  // --- Global scalars and watches.
+  const SeriesHistory& global_series(GlobalSeries series) const;
+  // Watches: in description order, then as first seen in records (at most kMaxWatches).
+  static constexpr size_t kMaxWatches = 1024;
+  size_t watch_count() const { return watch_names_.size(); }
+  const std::string& watch_name(size_t watch) const { return watch_names_[watch]; }
+  const SeriesHistory& watch_series(size_t watch, WatchMetric metric) const;
+
+  // --- Events (newest first, at most ModelConfig::max_events) and health.
+  const std::deque<wire::Event>& events() const { return events_; }
+  const RunCounters& counters() const { return counters_; }
+  // Feeds the sequence counters; the Model calls it for every telemetry message of this run.
+  void note_seq(uint64_t seq, bool is_description);
+
+  size_t series_count() const;
+  size_t bytes_used() const;
+
+ private:
+  void ensure_layers(size_t count);
+  size_t watch_index(const std::string& name);
+  void start_series(int64_t origin_step);
+  SeriesHistory make_series() const;
+
+  std::string run_id_;
+  int32_t rank_;
+  ModelConfig config_;
+  bool described_ = false;
+  wire::RunDescription description_;
+  RunCounters counters_;
+  bool seq_known_ = false;
+  uint64_t last_seq_ = 0;
+
+  int64_t first_step_ = 0;
+  LatestStep latest_;
+  bool series_started_ = false;  // the origin is known once the first record is stored
+  std::vector<std::string> layer_names_;
+  std::array<std::vector<SeriesHistory>, wire::kLayerMetricCount> layer_series_;
+  std::array<std::vector<float>, wire::kLayerMetricCount> latest_values_;
+  std::array<std::vector<int64_t>, wire::kLayerMetricCount> latest_steps_;
+  std::vector<SeriesHistory> global_series_;
+  std::vector<std::string> watch_names_;
+  std::unordered_map<std::string, size_t> watch_lookup_;
+  std::vector<SeriesHistory> watch_series_;  // [watch * kWatchMetricCount + metric]
+  std::deque<wire::Event> events_;
+  // (step, probe stamp) of recent records, oldest first, for steps_per_second().
+  std::deque<std::pair<int64_t, int64_t>> stamps_;
+};
+
+}  // namespace keel::app

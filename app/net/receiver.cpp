@@ -1,0 +1,124 @@
+#include "net/receiver.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "net/subscriber.hpp"
+
+namespace keel::app {
+namespace {
+
+// One round over all sockets waits at most this long in total, which bounds both the latency
+// of a new message and how long the destructor waits for the thread.
+constexpr int kRoundWaitMs = 20;
+// Messages taken from one socket before looking at the others, so a chatty rank cannot starve
+// a quiet one.
+constexpr int kBurstPerSocket = 256;
+
+bool is_version_error(const std::string& error) {
+  return error.find("protocol version") != std::string::npos;
+}
+
+}  // namespace
+
+const char* link_state_name(LinkState state) {
+  switch (state) {
+    case LinkState::kConnecting: return "connecting";
+    case LinkState::kLive: return "live";
+    case LinkState::kStale: return "stale";
+    case LinkState::kProtocolMismatch: return "protocol mismatch";
+  }
+  return "?";
+}
+
+Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions options)
+    : options_(options) {
+  // Sockets are created here so a bad endpoint throws to the caller; they are then handed to
+  // the thread, which is their only user from then on.
+  std::vector<Subscriber> subscribers;
+  subscribers.reserve(endpoints.size());
+  for (const std::string& endpoint : endpoints) {
+    subscribers.emplace_back(std::vector<std::string>{endpoint});
+    Link link;
+    link.endpoint = endpoint;
+    links_.push_back(std::move(link));
+  }
+  thread_ = std::thread([this, subs = std::move(subscribers)]() mutable {
+    const int wait_ms = std::max<int>(1, kRoundWaitMs / std::max<int>(1, int(subs.size())));
+    while (!stop_.load()) {
+      for (size_t i = 0; i < subs.size() && !stop_.load(); ++i) {
+        for (int n = 0; n < kBurstPerSocket; ++n) {
+          ReceiveResult result = subs[i].receive(n == 0 ? wait_ms : 0);
+          if (result.status == ReceiveStatus::kTimeout) break;
+          if (result.status == ReceiveStatus::kInterrupted) break;
+          std::lock_guard<std::mutex> lock(mutex_);
+          Link& link = links_[i];
+          if (result.status == ReceiveStatus::kDecodeError) {
+            ++link.decode_errors;
+            link.last_error = result.error;
+            if (is_version_error(result.error)) link.version_error_since_message = true;
+            continue;
+          }
+          ++link.messages;
+          link.last_message = Clock::now();
+          link.version_error_since_message = false;
+          push(std::move(result.message));
+        }
+      }
+    }
+  });
+}
+
+Receiver::~Receiver() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+// Called with mutex_ held.
+void Receiver::push(keel::wire::Message&& message) {
+  if (queue_.size() >= options_.queue_capacity) {
+    queue_.pop_front();
+    queue_dropped_.fetch_add(1);
+  }
+  queue_.push_back(std::move(message));
+}
+
+void Receiver::drain(std::vector<keel::wire::Message>& out) {
+  std::deque<keel::wire::Message> taken;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken.swap(queue_);
+  }
+  out.reserve(out.size() + taken.size());
+  for (keel::wire::Message& message : taken) out.push_back(std::move(message));
+}
+
+std::vector<EndpointState> Receiver::endpoint_states() const {
+  const Clock::time_point now = Clock::now();
+  std::vector<EndpointState> states;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Link& link : links_) {
+    EndpointState state;
+    state.endpoint = link.endpoint;
+    state.messages = link.messages;
+    state.decode_errors = link.decode_errors;
+    state.last_error = link.last_error;
+    if (link.messages > 0) {
+      state.secs_since_message = std::chrono::duration<double>(now - link.last_message).count();
+    }
+    const bool silent = link.messages == 0 || state.secs_since_message > options_.stale_after_secs;
+    if (link.version_error_since_message && silent) {
+      state.state = LinkState::kProtocolMismatch;
+    } else if (link.messages == 0) {
+      state.state = LinkState::kConnecting;
+    } else if (silent) {
+      state.state = LinkState::kStale;
+    } else {
+      state.state = LinkState::kLive;
+    }
+    states.push_back(std::move(state));
+  }
+  return states;
+}
+
+}  // namespace keel::app

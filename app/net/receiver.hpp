@@ -1,0 +1,93 @@
+// keel app Receiver: the dashboard's network thread (telemetry in, decoded messages out).
+//
+// What it is for: the UI must never touch a socket or wait on the network. A Receiver starts
+// one background thread that owns one Subscriber per endpoint (so it can tell which endpoint
+// is live, stale or speaks another protocol version), decodes, and pushes each message into a
+// bounded queue that the UI thread drains once per frame.
+// Threads: construct, drain(), endpoint_states() and the destructor from one owner thread
+// (the UI thread); the background thread is private. drain() and endpoint_states() take a
+// short lock and never wait on the network.
+// Never: blocks the owner on a socket, throws after construction, or grows without bound: when
+// the UI falls behind, the oldest queued messages are dropped and counted (queue_dropped()).
+// Destruction stops the thread within one poll interval (sockets have linger 0).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+
+namespace keel::app {
+
+enum class LinkState {
+  kConnecting,        // nothing decoded yet from this endpoint
+  kLive,              // a message arrived within the stale threshold
+  kStale,             // messages arrived once, but none for a while (trainer stopped or paused)
+  kProtocolMismatch,  // the only recent traffic was rejected as another protocol version
+};
+
+const char* link_state_name(LinkState state);
+
+struct EndpointState {
+  std::string endpoint;
+  LinkState state = LinkState::kConnecting;
+  uint64_t messages = 0;
+  uint64_t decode_errors = 0;
+  std::string last_error;          // the most recent decode error, "" if none
+  double secs_since_message = -1;  // -1 before the first message
+};
+
+struct ReceiverOptions {
+  // A trainer step takes tens of milliseconds and the run description is re-sent every few
+  // seconds, so several seconds of silence means the trainer is gone or stuck.
+  double stale_after_secs = 3.0;
+  // At ~20 steps/s a few seconds of frames where the UI stalls fit comfortably.
+  size_t queue_capacity = 4096;
+};
+
+class Receiver {
+ public:
+  // Connects to every endpoint (ZeroMQ connects and reconnects in the background, so a trainer
+  // may start later or restart). Throws std::invalid_argument for an endpoint ZeroMQ rejects.
+  Receiver(const std::vector<std::string>& endpoints, ReceiverOptions options = {});
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+  ~Receiver();
+
+  // Moves every queued message into `out` (appended), oldest first.
+  void drain(std::vector<keel::wire::Message>& out);
+
+  std::vector<EndpointState> endpoint_states() const;
+  // Messages thrown away because the queue was full (the UI fell behind).
+  uint64_t queue_dropped() const { return queue_dropped_.load(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Link {
+    std::string endpoint;
+    uint64_t messages = 0;
+    uint64_t decode_errors = 0;
+    std::string last_error;
+    bool version_error_since_message = false;
+    Clock::time_point last_message{};
+  };
+
+  void run(std::vector<std::string> endpoints);
+  void push(keel::wire::Message&& message);
+
+  ReceiverOptions options_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> queue_dropped_{0};
+  mutable std::mutex mutex_;  // guards queue_ and links_
+  std::deque<keel::wire::Message> queue_;
+  std::vector<Link> links_;
+  std::thread thread_;
+};
+
+}  // namespace keel::app

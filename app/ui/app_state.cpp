@@ -1,0 +1,80 @@
+#include "ui/app_state.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace keel::app::ui {
+
+const char* heat_metric_label(HeatMetric metric) {
+  switch (metric) {
+    case HeatMetric::kGradNorm: return "grad norm";
+    case HeatMetric::kUpdateRatio: return "update ratio";
+    case HeatMetric::kGradAbsmax: return "grad absmax";
+    case HeatMetric::kGradZeroFrac: return "zero fraction";
+  }
+  return "?";
+}
+
+void AppState::select(int layer, const std::string& layer_name, int64_t step) {
+  selected_layer_ = layer;
+  selected_layer_name_ = layer < 0 ? std::string() : layer_name;
+  selected_step_ = step;
+  // Flushed at once: tests (and users piping the output) read it while the app runs.
+  if (step >= 0) {
+    std::printf("keel: selected layer %s step %lld\n", selected_layer_name_.c_str(),
+                static_cast<long long>(step));
+  } else {
+    std::printf("keel: selected layer %s\n", selected_layer_name_.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void AppState::select_layer(int layer, const std::string& layer_name) {
+  select(layer, layer_name, selected_step_);
+}
+
+void AppState::begin_frame(int64_t first_step, int64_t latest_step) {
+  cursor_step_ = next_cursor_step_;
+  next_cursor_step_ = -1;
+  first_step_ = first_step;
+  latest_step_ = latest_step;
+  if (follow_live_) view_last_ = std::max<double>(double(latest_step), span_steps_ + first_step);
+  clamp_view();
+}
+
+void AppState::set_follow_live(bool follow) {
+  follow_live_ = follow;
+  if (follow_live_) view_last_ = double(latest_step_);
+  clamp_view();
+}
+
+void AppState::zoom(double factor, double anchor_step) {
+  const double old_span = span_steps_;
+  span_steps_ = std::clamp(span_steps_ * factor, kMinSpanSteps, 1e9);
+  // Keep the anchor at the same place on screen.
+  const double anchor_frac = old_span > 0 ? (view_last_ - anchor_step) / old_span : 0.0;
+  view_last_ = anchor_step + anchor_frac * span_steps_;
+  if (view_last_ < double(latest_step_) - 0.5) follow_live_ = false;
+  clamp_view();
+}
+
+void AppState::pan(double delta_steps) {
+  view_last_ += delta_steps;
+  if (delta_steps < 0 && view_last_ < double(latest_step_) - 0.5) follow_live_ = false;
+  if (view_last_ >= double(latest_step_)) follow_live_ = true;
+  clamp_view();
+}
+
+void AppState::reset_view() {
+  span_steps_ = kDefaultSpanSteps;
+  set_follow_live(true);
+}
+
+void AppState::clamp_view() {
+  // Never scroll past the newest step, nor so far back that nothing recorded is visible.
+  const double latest = std::max<double>(double(latest_step_), double(first_step_) + span_steps_);
+  view_last_ = std::clamp(view_last_, double(first_step_) + kMinSpanSteps, latest);
+  if (follow_live_) view_last_ = latest;
+}
+
+}  // namespace keel::app::ui

@@ -1,0 +1,80 @@
+// keel app AppState: what the user is looking at, shared by every view.
+//
+// What it is for: one place for the selection (layer, step), the shared step cursor, the
+// visible step range of all step-indexed plots (global charts, heatmap, layer detail) and
+// "follow live". Views read it and change it through these functions, so clicking a heatmap
+// cell, an event or a list row all select the same way, and every selection is logged on
+// stdout ("keel: selected layer NAME step N") where a test or a user's terminal can see it.
+// Threads: the UI thread only.
+// Never: touches the model, ImGui or a socket; it is plain state plus the selection log.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace keel::app::ui {
+
+// The per-layer metric shown by the heatmap (and sorted by in the layer list by default).
+enum class HeatMetric { kGradNorm = 0, kUpdateRatio, kGradAbsmax, kGradZeroFrac };
+inline constexpr int kHeatMetricCount = 4;
+const char* heat_metric_label(HeatMetric metric);
+
+class AppState {
+ public:
+  // Default width of the visible window when following live, in steps.
+  static constexpr double kDefaultSpanSteps = 400.0;
+  static constexpr double kMinSpanSteps = 8.0;
+
+  // Selection. `layer` is an index in model order of the current run (-1: none).
+  void select(int layer, const std::string& layer_name, int64_t step);
+  void select_layer(int layer, const std::string& layer_name);
+  int selected_layer() const { return selected_layer_; }
+  const std::string& selected_layer_name() const { return selected_layer_name_; }
+  int64_t selected_step() const { return selected_step_; }
+  // Keeps the selection valid when the run's layer table changes (attach mid-run, restart):
+  // finds the selected name again, or clears the selection.
+  template <typename FindIndex>
+  void revalidate(FindIndex&& find_index) {
+    if (selected_layer_name_.empty()) return;
+    selected_layer_ = find_index(selected_layer_name_);
+    if (selected_layer_ < 0) selected_layer_name_.clear();
+  }
+
+  // Shared step cursor: the step under the mouse in any step plot this frame (-1: none).
+  int64_t cursor_step() const { return cursor_step_; }
+  void set_cursor_step(int64_t step) { next_cursor_step_ = step; }
+  // Called once per frame before drawing: last frame's hover becomes this frame's cursor.
+  void begin_frame(int64_t first_step, int64_t latest_step);
+
+  // Visible step range [view_first(), view_last()] for every step-indexed plot.
+  double view_first() const { return view_last_ - span_steps_; }
+  double view_last() const { return view_last_; }
+  bool follow_live() const { return follow_live_; }
+  void set_follow_live(bool follow);
+  void toggle_follow_live() { set_follow_live(!follow_live_); }
+  // Zooms by `factor` (< 1 zooms in) around `anchor_step`; leaves follow-live when the right
+  // edge no longer shows the newest step.
+  void zoom(double factor, double anchor_step);
+  // Pans by `delta_steps` (negative: into the past); leaves follow-live when panning back.
+  void pan(double delta_steps);
+  // Home: back to the default span, following live.
+  void reset_view();
+
+  HeatMetric heat_metric = HeatMetric::kGradNorm;
+
+ private:
+  void clamp_view();
+
+  int selected_layer_ = -1;
+  std::string selected_layer_name_;
+  int64_t selected_step_ = -1;
+  int64_t cursor_step_ = -1;
+  int64_t next_cursor_step_ = -1;
+  bool follow_live_ = true;
+  double span_steps_ = kDefaultSpanSteps;
+  double view_last_ = kDefaultSpanSteps;
+  int64_t first_step_ = 0;
+  int64_t latest_step_ = 0;
+};
+
+}  // namespace keel::app::ui

@@ -1,0 +1,24 @@
+// keel app colormap: values -> colours for the layer heatmap and its legend.
+//
+// What it is for: one perceptually uniform map (viridis: readable by colour-blind users, and
+// monotone in lightness so "brighter = larger" holds in a screenshot), plus the reserved colours
+// that must never be confused with a value: non-finite cells and "no data".
+// Threads: pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+
+namespace keel::app::ui {
+
+// ImU32 layout (ABGR, as ImGui's IM_COL32).
+using Rgba = uint32_t;
+
+// t in [0, 1] (clamped) -> viridis colour.
+Rgba viridis(float t);
+
+// Not on the viridis path (which runs blue-green-yellow): a saturated red-magenta stands out.
+inline constexpr Rgba kNonfiniteColour = 0xFF4020FFu;  // IM_COL32(255, 32, 64, 255)
+inline constexpr Rgba kNoDataColour = 0xFF261E1Eu;     // IM_COL32(30, 30, 38, 255)
+inline constexpr Rgba kSkippedColour = 0xFF20A0FFu;    // IM_COL32(255, 160, 32, 255)
+
+}  // namespace keel::app::ui

@@ -1,0 +1,160 @@
+#include "ui/dashboard.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <imgui.h>
+
+#include "ui/events_view.hpp"
+#include "ui/global_charts.hpp"
+#include "ui/layer_detail.hpp"
+#include "ui/status_bar.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+constexpr float kSplitterPx = 6.0f;
+
+// A draggable bar between two panes, `length` pixels long; `frac` is the first pane's share
+// of `total` pixels.
+void splitter(const char* id, bool vertical, float length, float total, float& frac) {
+  const ImVec2 size = vertical ? ImVec2(kSplitterPx, length) : ImVec2(length, kSplitterPx);
+  ImGui::InvisibleButton(id, size);
+  if (ImGui::IsItemActive() && total > 0) {
+    const ImVec2 delta = ImGui::GetIO().MouseDelta;
+    frac = std::clamp(frac + (vertical ? delta.x : delta.y) / total, 0.1f, 0.9f);
+  }
+  if (ImGui::IsItemHovered() || ImGui::IsItemActive()) {
+    ImGui::SetMouseCursor(vertical ? ImGuiMouseCursor_ResizeEW : ImGuiMouseCursor_ResizeNS);
+  }
+  const ImU32 colour = ImGui::GetColorU32(ImGui::IsItemActive()    ? ImGuiCol_SeparatorActive
+                                          : ImGui::IsItemHovered() ? ImGuiCol_SeparatorHovered
+                                                                   : ImGuiCol_Separator);
+  ImGui::GetWindowDrawList()->AddRectFilled(ImGui::GetItemRectMin(), ImGui::GetItemRectMax(), colour);
+}
+
+bool begin_pane(const char* id, ImVec2 size) {
+  return ImGui::BeginChild(id, size, true, ImGuiWindowFlags_NoScrollWithMouse);
+}
+
+}  // namespace
+
+const RunModel* Dashboard::shown_run(const Model& model) {
+  const std::vector<int32_t> ranks = model.ranks();
+  return ranks.empty() ? nullptr : model.current_run(ranks.front());
+}
+
+void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links,
+                     uint64_t queue_dropped) {
+  const RunModel* run = shown_run(model);
+  if (run) {
+    // A new run (or a description naming the layers) may move layers: find the selection again.
+    state_.revalidate([&](const std::string& name) { return find_layer(*run, name); });
+    if (!pending_select_.empty()) {
+      const int layer = find_layer(*run, pending_select_);
+      if (layer >= 0) {
+        state_.select(layer, pending_select_, -1);
+        pending_select_.clear();
+      }
+    }
+    state_.begin_frame(run->has_steps() ? run->first_step() : 0,
+                       run->has_steps() ? run->last_step() : 0);
+  }
+  if (run) log_new_events(*run);
+
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(viewport->WorkPos);
+  ImGui::SetNextWindowSize(viewport->WorkSize);
+  const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                 ImGuiWindowFlags_NoSavedSettings |
+                                 ImGuiWindowFlags_NoBringToFrontOnFocus;
+  ImGui::Begin("keel", nullptr, flags);
+  draw_status_bar(links, queue_dropped, model, run);
+  ImGui::Separator();
+  if (run) {
+    handle_keys(*run);
+    draw_panes(*run);
+  } else {
+    ImGui::TextDisabled("Waiting for telemetry. Start a trainer with the keel probe, e.g. keel-demo.");
+  }
+  ImGui::End();
+}
+
+void Dashboard::draw_panes(const RunModel& run) {
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float spacing = ImGui::GetStyle().ItemSpacing.y;
+  const float left_w = std::floor((avail.x - kSplitterPx) * left_frac_);
+  // Splitters and the spacing around them are not part of any pane.
+  const float column_h = avail.y - 2 * (kSplitterPx + 2 * spacing);
+
+  ImGui::BeginGroup();
+  if (begin_pane("charts", ImVec2(left_w, std::floor(column_h * charts_frac_)))) {
+    draw_global_charts(run, state_);
+  }
+  ImGui::EndChild();
+  splitter("split_charts", false, left_w, column_h, charts_frac_);
+  if (begin_pane("heatmap", ImVec2(left_w, std::floor(column_h * heatmap_frac_)))) {
+    heatmap_.draw(run, state_);
+  }
+  ImGui::EndChild();
+  splitter("split_heatmap", false, left_w, column_h, heatmap_frac_);
+  if (begin_pane("detail", ImVec2(left_w, 0))) draw_layer_detail(run, state_);
+  ImGui::EndChild();
+  ImGui::EndGroup();
+
+  ImGui::SameLine(0, 0);
+  splitter("split_columns", true, avail.y, avail.x, left_frac_);
+  ImGui::SameLine(0, 0);
+
+  ImGui::BeginGroup();
+  const float right_h = avail.y - kSplitterPx - 2 * spacing;
+  if (begin_pane("layers", ImVec2(0, std::floor(right_h * list_frac_)))) layer_list_.draw(run, state_);
+  ImGui::EndChild();
+  splitter("split_layers", false, ImGui::GetContentRegionAvail().x, right_h, list_frac_);
+  if (begin_pane("events", ImVec2(0, 0))) draw_events(run, state_);
+  ImGui::EndChild();
+  ImGui::EndGroup();
+}
+
+void Dashboard::log_new_events(const RunModel& run) {
+  if (&run != logged_run_) {
+    logged_run_ = &run;
+    logged_any_event_ = false;
+  }
+  const auto& events = run.events();
+  // Newest first: find how many at the front are newer than the last one printed.
+  size_t fresh = 0;
+  while (fresh < events.size() && (!logged_any_event_ || events[fresh].seq > logged_event_seq_)) {
+    ++fresh;
+  }
+  for (size_t i = fresh; i-- > 0;) {
+    const wire::Event& event = events[i];
+    std::printf("keel: event %s step %lld layer %s: %s\n", event.kind.c_str(),
+                static_cast<long long>(event.step), event.layer.empty() ? "-" : event.layer.c_str(),
+                event.detail.c_str());
+  }
+  if (fresh > 0) {
+    logged_event_seq_ = events.front().seq;
+    logged_any_event_ = true;
+    std::fflush(stdout);
+  }
+}
+
+void Dashboard::handle_keys(const RunModel& run) {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput) return;
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) state_.toggle_follow_live();
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home), false)) state_.reset_view();
+  const bool up = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow));
+  const bool down = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow));
+  const std::vector<int>& order = layer_list_.display_order();
+  if ((up || down) && !order.empty()) {
+    const auto at = std::find(order.begin(), order.end(), state_.selected_layer());
+    int index = at == order.end() ? (down ? -1 : int(order.size())) : int(at - order.begin());
+    index = std::clamp(index + (down ? 1 : -1), 0, int(order.size()) - 1);
+    const int layer = order[size_t(index)];
+    state_.select_layer(layer, run.layer_name(size_t(layer)));
+  }
+}
+
+}  // namespace keel::app::ui

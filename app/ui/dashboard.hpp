@@ -1,0 +1,55 @@
+// keel app Dashboard: the one window's layout and keyboard, composing every view.
+//
+// What it is for: placing the panes (status bar on top; global charts, heatmap and layer detail
+// on the left; layer list and events on the right) with draggable splitters between them,
+// choosing which run the panes show, and the keys: up/down move the layer selection (in the
+// list's order), space toggles follow-live, Home resets the view.
+// Threads: the UI thread, between Window::begin_frame() and Window::render().
+// Never: touches a socket or changes the model; it only reads the model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "net/receiver.hpp"
+#include "ui/app_state.hpp"
+#include "ui/heatmap_view.hpp"
+#include "ui/layer_list.hpp"
+
+namespace keel::app::ui {
+
+class Dashboard {
+ public:
+  // Selects the layer called `name` as soon as a run describes it (the --select option).
+  void request_select(const std::string& name) { pending_select_ = name; }
+
+  void draw(const Model& model, const std::vector<EndpointState>& links, uint64_t queue_dropped);
+
+  // The run the panes show: the current run of the lowest rank, or nullptr before any data.
+  static const RunModel* shown_run(const Model& model);
+  const AppState& state() const { return state_; }
+
+ private:
+  void handle_keys(const RunModel& run);
+  // Prints events not printed yet ("keel: event KIND step N layer NAME: DETAIL"), oldest first,
+  // so the terminal (and a test) has a record of what the events pane showed.
+  void log_new_events(const RunModel& run);
+  void draw_panes(const RunModel& run);
+
+  AppState state_;
+  HeatmapView heatmap_;
+  LayerList layer_list_;
+  std::string pending_select_;
+  const RunModel* logged_run_ = nullptr;
+  uint64_t logged_event_seq_ = 0;
+  bool logged_any_event_ = false;
+  // Pane sizes as fractions of the window, changed by dragging the splitters.
+  float left_frac_ = 0.64f;
+  float charts_frac_ = 0.3f;
+  float heatmap_frac_ = 0.42f;
+  float list_frac_ = 0.62f;
+};
+
+}  // namespace keel::app::ui

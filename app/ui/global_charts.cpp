@@ -1,0 +1,58 @@
+#include "ui/global_charts.hpp"
+
+#include <string>
+
+#include <imgui.h>
+
+#include "ui/plot.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+constexpr ImU32 kLossColour = IM_COL32(90, 170, 255, 255);
+constexpr ImU32 kNormColour = IM_COL32(120, 220, 140, 255);
+constexpr ImU32 kScaleColour = IM_COL32(230, 200, 90, 255);
+constexpr ImU32 kAbsmaxColour = IM_COL32(240, 120, 90, 255);
+constexpr ImU32 kZColour = IM_COL32(200, 140, 255, 255);
+
+}  // namespace
+
+void draw_global_charts(const RunModel& run, AppState& state) {
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  const ImVec2 cell((avail.x - spacing) * 0.5f, (avail.y - ImGui::GetStyle().ItemSpacing.y) * 0.5f);
+  const SeriesHistory* skipped = &run.global_series(GlobalSeries::kSkipped);
+
+  plot_series("loss", cell, {{&run.global_series(GlobalSeries::kLoss), "loss", kLossColour}},
+              false, state, skipped);
+  ImGui::SameLine();
+  plot_series("global grad norm",  cell,
+              {{&run.global_series(GlobalSeries::kGradNorm), "grad norm", kNormColour}}, true,
+              state, skipped);
+
+  // A run without a loss scaler has no loss-scale samples; show the step time instead of an
+  // empty chart, so the slot still says something about the run.
+  const SeriesHistory& scale = run.global_series(GlobalSeries::kLossScale);
+  if (!scale.empty()) {
+    plot_series("loss scale (skipped steps marked)", cell, {{&scale, "scale", kScaleColour}}, true,
+                state, skipped);
+  } else {
+    plot_series("step time, us (skipped steps marked)", cell,
+                {{&run.global_series(GlobalSeries::kStepTimeUs), "step us", kScaleColour},
+                 {&run.global_series(GlobalSeries::kProbeUs), "probe us", kLossColour}},
+                true, state, skipped);
+  }
+  ImGui::SameLine();
+  if (run.watch_count() > 0) {
+    const std::string title = run.watch_name(0) + ": absmax and z";
+    plot_series(title.c_str(), cell,
+                {{&run.watch_series(0, WatchMetric::kAbsmax), "absmax", kAbsmaxColour},
+                 {&run.watch_series(0, WatchMetric::kZ), "z", kZColour}},
+                false, state, skipped);
+  } else {
+    plot_series("learning rate", cell, {{&run.global_series(GlobalSeries::kLr), "lr", kScaleColour}},
+                false, state, skipped);
+  }
+}
+
+}  // namespace keel::app::ui

@@ -1,0 +1,230 @@
+#include "ui/heatmap_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <limits>
+
+#include <imgui.h>
+
+#include "model/column_grid.hpp"
+#include "ui/colormap.hpp"
+#include "ui/plot.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+constexpr float kMaxRowPx = 22.0f;
+constexpr float kMinRowPx = 3.0f;
+constexpr float kMinNonfinitePx = 4.0f;
+constexpr ImU32 kSelectedRowColour = IM_COL32(255, 255, 255, 220);
+
+wire::LayerMetric wire_metric(HeatMetric metric) {
+  switch (metric) {
+    case HeatMetric::kGradNorm: return wire::LayerMetric::kGradNorm;
+    case HeatMetric::kUpdateRatio: return wire::LayerMetric::kUpdateRatio;
+    case HeatMetric::kGradAbsmax: return wire::LayerMetric::kGradAbsmax;
+    case HeatMetric::kGradZeroFrac: return wire::LayerMetric::kGradZeroFrac;
+  }
+  return wire::LayerMetric::kGradNorm;
+}
+
+// Colour by the larger end of the cell: a spike inside a wide column must not fade.
+double cell_log(const Summary& cell) {
+  return cell.max > 0 ? std::log10(double(cell.max)) : -std::numeric_limits<double>::infinity();
+}
+
+void draw_legend(double lo, double hi) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const float font = ImGui::GetFontSize();
+  const float bar_w = font * 10, bar_h = font * 0.8f;
+  ImGui::Text("log10 %+.1f", lo);
+  ImGui::SameLine();
+  const ImVec2 bar = ImGui::GetCursorScreenPos();
+  ImGui::Dummy(ImVec2(bar_w, font));
+  const int steps = 32;
+  for (int i = 0; i < steps; ++i) {
+    const float x0 = bar.x + bar_w * float(i) / steps, x1 = bar.x + bar_w * float(i + 1) / steps;
+    draw->AddRectFilled(ImVec2(x0, bar.y + font * 0.1f), ImVec2(x1, bar.y + font * 0.1f + bar_h),
+                        viridis(float(i) / (steps - 1)));
+  }
+  ImGui::SameLine();
+  ImGui::Text("%+.1f", hi);
+  auto swatch = [&](Rgba colour, const char* label) {
+    ImGui::SameLine();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(font, font));
+    draw->AddRectFilled(ImVec2(p.x, p.y + font * 0.1f), ImVec2(p.x + font, p.y + font * 0.9f), colour);
+    ImGui::SameLine();
+    ImGui::TextUnformatted(label);
+  };
+  swatch(kNonfiniteColour, "NaN/Inf");
+  swatch(kSkippedColour, "skipped");
+}
+
+}  // namespace
+
+void HeatmapView::draw(const RunModel& run, AppState& state) {
+  for (int m = 0; m < kHeatMetricCount; ++m) {
+    if (m > 0) ImGui::SameLine();
+    if (ImGui::RadioButton(heat_metric_label(HeatMetric(m)), state.heat_metric == HeatMetric(m))) {
+      state.heat_metric = HeatMetric(m);
+    }
+  }
+  const size_t rows = run.layer_count();
+  if (rows == 0) {
+    ImGui::TextDisabled("no layers yet");
+    return;
+  }
+
+  const float font = ImGui::GetFontSize();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float gutter = std::min(font * 12.0f, avail.x * 0.3f);
+  const float strip = font * 0.5f;  // skipped-steps strip above the rows
+  const float legend_h = font * 1.6f;
+  const float rows_h = std::max(avail.y - strip - legend_h - font * 1.3f, float(rows) * kMinRowPx);
+  const float row_px = std::clamp(std::floor(rows_h / float(rows)), kMinRowPx, kMaxRowPx);
+
+  PlotFrame frame;
+  frame.min = ImVec2(origin.x + gutter, origin.y + strip);
+  frame.max = ImVec2(origin.x + avail.x - font * 0.5f, frame.min.y + row_px * float(rows));
+  const double first = std::floor(state.view_first()), last = std::ceil(state.view_last());
+  frame.x_first = first;
+  frame.x_last = last + 1;
+  ImGui::SetCursorScreenPos(ImVec2(frame.min.x, origin.y));
+  ImGui::InvisibleButton("heatmap", ImVec2(std::max(1.0f, frame.max.x - frame.min.x),
+                                           frame.max.y - origin.y));
+  frame.hovered = ImGui::IsItemHovered();
+  frame.active = ImGui::IsItemActive();
+  handle_plot_input(frame, state);
+
+  const ColumnGrid grid(int64_t(first), int64_t(last), frame_columns(frame));
+  const size_t columns = size_t(grid.columns());
+  run.heatmap(wire_metric(state.heat_metric), 0, rows, grid, cells_);
+  skipped_.resize(columns);
+  run.global_series(GlobalSeries::kSkipped).summarize(grid, skipped_.data());
+
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const Summary& cell : cells_) {
+    const double v = cell_log(cell);
+    if (cell.has_finite() && std::isfinite(v)) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  }
+  if (!(lo <= hi)) lo = hi = 0;
+  if (hi - lo < 1e-3) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const float column_px = (frame.max.x - frame.min.x) / float(columns);
+  for (size_t c = 0; c < columns; ++c) {
+    if (skipped_[c].has_finite() && skipped_[c].max >= 0.5f) {
+      const float x = frame.min.x + float(c) * column_px;
+      draw->AddRectFilled(ImVec2(x, origin.y), ImVec2(x + std::max(1.0f, column_px), frame.min.y - 1),
+                          kSkippedColour);
+    }
+  }
+  const size_t label_every = size_t(std::ceil(font * 1.05f / row_px));
+  for (size_t r = 0; r < rows; ++r) {
+    const float y0 = frame.min.y + float(r) * row_px, y1 = y0 + row_px - (row_px > 6 ? 1 : 0);
+    // Runs of equal colour become one rectangle: far fewer vertices on a steady run.
+    size_t run_start = 0;
+    Rgba run_colour = 0;
+    for (size_t c = 0; c <= columns; ++c) {
+      Rgba colour = 0;
+      if (c < columns) {
+        const Summary& cell = cells_[r * columns + c];
+        colour = cell.has_nonfinite() ? kNonfiniteColour
+                 : !cell.has_data()   ? kNoDataColour
+                                      : viridis(float((std::max(cell_log(cell), lo) - lo) / (hi - lo)));
+      }
+      if (c == columns || colour != run_colour) {
+        if (c > run_start) {
+          draw->AddRectFilled(ImVec2(frame.min.x + float(run_start) * column_px, y0),
+                              ImVec2(frame.min.x + float(c) * column_px, y1), run_colour);
+        }
+        run_start = c;
+        run_colour = colour;
+      }
+    }
+    // Names right-aligned in the gutter: every row when rows are tall enough to read, else
+    // every label_every-th row and the selected one (hover names any row).
+    const bool selected_row = int(r) == state.selected_layer();
+    const bool near_selected = state.selected_layer() >= 0 &&
+                               size_t(std::abs(int(r) - state.selected_layer())) < label_every;
+    if ((r % label_every == 0 && !near_selected) || selected_row) {
+      const std::string& name = run.layer_name(r);
+      const ImVec2 size = ImGui::CalcTextSize(name.c_str());
+      const float text_y = std::max(y0 + (row_px - size.y) * 0.5f, origin.y);
+      draw->AddText(ImVec2(frame.min.x - size.x - font * 0.3f, text_y),
+                    selected_row ? IM_COL32(255, 255, 255, 255) : IM_COL32(150, 150, 160, 255),
+                    name.c_str());
+    }
+  }
+  // Non-finite cells again, at least kMinNonfinitePx wide: at hundreds of steps per screen a
+  // single poisoned step must not be one pixel that the eye (or a screenshot) misses.
+  for (size_t r = 0; r < rows; ++r) {
+    const float y0 = frame.min.y + float(r) * row_px;
+    for (size_t c = 0; c < columns; ++c) {
+      if (!cells_[r * columns + c].has_nonfinite()) continue;
+      const float x = frame.min.x + (float(c) + 0.5f) * column_px;
+      const float half = std::max(column_px, kMinNonfinitePx) * 0.5f;
+      draw->AddRectFilled(ImVec2(std::max(frame.min.x, x - half), y0),
+                          ImVec2(std::min(frame.max.x, x + half), y0 + row_px), kNonfiniteColour);
+    }
+  }
+  if (state.selected_layer() >= 0 && size_t(state.selected_layer()) < rows) {
+    // Outside the row, so the outline never hides a cell.
+    const float y0 = frame.min.y + float(state.selected_layer()) * row_px;
+    draw->AddRect(ImVec2(frame.min.x - 2, y0 - 2), ImVec2(frame.max.x + 2, y0 + row_px + 1),
+                  kSelectedRowColour);
+  }
+  draw_cursors(draw, frame, state);
+  log_geometry(frame.min.x, frame.min.y, frame.max.x, row_px, rows);
+
+  const ImGuiIO& io = ImGui::GetIO();
+  if (frame.hovered && io.MousePos.y >= frame.min.y && io.MousePos.y < frame.max.y) {
+    const size_t r = std::min(rows - 1, size_t((io.MousePos.y - frame.min.y) / row_px));
+    const int64_t step = std::llround(frame.step_at(io.MousePos.x) - 0.5);
+    const int c = grid.column_of(step);
+    const Summary& cell = cells_[r * columns + size_t(c)];
+    ImGui::BeginTooltip();
+    ImGui::Text("%s", run.layer_name(r).c_str());
+    ImGui::Text("steps %lld..%lld", static_cast<long long>(grid.start(c)),
+                static_cast<long long>(grid.start(c + 1) - 1));
+    float exact = 0;
+    if (run.layer_series(r, wire_metric(state.heat_metric)).value_at(step, &exact)) {
+      ImGui::Text("%s at step %lld: %s", heat_metric_label(state.heat_metric),
+                  static_cast<long long>(step), format_value(exact).c_str());
+    } else if (cell.has_finite()) {
+      ImGui::Text("%s: %s .. %s", heat_metric_label(state.heat_metric),
+                  format_value(cell.min).c_str(), format_value(cell.max).c_str());
+    }
+    if (cell.has_nonfinite()) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
+    ImGui::EndTooltip();
+    // A click (not the end of a drag) selects the cell's layer and step.
+    if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f) {
+      state.select(int(r), run.layer_name(r), step);
+    }
+  }
+
+  ImGui::SetCursorScreenPos(ImVec2(origin.x, frame.max.y + font * 0.3f));
+  draw_legend(lo, hi);
+}
+
+void HeatmapView::log_geometry(float x0, float y0, float x1, float row_px, size_t rows) {
+  char text[160];
+  std::snprintf(text, sizeof text, "keel: heatmap x0 %.0f x1 %.0f y0 %.0f row %.2f layers %zu", x0, x1,
+                y0, row_px, rows);
+  if (logged_geometry_ == text) return;
+  logged_geometry_ = text;
+  std::printf("%s\n", text);
+  std::fflush(stdout);
+}
+
+}  // namespace keel::app::ui

@@ -1,0 +1,56 @@
+#include "ui/layer_detail.hpp"
+
+#include <algorithm>
+
+#include <imgui.h>
+
+#include "ui/plot.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+struct DetailPlot {
+  const char* title;
+  wire::LayerMetric metric;
+  bool log_y;
+  ImU32 colour;
+};
+
+constexpr DetailPlot kPlots[] = {
+    {"grad norm", wire::LayerMetric::kGradNorm, true, IM_COL32(120, 220, 140, 255)},
+    {"grad absmax", wire::LayerMetric::kGradAbsmax, true, IM_COL32(240, 120, 90, 255)},
+    {"update ratio", wire::LayerMetric::kUpdateRatio, true, IM_COL32(90, 170, 255, 255)},
+    {"param norm", wire::LayerMetric::kParamNorm, true, IM_COL32(230, 200, 90, 255)},
+    {"zero fraction", wire::LayerMetric::kGradZeroFrac, false, IM_COL32(200, 140, 255, 255)},
+};
+
+}  // namespace
+
+void draw_layer_detail(const RunModel& run, AppState& state) {
+  const int layer = state.selected_layer();
+  if (layer < 0 || size_t(layer) >= run.layer_count()) {
+    ImGui::TextDisabled("select a layer (heatmap, list or events; up/down keys)");
+    return;
+  }
+  ImGui::Text("%s", run.layer_name(size_t(layer)).c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("%s  (space: follow live, Home: reset view, wheel: zoom, drag: pan)",
+                      state.follow_live() ? "following live" : "paused on the past");
+
+  // Three plots a row, two rows.
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const ImVec2 cell((avail.x - style.ItemSpacing.x * 2) / 3,
+                    std::max(ImGui::GetFontSize() * 5, (avail.y - style.ItemSpacing.y) / 2));
+  const SeriesHistory* skipped = &run.global_series(GlobalSeries::kSkipped);
+  int index = 0;
+  for (const DetailPlot& plot : kPlots) {
+    if (index % 3 != 0) ImGui::SameLine();
+    plot_series(plot.title, cell,
+                {{&run.layer_series(size_t(layer), plot.metric), plot.title, plot.colour}},
+                plot.log_y, state, skipped);
+    ++index;
+  }
+}
+
+}  // namespace keel::app::ui

@@ -1,0 +1,190 @@
+#include "ui/layer_list.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "model/column_grid.hpp"
+#include "ui/plot.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+using wire::LayerMetric;
+
+// Table columns after the name; the sort key of each.
+constexpr LayerMetric kValueColumns[] = {LayerMetric::kGradNorm, LayerMetric::kUpdateRatio,
+                                         LayerMetric::kGradAbsmax, LayerMetric::kGradZeroFrac,
+                                         LayerMetric::kGradNonfinite};
+constexpr const char* kValueLabels[] = {"grad norm", "update", "absmax", "zeros", "non-finite"};
+constexpr int kValueCount = 5;
+// Above these a layer is worth a look: updates over 1% of the weights per step, or a gradient
+// that is mostly exact zeros (underflow, dead units).
+constexpr float kLargeUpdateRatio = 1e-2f;
+constexpr float kMostlyZero = 0.5f;
+
+ImU32 health_colour(const RunModel& run, size_t layer) {
+  const float nonfinite = run.latest(layer, LayerMetric::kGradNonfinite);
+  const float norm = run.latest(layer, LayerMetric::kGradNorm);
+  // latest() is NaN both for "never received" and for a NaN norm; only the second is bad.
+  const bool received = run.latest_step(layer, LayerMetric::kGradNorm) >= 0;
+  if (nonfinite > 0 || (received && !std::isfinite(norm))) {
+    return IM_COL32(255, 70, 70, 255);
+  }
+  if (run.latest(layer, LayerMetric::kUpdateRatio) > kLargeUpdateRatio ||
+      run.latest(layer, LayerMetric::kGradZeroFrac) > kMostlyZero) {
+    return IM_COL32(255, 170, 40, 255);
+  }
+  return IM_COL32(80, 200, 100, 255);
+}
+
+std::vector<std::string> split_path(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = name.find('.', start);
+    parts.push_back(name.substr(start, dot - start));
+    if (dot == std::string::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+// Sorts NaN last whichever the direction: a missing value is never "the largest".
+bool less_by(const RunModel& run, LayerMetric metric, bool ascending, int a, int b) {
+  const float va = run.latest(size_t(a), metric), vb = run.latest(size_t(b), metric);
+  if (std::isnan(va) != std::isnan(vb)) return std::isnan(vb);
+  if (va == vb) return a < b;
+  return ascending ? va < vb : va > vb;
+}
+
+void sparkline(const SeriesHistory& series, const AppState& state, ImVec2 size) {
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  ImGui::Dummy(size);
+  PlotFrame frame;
+  frame.min = at;
+  frame.max = ImVec2(at.x + size.x, at.y + size.y);
+  frame.log_y = true;
+  const ColumnGrid grid(int64_t(std::floor(state.view_first())), int64_t(std::ceil(state.view_last())),
+                        std::max(1, int(size.x)));
+  std::vector<Summary> columns(size_t(grid.columns()));
+  series.summarize(grid, columns.data());
+  fit_y(frame, {&columns});
+  draw_series(ImGui::GetWindowDrawList(), frame, columns, IM_COL32(150, 200, 255, 255));
+}
+
+}  // namespace
+
+void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const char* label) {
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const float font = ImGui::GetFontSize();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  draw->AddCircleFilled(ImVec2(p.x + font * 0.35f, p.y + font * 0.55f), font * 0.3f,
+                        health_colour(run, size_t(layer)));
+  ImGui::SetCursorScreenPos(ImVec2(p.x + font * 0.9f, p.y));
+  ImGui::PushID(layer);
+  if (ImGui::Selectable(label, layer == state.selected_layer(),
+                        ImGuiSelectableFlags_SpanAllColumns)) {
+    state.select_layer(layer, run.layer_name(size_t(layer)));
+  }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", run.layer_name(size_t(layer)).c_str());
+  ImGui::PopID();
+  for (int c = 0; c < kValueCount; ++c) {
+    ImGui::TableSetColumnIndex(c + 1);
+    const float value = run.latest(size_t(layer), kValueColumns[c]);
+    const bool bad = !std::isfinite(value) && !std::isnan(value);
+    const std::string text = std::isnan(value) && kValueColumns[c] != LayerMetric::kGradNorm
+                                 ? std::string("-")
+                                 : format_value(value);
+    if (bad || (kValueColumns[c] == LayerMetric::kGradNonfinite && value > 0)) {
+      ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%s", text.c_str());
+    } else {
+      ImGui::TextUnformatted(text.c_str());
+    }
+  }
+  ImGui::TableSetColumnIndex(kValueCount + 1);
+  sparkline(run.layer_series(size_t(layer), LayerMetric::kGradNorm), state,
+            ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font));
+  order_.push_back(layer);
+}
+
+void LayerList::draw(const RunModel& run, AppState& state) {
+  filter_.Draw("filter", ImGui::GetFontSize() * 12);
+  order_.clear();
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_Resizable | ImGuiTableFlags_Sortable |
+                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("layers", kValueCount + 2, flags)) return;
+  ImGui::TableSetupScrollFreeze(1, 1);
+  ImGui::TableSetupColumn("layer", ImGuiTableColumnFlags_WidthStretch |
+                                                     ImGuiTableColumnFlags_DefaultSort, 2.0f);
+  for (int c = 0; c < kValueCount; ++c) {
+    ImGui::TableSetupColumn(kValueLabels[c], ImGuiTableColumnFlags_PreferSortDescending |
+                                                 ImGuiTableColumnFlags_WidthFixed,
+                            ImGui::GetFontSize() * 4.2f);
+  }
+  ImGui::TableSetupColumn("trend", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort,
+                          ImGui::GetFontSize() * 4);
+  ImGui::TableHeadersRow();
+  // Module paths nest four or five deep; full indentation would leave no room for names.
+  ImGui::PushStyleVar(ImGuiStyleVar_IndentSpacing, ImGui::GetFontSize() * 0.7f);
+
+  std::vector<int> layers;
+  for (size_t i = 0; i < run.layer_count(); ++i) {
+    if (filter_.PassFilter(run.layer_name(i).c_str())) layers.push_back(int(i));
+  }
+  int sort_column = 0;
+  bool ascending = true;
+  if (const ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
+    sort_column = specs->Specs[0].ColumnIndex;
+    ascending = specs->Specs[0].SortDirection == ImGuiSortDirection_Ascending;
+  }
+
+  if (sort_column > 0 || filter_.IsActive() || !ascending) {
+    if (sort_column > 0) {
+      const LayerMetric metric = kValueColumns[sort_column - 1];
+      std::stable_sort(layers.begin(), layers.end(),
+                       [&](int a, int b) { return less_by(run, metric, ascending, a, b); });
+    } else if (!ascending) {
+      std::reverse(layers.begin(), layers.end());
+    }
+    for (int layer : layers) draw_row(run, state, layer, run.layer_name(size_t(layer)).c_str());
+  } else {
+    // Tree by module path: `open` holds the path components of the nodes now pushed, and
+    // whether each is expanded; leaves under a collapsed node are skipped.
+    std::vector<std::pair<std::string, bool>> open;
+    for (int layer : layers) {
+      const std::vector<std::string> parts = split_path(run.layer_name(size_t(layer)));
+      size_t common = 0;
+      while (common < open.size() && common + 1 < parts.size() && open[common].first == parts[common]) {
+        ++common;
+      }
+      while (open.size() > common) {
+        if (open.back().second) ImGui::TreePop();
+        open.pop_back();
+      }
+      bool visible = open.empty() || open.back().second;
+      for (size_t i = common; i + 1 < parts.size(); ++i) {
+        bool expanded = false;
+        if (visible) {
+          ImGui::TableNextRow();
+          ImGui::TableSetColumnIndex(0);
+          expanded = ImGui::TreeNodeEx(parts[i].c_str(), ImGuiTreeNodeFlags_DefaultOpen |
+                                                             ImGuiTreeNodeFlags_SpanFullWidth);
+        }
+        open.emplace_back(parts[i], expanded);
+        visible = expanded;
+      }
+      if (visible) draw_row(run, state, layer, parts.back().c_str());
+    }
+    while (!open.empty()) {
+      if (open.back().second) ImGui::TreePop();
+      open.pop_back();
+    }
+  }
+  ImGui::PopStyleVar();
+  ImGui::EndTable();
+}
+
+}  // namespace keel::app::ui

@@ -1,0 +1,102 @@
+// keel: the live training-stability dashboard (one window; see DESIGN §4).
+//
+// The main loop, once per frame: drain what the receiver thread decoded into the model, draw
+// the dashboard, render, and (headless use) write a screenshot and exit when asked.
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "keel/wire/codec.hpp"
+#include "model/model.hpp"
+#include "net/receiver.hpp"
+#include "ui/dashboard.hpp"
+#include "ui/screenshot.hpp"
+#include "ui/window.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ~30 frames a second at most: smooth enough for a live plot, and leaves the CPU to the trainer
+// when both run on one workstation.
+constexpr double kFrameWaitSecs = 1.0 / 30.0;
+// A screenshot is taken after this many frames with data (the first frame lays panes out).
+constexpr int kFramesBeforeScreenshot = 3;
+// With --screenshot, give up waiting for telemetry after this long (a test must not hang).
+constexpr double kScreenshotGiveUpSecs = 120.0;
+
+struct Options {
+  std::vector<std::string> endpoints;
+  std::string screenshot_path;
+  double screenshot_after_secs = 0;
+  std::string select_layer;
+  int width = 1600, height = 1000;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App cli{"keel: live training-stability dashboard for libtorch jobs"};
+  cli.add_option("--connect", options.endpoints,
+                 "probe endpoint to subscribe to (repeat for several ranks; default " +
+                     std::string(keel::wire::kDefaultPubEndpoint) + ")");
+  cli.add_option("--screenshot", options.screenshot_path,
+                 "write the window as PNG once data is shown, then exit");
+  cli.add_option("--screenshot-after", options.screenshot_after_secs,
+                 "with --screenshot: wait at least this many seconds after start")->check(CLI::NonNegativeNumber);
+  cli.add_option("--select", options.select_layer, "select this layer once the run names it");
+  cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
+  cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
+  CLI11_PARSE(cli, argc, argv);
+  if (options.endpoints.empty()) options.endpoints.push_back(keel::wire::kDefaultPubEndpoint);
+
+  try {
+    keel::app::ui::Window window("keel", options.width, options.height);
+    keel::app::Receiver receiver(options.endpoints);
+    keel::app::Model model;
+    keel::app::ui::Dashboard dashboard;
+    if (!options.select_layer.empty()) dashboard.request_select(options.select_layer);
+
+    const Clock::time_point start = Clock::now();
+    std::vector<keel::wire::Message> inbox;
+    int frames_with_data = 0;
+    while (!window.should_close()) {
+      window.begin_frame(kFrameWaitSecs);
+      receiver.drain(inbox);
+      for (const keel::wire::Message& message : inbox) model.ingest(message);
+      inbox.clear();
+      dashboard.draw(model, receiver.endpoint_states(), receiver.queue_dropped());
+      window.render();
+
+      if (!options.screenshot_path.empty()) {
+        const keel::app::RunModel* run = keel::app::ui::Dashboard::shown_run(model);
+        if (run && run->has_steps()) ++frames_with_data;
+        const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        const bool ready = frames_with_data >= kFramesBeforeScreenshot &&
+                           elapsed >= options.screenshot_after_secs;
+        if (ready || elapsed > kScreenshotGiveUpSecs) {
+          int width = 0, height = 0;
+          window.framebuffer_size(width, height);
+          std::string error;
+          if (!keel::app::ui::write_framebuffer_png(width, height, options.screenshot_path, error)) {
+            std::fprintf(stderr, "keel: %s\n", error.c_str());
+            return 1;
+          }
+          std::printf("keel: screenshot %s (%dx%d)%s\n", options.screenshot_path.c_str(), width,
+                      height, ready ? "" : " without data: nothing arrived");
+          return ready ? 0 : 2;
+        }
+      }
+      window.present();
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "keel: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,78 @@
+// keel app plot helper: step-indexed time series drawn on an ImDrawList.
+//
+// What it is for: ImPlot is not packaged for Debian, and it does not thin data anyway. Every
+// series reaches a plot already reduced by the model to at most one (min, max) pair per pixel
+// column; this helper maps steps and values to pixels, draws axes with readable ticks (log10
+// ticks as powers of ten), draws min/max columns as one continuous trace, keeps non-finite
+// columns visible as marks of their own, and turns the mouse (wheel zoom, drag pan, hover)
+// into changes of the shared AppState.
+// Threads: the UI thread, inside an ImGui frame.
+// Never: averages a non-finite value away or allocates per point (columns are per pixel).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "model/series_history.hpp"
+#include "model/value_summary.hpp"
+
+namespace keel::app::ui {
+
+class AppState;
+
+struct PlotFrame {
+  ImVec2 min, max;         // plot area (inside the axes) in screen pixels
+  double x_first = 0, x_last = 1;  // steps at the left and right edges
+  double y_low = 0, y_high = 1;    // value range; log10 of it when log_y
+  bool log_y = false;
+  bool hovered = false;    // mouse over the plot area this frame
+  bool active = false;     // left button held on the plot (dragging)
+
+  float x_px(double step) const;
+  double step_at(float px) const;
+  // y of a value (raw, not log10); values <= 0 on a log axis land on the bottom edge.
+  float y_px(double value) const;
+};
+
+// Reserves `size` (the whole plot including axis labels) at the cursor as one ImGui item
+// (`title` is its id) and returns the frame of the drawing area; its width in pixels is the
+// column count to ask the model for.
+PlotFrame begin_plot(const char* title, ImVec2 size, double x_first, double x_last, bool log_y);
+// Fits the y range to the finite values of every series of the plot (padded a little).
+void fit_y(PlotFrame& frame, const std::vector<const std::vector<Summary>*>& series);
+int frame_columns(const PlotFrame& frame);
+
+void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title);
+void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& columns,
+                 ImU32 colour);
+// A thin vertical line on each column whose max is at least 0.5: `flags` is a 0/1 series
+// such as "skipped", summarised on the same columns.
+void draw_flag_columns(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& flags,
+                       ImU32 colour);
+// The shared cursor and the selected step.
+void draw_cursors(ImDrawList* draw, const PlotFrame& frame, const AppState& state);
+
+// Mouse over the plot area: wheel zooms around the mouse, left-drag pans, hover sets the
+// shared cursor. Call right after begin_plot.
+void handle_plot_input(const PlotFrame& frame, AppState& state);
+
+// One series of a plot_series() call.
+struct SeriesSpec {
+  const SeriesHistory* history;
+  const char* label;
+  ImU32 colour;
+};
+
+// A whole step plot over the shared view range of `state`: axes, one min/max trace per series,
+// skipped steps marked (when `skipped` is given), cursors, mouse input and a hover read-out
+// of every series at the cursor step.
+void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& series, bool log_y,
+                 AppState& state, const SeriesHistory* skipped);
+
+// "1.5e-03", "0.25", "1200": short and readable in a tick label or read-out.
+std::string format_value(double value);
+
+}  // namespace keel::app::ui

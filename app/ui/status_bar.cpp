@@ -1,0 +1,97 @@
+#include "ui/status_bar.hpp"
+
+#include <string>
+
+#include <imgui.h>
+
+namespace keel::app::ui {
+namespace {
+
+ImVec4 state_colour(LinkState state) {
+  switch (state) {
+    case LinkState::kLive: return ImVec4(0.35f, 0.85f, 0.4f, 1.0f);
+    case LinkState::kStale: return ImVec4(0.95f, 0.7f, 0.2f, 1.0f);
+    case LinkState::kProtocolMismatch: return ImVec4(1.0f, 0.3f, 0.3f, 1.0f);
+    case LinkState::kConnecting: break;
+  }
+  return ImVec4(0.6f, 0.6f, 0.65f, 1.0f);
+}
+
+void separator() {
+  ImGui::SameLine();
+  ImGui::TextDisabled("|");
+  ImGui::SameLine();
+}
+
+}  // namespace
+
+void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dropped,
+                     const Model& model, const RunModel* run) {
+  uint64_t decode_errors = 0;
+  for (size_t i = 0; i < links.size(); ++i) {
+    const EndpointState& link = links[i];
+    decode_errors += link.decode_errors;
+    if (i > 0) ImGui::SameLine();
+    ImGui::TextColored(state_colour(link.state), "%s", link_state_name(link.state));
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::Text("%s: %llu messages, %llu undecodable", link.endpoint.c_str(),
+                  static_cast<unsigned long long>(link.messages),
+                  static_cast<unsigned long long>(link.decode_errors));
+      if (link.secs_since_message >= 0) ImGui::Text("last message %.1f s ago", link.secs_since_message);
+      if (!link.last_error.empty()) ImGui::Text("last error: %s", link.last_error.c_str());
+      ImGui::EndTooltip();
+    }
+    ImGui::SameLine();
+    ImGui::TextUnformatted(link.endpoint.c_str());
+  }
+
+  separator();
+  if (!run) {
+    ImGui::TextDisabled("waiting for a trainer");
+    return;
+  }
+  const std::string run_id = run->run_id().empty() ? "(attached mid-run)" : run->run_id();
+  ImGui::Text("run %s", run_id.c_str());
+  separator();
+  std::string ranks;
+  for (int32_t rank : model.ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+  ImGui::Text("ranks %s of %d", ranks.c_str(), run->description().world_size);
+  separator();
+  const LatestStep& latest = run->latest_step();
+  ImGui::Text("step %lld", static_cast<long long>(latest.step));
+  separator();
+  ImGui::Text("%.1f steps/s", run->steps_per_second());
+  separator();
+  const RunCounters& counters = run->counters();
+  const uint64_t lost = counters.probe_dropped + counters.seq_missing + queue_dropped;
+  const ImVec4 loss_colour = lost + decode_errors > 0 ? ImVec4(0.95f, 0.7f, 0.2f, 1.0f)
+                                                      : ImGui::GetStyleColorVec4(ImGuiCol_Text);
+  ImGui::TextColored(loss_colour, "dropped %llu  gaps %llu  bad %llu",
+                     static_cast<unsigned long long>(counters.probe_dropped + queue_dropped),
+                     static_cast<unsigned long long>(counters.seq_gaps),
+                     static_cast<unsigned long long>(decode_errors));
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    ImGui::Text("dropped by the probe: %llu", static_cast<unsigned long long>(counters.probe_dropped));
+    ImGui::Text("dropped by this app (UI behind): %llu", static_cast<unsigned long long>(queue_dropped));
+    ImGui::Text("sequence gaps: %llu (%llu messages missing)",
+                static_cast<unsigned long long>(counters.seq_gaps),
+                static_cast<unsigned long long>(counters.seq_missing));
+    ImGui::Text("undecodable messages: %llu", static_cast<unsigned long long>(decode_errors));
+    ImGui::EndTooltip();
+  }
+  separator();
+  if (latest.step_time_us > 0) {
+    ImGui::Text("probe %.2f%% (%.0f us of %.1f ms)", 100.0 * latest.probe_us / latest.step_time_us,
+                latest.probe_us, latest.step_time_us / 1000.0);
+  } else {
+    ImGui::Text("probe %.0f us", latest.probe_us);
+  }
+  if (latest.skipped) {
+    separator();
+    ImGui::TextColored(ImVec4(1.0f, 0.63f, 0.13f, 1.0f), "skipped (%s)", latest.skip_reason.c_str());
+  }
+}
+
+}  // namespace keel::app::ui

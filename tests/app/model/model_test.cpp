@@ -1,0 +1,141 @@
+// Model: messages routed by (run_id, rank); a new run_id starts a new run and the old one
+// keeps its history; decode errors, acks and the run bound.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/model.hpp"
+
+namespace keel::app {
+namespace {
+
+wire::RunDescription description(const std::string& run_id, int32_t rank, uint64_t seq) {
+  wire::RunDescription d;
+  d.run_id = run_id;
+  d.rank = rank;
+  d.seq = seq;
+  d.layers.push_back({"fc.weight", {2}, 2, "float32"});
+  return d;
+}
+
+wire::StepRecord step(int64_t at, int32_t rank, uint64_t seq, float value) {
+  wire::StepRecord r;
+  r.step = at;
+  r.rank = rank;
+  r.seq = seq;
+  r.layer_count = 1;
+  r.metric_mask = 1;  // grad_norm
+  r.layer_values = {value};
+  return r;
+}
+
+float grad_norm_at(const RunModel& run, int64_t at) {
+  float value = -1;
+  run.layer_series(0, wire::LayerMetric::kGradNorm).value_at(at, &value);
+  return value;
+}
+
+TEST(Model, NewRunIdStartsANewRunAndTheOldKeepsItsHistory) {
+  Model model;
+  model.ingest(description("first", 0, 0));
+  model.ingest(step(0, 0, 1, 1.0f));
+  model.ingest(step(1, 0, 2, 2.0f));
+  model.ingest(description("first", 0, 3));  // periodic re-send: same run
+  EXPECT_EQ(model.run_count(), 1u);
+
+  model.ingest(description("second", 0, 0));  // the trainer restarted
+  model.ingest(step(0, 0, 1, 5.0f));
+  ASSERT_EQ(model.run_count(), 2u);
+  const RunModel* first = model.find_run("first", 0);
+  const RunModel* second = model.find_run("second", 0);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(model.current_run(0), second);
+  EXPECT_EQ(grad_norm_at(*first, 1), 2.0f);
+  EXPECT_EQ(first->counters().steps_stored, 2u);
+  EXPECT_EQ(grad_norm_at(*second, 0), 5.0f);
+  EXPECT_EQ(second->counters().duplicate_steps, 0u) << "step 0 again is a new run, not a duplicate";
+  EXPECT_EQ(second->counters().seq_rewinds, 0u);
+}
+
+TEST(Model, RecordsBeforeAnyDescriptionAdoptTheRunIdLater) {
+  Model model;
+  model.ingest(step(100, 3, 50, 1.0f));
+  ASSERT_EQ(model.run_count(), 1u);
+  EXPECT_EQ(model.run(0).run_id(), "");
+  model.ingest(description("late", 3, 51));
+  ASSERT_EQ(model.run_count(), 1u);
+  EXPECT_EQ(model.run(0).run_id(), "late");
+  EXPECT_EQ(grad_norm_at(model.run(0), 100), 1.0f);
+  EXPECT_EQ(model.run(0).counters().seq_gaps, 0u);
+}
+
+TEST(Model, RanksAreSeparateRuns) {
+  Model model;
+  model.ingest(description("job", 0, 0));
+  model.ingest(description("job", 1, 0));
+  model.ingest(step(0, 0, 1, 1.0f));
+  model.ingest(step(0, 1, 1, 2.0f));
+  ASSERT_EQ(model.run_count(), 2u);
+  EXPECT_EQ(grad_norm_at(*model.find_run("job", 0), 0), 1.0f);
+  EXPECT_EQ(grad_norm_at(*model.find_run("job", 1), 0), 2.0f);
+  EXPECT_EQ(model.ranks(), (std::vector<int32_t>{0, 1}));
+}
+
+TEST(Model, GapsAndDuplicatesAreCountedPerRun) {
+  Model model;
+  model.ingest(description("job", 0, 0));
+  model.ingest(step(0, 0, 1, 1.0f));
+  model.ingest(step(1, 0, 4, 1.0f));   // seq 2 and 3 lost
+  model.ingest(step(1, 0, 5, 1.0f));   // same step again
+  wire::Event event;
+  event.seq = 9;                        // 6..8 lost
+  model.ingest(event);
+  const RunCounters& counters = model.current_run(0)->counters();
+  EXPECT_EQ(counters.messages, 5u);
+  EXPECT_EQ(counters.seq_gaps, 2u);
+  EXPECT_EQ(counters.seq_missing, 5u);
+  EXPECT_EQ(counters.duplicate_steps, 1u);
+  EXPECT_EQ(counters.steps_stored, 2u);
+}
+
+TEST(Model, DecodeErrorsAcksAndCommands) {
+  Model model;
+  model.note_decode_error();
+  model.note_decode_error();
+  EXPECT_EQ(model.counters().decode_errors, 2u);
+
+  ModelConfig config;
+  config.max_acks = 2;
+  Model bounded(config);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    wire::Ack ack;
+    ack.id = id;
+    ack.ok = true;
+    EXPECT_TRUE(bounded.ingest(ack));
+  }
+  ASSERT_EQ(bounded.acks().size(), 2u);
+  EXPECT_EQ(bounded.acks()[0].id, 3u);
+  EXPECT_EQ(bounded.acks()[1].id, 2u);
+  const uint64_t revision = bounded.revision();
+  EXPECT_FALSE(bounded.ingest(wire::Command{}));
+  EXPECT_EQ(bounded.revision(), revision);
+  EXPECT_EQ(bounded.run_count(), 0u);
+}
+
+TEST(Model, OldestIdleRunIsDroppedAtTheBound) {
+  ModelConfig config;
+  config.max_runs = 2;
+  Model model(config);
+  model.ingest(description("a", 0, 0));
+  model.ingest(description("b", 0, 0));
+  model.ingest(description("other-rank", 1, 0));
+  // "a" was idle (rank 0 moved to "b"); "b" and rank 1's run are streaming.
+  EXPECT_EQ(model.find_run("a", 0), nullptr);
+  EXPECT_NE(model.find_run("b", 0), nullptr);
+  EXPECT_NE(model.find_run("other-rank", 1), nullptr);
+  EXPECT_EQ(model.counters().runs_evicted, 1u);
+}
+
+}  // namespace
+}  // namespace keel::app

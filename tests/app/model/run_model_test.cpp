@@ -1,0 +1,227 @@
+// RunModel: records become per-layer, global and watch series; latest values; counters for
+// sequence gaps and duplicate steps; bounded events; the heatmap.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "model/run_model.hpp"
+
+namespace keel::app {
+namespace {
+
+using wire::LayerMetric;
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+
+wire::RunDescription describe_layers(const std::string& run_id, int layers) {
+  wire::RunDescription description;
+  description.run_id = run_id;
+  for (int i = 0; i < layers; ++i) {
+    description.layers.push_back({"blocks." + std::to_string(i) + ".weight", {2, 2}, 4, "float32"});
+  }
+  description.watches = {"logits"};
+  return description;
+}
+
+// A record whose value for (metric m, layer i) is 100 m + i + step / 1000, for the metrics
+// in `mask`, packed metric-major as on the wire.
+wire::StepRecord record_at(int64_t step, uint32_t layers, uint32_t mask = wire::kAllLayerMetrics) {
+  wire::StepRecord record;
+  record.step = step;
+  record.seq = static_cast<uint64_t>(step);
+  record.loss = 2.5;
+  record.layer_count = layers;
+  record.metric_mask = mask;
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    if ((mask & (1u << m)) == 0) continue;
+    for (uint32_t i = 0; i < layers; ++i) {
+      record.layer_values.push_back(100.0f * m + static_cast<float>(i) +
+                                    static_cast<float>(step) / 1000);
+    }
+  }
+  return record;
+}
+
+TEST(RunModel, RecordsBecomePerLayerSeriesFollowingTheMask) {
+  RunModel run("r", 0, ModelConfig{});
+  run.describe(describe_layers("r", 3));
+  const uint32_t mask = (1u << 0) | (1u << 4);  // grad_norm and param_norm only
+  ASSERT_TRUE(run.add_step(record_at(10, 3, mask)));
+  ASSERT_TRUE(run.add_step(record_at(11, 3)));
+
+  float value = 0;
+  ASSERT_TRUE(run.layer_series(2, LayerMetric::kParamNorm).value_at(10, &value));
+  EXPECT_FLOAT_EQ(value, 400.0f + 2 + 0.010f);
+  ASSERT_TRUE(run.layer_series(1, LayerMetric::kGradAbsmax).value_at(11, &value));
+  EXPECT_FLOAT_EQ(value, 100.0f + 1 + 0.011f);
+  EXPECT_FALSE(run.layer_series(1, LayerMetric::kGradAbsmax).value_at(10, &value))
+      << "a metric absent from the mask is missing, not zero";
+  EXPECT_FLOAT_EQ(run.latest(0, LayerMetric::kUpdateRatio), 500.0f + 0.011f);
+  EXPECT_EQ(run.latest_step(0, LayerMetric::kUpdateRatio), 11);
+  EXPECT_EQ(run.layer_name(1), "blocks.1.weight");
+  EXPECT_EQ(run.first_step(), 10);
+  EXPECT_EQ(run.last_step(), 11);
+}
+
+TEST(RunModel, RecordsBeforeTheDescriptionAreKeptAndNamedLater) {
+  RunModel run("", 0, ModelConfig{});
+  ASSERT_TRUE(run.add_step(record_at(0, 2)));
+  ASSERT_EQ(run.layer_count(), 2u);
+  EXPECT_EQ(run.layer_name(1), "layer 1");
+  run.describe(describe_layers("abc", 2));
+  EXPECT_EQ(run.run_id(), "abc");
+  EXPECT_EQ(run.layer_name(1), "blocks.1.weight");
+  float value = 0;
+  EXPECT_TRUE(run.layer_series(1, LayerMetric::kGradNorm).value_at(0, &value));
+  // More layers than described: kept, not dropped.
+  ASSERT_TRUE(run.add_step(record_at(1, 4)));
+  EXPECT_EQ(run.layer_count(), 4u);
+  EXPECT_TRUE(run.layer_series(3, LayerMetric::kGradNorm).value_at(1, &value));
+}
+
+TEST(RunModel, GlobalAndWatchSeries) {
+  RunModel run("r", 0, ModelConfig{});
+  run.describe(describe_layers("r", 1));
+  wire::StepRecord record = record_at(5, 1);
+  record.skipped = true;
+  record.loss = std::numeric_limits<double>::quiet_NaN();
+  record.watches.push_back({"logits", 30.0f, 2.0f, 4.0f, 0});
+  record.watches.push_back({"attn.scores", 7.0f, 1.0f, 0.0f, 3});
+  ASSERT_TRUE(run.add_step(record));
+  record = record_at(6, 1);
+  record.scaler = wire::ScalerState{65536.0, 0, false, 0};
+  ASSERT_TRUE(run.add_step(record));
+
+  float value = 0;
+  ASSERT_TRUE(run.global_series(GlobalSeries::kSkipped).value_at(5, &value));
+  EXPECT_EQ(value, 1.0f);
+  ASSERT_TRUE(run.global_series(GlobalSeries::kSkipped).value_at(6, &value));
+  EXPECT_EQ(value, 0.0f);
+  EXPECT_TRUE(run.global_series(GlobalSeries::kLoss).columns(5, 6, 1).front().value.has_nan());
+  EXPECT_FALSE(run.global_series(GlobalSeries::kLossScale).value_at(5, &value));
+  ASSERT_TRUE(run.global_series(GlobalSeries::kLossScale).value_at(6, &value));
+  EXPECT_EQ(value, 65536.0f);
+  EXPECT_TRUE(run.latest_step().has_scaler);
+
+  ASSERT_EQ(run.watch_count(), 2u);
+  EXPECT_EQ(run.watch_name(0), "logits");
+  EXPECT_EQ(run.watch_name(1), "attn.scores");
+  ASSERT_TRUE(run.watch_series(0, WatchMetric::kAbsmax).value_at(5, &value));
+  EXPECT_EQ(value, 30.0f);
+  ASSERT_TRUE(run.watch_series(1, WatchMetric::kNonfinite).value_at(5, &value));
+  EXPECT_EQ(value, 3.0f);
+}
+
+TEST(RunModel, DuplicateAndLateStepsAreCountedNotStored) {
+  RunModel run("r", 0, ModelConfig{});
+  ASSERT_TRUE(run.add_step(record_at(10, 1)));
+  wire::StepRecord again = record_at(10, 1);
+  again.layer_values[0] = 999.0f;
+  EXPECT_FALSE(run.add_step(again));
+  EXPECT_FALSE(run.add_step(record_at(7, 1)));
+  EXPECT_EQ(run.counters().duplicate_steps, 2u);
+  EXPECT_EQ(run.counters().steps_stored, 1u);
+  EXPECT_NE(run.latest(0, LayerMetric::kGradNorm), 999.0f);
+  EXPECT_EQ(run.layer_series(0, LayerMetric::kGradNorm).columns(0, 20, 1).front().value.max,
+            record_at(10, 1).layer_values[0]);
+}
+
+TEST(RunModel, SequenceGapsAreCounted) {
+  RunModel run("r", 0, ModelConfig{});
+  for (uint64_t seq : {1u, 2u, 3u, 7u, 8u, 20u}) run.note_seq(seq, false);
+  EXPECT_EQ(run.counters().messages, 6u);
+  EXPECT_EQ(run.counters().seq_gaps, 2u);
+  EXPECT_EQ(run.counters().seq_missing, 3u + 11u);
+  run.note_seq(5, false);  // a replayed record
+  EXPECT_EQ(run.counters().seq_rewinds, 1u);
+  EXPECT_EQ(run.counters().seq_gaps, 2u);
+  // A probe restart: its description comes first with a low seq, and counting resumes there.
+  run.note_seq(0, true);
+  run.note_seq(1, false);
+  run.note_seq(2, false);
+  EXPECT_EQ(run.counters().seq_rewinds, 1u);
+  EXPECT_EQ(run.counters().seq_gaps, 2u);
+}
+
+TEST(RunModel, ProbeDropsComeFromTheNewestRecord) {
+  RunModel run("r", 0, ModelConfig{});
+  wire::StepRecord record = record_at(1, 1);
+  record.dropped = 4;
+  run.add_step(record);
+  record = record_at(2, 1);
+  record.dropped = 9;
+  run.add_step(record);
+  EXPECT_EQ(run.counters().probe_dropped, 9u);
+}
+
+TEST(RunModel, EventsAreNewestFirstAndBounded) {
+  ModelConfig config;
+  config.max_events = 3;
+  RunModel run("r", 0, config);
+  for (int i = 0; i < 5; ++i) {
+    wire::Event event;
+    event.step = i;
+    event.kind = "spike";
+    run.add_event(event);
+  }
+  ASSERT_EQ(run.events().size(), 3u);
+  EXPECT_EQ(run.events()[0].step, 4);
+  EXPECT_EQ(run.events()[1].step, 3);
+  EXPECT_EQ(run.events()[2].step, 2);
+  EXPECT_EQ(run.counters().events_evicted, 2u);
+}
+
+TEST(RunModel, HeatmapRowsAreEachLayersColumns) {
+  ModelConfig config;
+  config.recent_steps = 64;
+  config.archive_buckets = 32;
+  RunModel run("r", 0, config);
+  run.describe(describe_layers("r", 5));
+  for (int64_t step = 0; step < 5000; ++step) {
+    wire::StepRecord record = record_at(step, 5);
+    if (step == 1234) record.layer_values[3] = kNan;  // grad_norm of layer 3
+    ASSERT_TRUE(run.add_step(record));
+  }
+  for (int columns : {10, 700}) {
+    const ColumnGrid grid(0, 4999, columns);
+    std::vector<Summary> cells;
+    run.heatmap(LayerMetric::kGradNorm, 1, 3, grid, cells);
+    ASSERT_EQ(cells.size(), 3u * static_cast<size_t>(columns));
+    int nan_cells = 0;
+    for (size_t row = 0; row < 3; ++row) {
+      std::vector<Column> expected;
+      run.layer_series(1 + row, LayerMetric::kGradNorm).columns(grid, expected);
+      for (int c = 0; c < columns; ++c) {
+        const Summary& cell = cells[row * static_cast<size_t>(columns) + static_cast<size_t>(c)];
+        EXPECT_EQ(cell.min, expected[static_cast<size_t>(c)].value.min);
+        EXPECT_EQ(cell.max, expected[static_cast<size_t>(c)].value.max);
+        EXPECT_EQ(cell.flags, expected[static_cast<size_t>(c)].value.flags);
+        nan_cells += cell.has_nan() ? 1 : 0;
+        if (cell.has_nan()) {
+          EXPECT_EQ(row, 2u) << "only layer 3 had a NaN";
+        }
+      }
+    }
+    EXPECT_GE(nan_cells, 1) << columns;
+  }
+  // Rows past the last layer are not invented.
+  std::vector<Summary> cells;
+  run.heatmap(LayerMetric::kGradNorm, 4, 10, ColumnGrid(0, 10, 4), cells);
+  EXPECT_EQ(cells.size(), 4u);
+}
+
+TEST(RunModel, StepsPerSecondFromProbeStamps) {
+  RunModel run("r", 0, ModelConfig{});
+  for (int64_t step = 0; step < 11; ++step) {
+    wire::StepRecord record = record_at(step, 1);
+    record.stamp_unix_ns = 1'000'000'000 + step * 50'000'000;  // 20 steps/s
+    run.add_step(record);
+  }
+  EXPECT_NEAR(run.steps_per_second(), 20.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace keel::app

@@ -1,0 +1,88 @@
+// AppState: the shared view range and follow-live behave as the keys and mouse promise.
+#include "ui/app_state.hpp"
+
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "ui/colormap.hpp"
+#include "ui/plot.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+TEST(AppState, FollowsTheNewestStepWhileLive) {
+  AppState state;
+  state.begin_frame(0, 1000);
+  EXPECT_TRUE(state.follow_live());
+  EXPECT_DOUBLE_EQ(state.view_last(), 1000);
+  state.begin_frame(0, 1010);
+  EXPECT_DOUBLE_EQ(state.view_last(), 1010);
+}
+
+TEST(AppState, ZoomingIntoThePastStopsFollowingAndSpaceOrHomeResumes) {
+  AppState state;
+  state.begin_frame(0, 1000);
+  state.zoom(0.25, 700);  // zoom in around an old step: the right edge leaves the newest step
+  EXPECT_FALSE(state.follow_live());
+  EXPECT_LT(state.view_last(), 1000);
+  state.begin_frame(0, 1100);
+  EXPECT_LT(state.view_last(), 1000) << "a paused view must not move with new data";
+  state.toggle_follow_live();
+  state.begin_frame(0, 1100);
+  EXPECT_TRUE(state.follow_live());
+  EXPECT_DOUBLE_EQ(state.view_last(), 1100);
+
+  state.pan(-300);
+  EXPECT_FALSE(state.follow_live());
+  state.reset_view();
+  EXPECT_TRUE(state.follow_live());
+  EXPECT_DOUBLE_EQ(state.view_last() - state.view_first(), AppState::kDefaultSpanSteps);
+}
+
+TEST(AppState, PanningBackToTheNewestStepResumesFollowing) {
+  AppState state;
+  state.begin_frame(0, 1000);
+  state.pan(-200);
+  EXPECT_FALSE(state.follow_live());
+  state.pan(500);
+  EXPECT_TRUE(state.follow_live());
+}
+
+TEST(AppState, SelectionFollowsTheLayerNameAcrossRuns) {
+  AppState state;
+  testing::internal::CaptureStdout();
+  state.select(3, "blocks.0.attn.qkv.weight", 42);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            "keel: selected layer blocks.0.attn.qkv.weight step 42\n");
+  state.revalidate([](const std::string& name) { return name == "blocks.0.attn.qkv.weight" ? 7 : -1; });
+  EXPECT_EQ(state.selected_layer(), 7);
+  state.revalidate([](const std::string&) { return -1; });
+  EXPECT_EQ(state.selected_layer(), -1);
+  EXPECT_TRUE(state.selected_layer_name().empty());
+}
+
+TEST(Colormap, IsMonotoneInLightnessAndNeverTheReservedColours) {
+  float previous = -1;
+  for (int i = 0; i <= 100; ++i) {
+    const Rgba c = viridis(float(i) / 100.0f);
+    const float luma = 0.3f * float(c & 0xFF) + 0.59f * float((c >> 8) & 0xFF) + 0.11f * float((c >> 16) & 0xFF);
+    EXPECT_GE(luma + 1.0f, previous);
+    previous = luma;
+    EXPECT_NE(c, kNonfiniteColour);
+    EXPECT_NE(c, kNoDataColour);
+  }
+}
+
+TEST(FormatValue, IsShortAndNamesNonFiniteValues) {
+  EXPECT_EQ(format_value(0), "0");
+  EXPECT_EQ(format_value(0.25), "0.25");
+  EXPECT_EQ(format_value(1.5e-3), "0.0015");
+  EXPECT_EQ(format_value(2e6), "2e+06");
+  EXPECT_EQ(format_value(std::numeric_limits<double>::quiet_NaN()), "NaN");
+  EXPECT_EQ(format_value(-std::numeric_limits<double>::infinity()), "-Inf");
+}
+
+}  // namespace
+}  // namespace keel::app::ui

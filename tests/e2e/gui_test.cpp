@@ -1,0 +1,231 @@
+// The real dashboard in a real X window (Xvfb), watching the real trainer (keel-demo):
+// its screenshot has data in the heatmap and the plots, an injected NaN shows as a non-finite
+// cell and an event, a real click (xdotool) on a heatmap row selects that layer, and the
+// dashboard keeps running when the trainer stops. Run under xvfb-run (see CMakeLists.txt).
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb_image.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kNanLayer = "blocks.1.mlp.fc.weight";
+constexpr int kNanLayerRow = 22;  // its index in the demo's named_parameters() order
+constexpr const char* kClickLayer = "blocks.0.mlp.fc.weight";
+constexpr int kClickLayerRow = 10;
+constexpr const char* kNextLayer = "blocks.0.mlp.fc.bias";
+
+// A child process with its stdout (and stderr) on a pipe we read line by line.
+class Process {
+ public:
+  explicit Process(const std::vector<std::string>& argv) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      std::vector<char*> args;
+      for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~Process() {
+    stop();
+    if (fd_ >= 0) close(fd_);
+  }
+  // Waits for a line containing `needle` (the whole line is returned), "" on timeout or EOF.
+  std::string wait_for(const std::string& needle, double timeout_secs) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_secs);
+    while (Clock::now() < deadline) {
+      size_t newline;
+      while ((newline = buffer_.find('\n')) != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        output_ += line + "\n";
+        if (line.find(needle) != std::string::npos) return line;
+      }
+      pollfd item{fd_, POLLIN, 0};
+      if (poll(&item, 1, 100) <= 0) continue;
+      char chunk[4096];
+      const ssize_t got = read(fd_, chunk, sizeof chunk);
+      if (got <= 0) return "";
+      buffer_.append(chunk, size_t(got));
+    }
+    return "";
+  }
+  bool alive() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  int wait_exit() {
+    int status = 0;
+    if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string buffer_;
+  std::string output_;
+};
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct HeatmapGeometry {
+  float x0 = 0, x1 = 0, y0 = 0, row = 0;
+  int layers = 0;
+};
+
+bool parse_geometry(const std::string& line, HeatmapGeometry& g) {
+  const size_t at = line.find("keel: heatmap");
+  return at != std::string::npos &&
+         std::sscanf(line.c_str() + at, "keel: heatmap x0 %f x1 %f y0 %f row %f layers %d", &g.x0, &g.x1,
+                     &g.y0, &g.row, &g.layers) == 5;
+}
+
+class GuiTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(free_port());
+    demo_ = new Process({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10",
+                         "--inject-nan", std::string("30:") + kNanLayer});
+  }
+  static void TearDownTestSuite() {
+    delete demo_;
+    demo_ = nullptr;
+  }
+  static std::string endpoint_;
+  static Process* demo_;
+};
+std::string GuiTest::endpoint_;
+Process* GuiTest::demo_ = nullptr;
+
+std::string run_command(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char chunk[256];
+    while (std::fgets(chunk, sizeof chunk, pipe)) out += chunk;
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+// Runs first, while the trainer is young: the app must see step 30 live to show its NaN.
+TEST_F(GuiTest, ScreenshotShowsDataAndTheInjectedNan) {
+  const std::string png = testing::TempDir() + "keel_gui_test.png";
+  std::remove(png.c_str());
+  Process keel({KEEL_PATH, "--connect", endpoint_, "--screenshot", png, "--screenshot-after", "12"});
+  HeatmapGeometry g;
+  ASSERT_TRUE(parse_geometry(keel.wait_for("keel: heatmap", 60), g)) << keel.output();
+  EXPECT_EQ(g.layers, 42);
+  const std::string event = keel.wait_for("keel: event first_nonfinite", 60);
+  EXPECT_NE(event.find(std::string("step 30 layer ") + kNanLayer), std::string::npos)
+      << keel.output();
+  ASSERT_FALSE(keel.wait_for("keel: screenshot", 60).empty()) << keel.output();
+  EXPECT_EQ(keel.wait_exit(), 0);
+
+  int width = 0, height = 0, channels = 0;
+  unsigned char* pixels = stbi_load(png.c_str(), &width, &height, &channels, 3);
+  ASSERT_NE(pixels, nullptr) << "cannot read " << png;
+  auto at = [&](int x, int y) {
+    const unsigned char* p = pixels + (size_t(y) * size_t(width) + size_t(x)) * 3;
+    return (uint32_t(p[0]) << 16) | (uint32_t(p[1]) << 8) | p[2];
+  };
+  // The heatmap: many distinct colours (data on the viridis map), not one background.
+  std::set<uint32_t> heat_colours;
+  for (int y = int(g.y0); y < int(g.y0 + g.row * float(g.layers)) && y < height; ++y) {
+    for (int x = int(g.x0); x < int(g.x1) && x < width; ++x) heat_colours.insert(at(x, y));
+  }
+  EXPECT_GT(heat_colours.size(), 40u) << "heatmap looks empty: " << png;
+  // The NaN layer's row holds cells in the non-finite colour (255, 32, 64); no other row does.
+  auto nonfinite_in_row = [&](int row) {
+    int count = 0;
+    const int top = int(g.y0 + g.row * float(row)), bottom = int(g.y0 + g.row * float(row + 1));
+    for (int y = top; y < bottom && y < height; ++y) {
+      for (int x = int(g.x0); x < int(g.x1) && x < width; ++x) count += at(x, y) == 0xFF2040u;
+    }
+    return count;
+  };
+  EXPECT_GT(nonfinite_in_row(kNanLayerRow), 4) << "no non-finite cell for " << kNanLayer << ": " << png;
+  EXPECT_EQ(nonfinite_in_row(kClickLayerRow), 0);
+  // The charts above the heatmap: the loss trace's colour (90, 170, 255) drawn in quantity.
+  int trace_pixels = 0;
+  for (int y = 0; y < int(g.y0) - 40; ++y) {
+    for (int x = 0; x < width / 2; ++x) trace_pixels += at(x, y) == 0x5AAAFFu;
+  }
+  EXPECT_GT(trace_pixels, 100) << "the loss chart has no trace: " << png;
+  stbi_image_free(pixels);
+}
+
+TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
+  Process keel({KEEL_PATH, "--connect", endpoint_});
+  HeatmapGeometry g;
+  ASSERT_TRUE(parse_geometry(keel.wait_for("keel: heatmap", 60), g)) << keel.output();
+  const std::string window = run_command("xdotool search --sync --limit 1 --name '^keel$'");
+  ASSERT_FALSE(window.empty());
+  const int x = int((g.x0 + g.x1) / 2);
+  const int y = int(g.y0 + g.row * (float(kClickLayerRow) + 0.5f));
+  // Move first, then click a moment later: the app must see the hover before the press.
+  run_command("xdotool mousemove --window " + window + " " + std::to_string(x) + " " +
+              std::to_string(y) + " sleep 0.3 click 1");
+  const std::string selected = keel.wait_for("keel: selected layer", 20);
+  EXPECT_NE(selected.find(std::string("selected layer ") + kClickLayer + " step "), std::string::npos)
+      << keel.output();
+  // Down moves the selection to the next layer of the list (model order).
+  run_command("xdotool mousemove --window " + window + " 5 5 sleep 0.2 key Down");
+  EXPECT_NE(keel.wait_for("keel: selected layer", 20).find(kNextLayer), std::string::npos)
+      << keel.output();
+
+  // The trainer stops, then a new one starts on the same endpoint: the app stays up.
+  demo_->stop();
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  EXPECT_TRUE(keel.alive()) << keel.output();
+  Process again({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10"});
+  // Its first two progress lines (steps 0 and 10) mean it is publishing again.
+  ASSERT_FALSE(again.wait_for("loss ", 60).empty()) << again.output();
+  ASSERT_FALSE(again.wait_for("loss ", 60).empty()) << again.output();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(keel.alive()) << keel.output();
+}
+
+}  // namespace
