@@ -9,7 +9,7 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   libimgui-dev libstb-dev libglfw3-dev
   libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  xvfb xauth xdotool fonts-dejavu-core
+  xvfb xauth xdotool fonts-dejavu-core libgl1-mesa-dri
 )
 
 missing=()
