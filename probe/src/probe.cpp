@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "backward_order.hpp"
+#include "command_server.hpp"
 #include "layer_reducer.hpp"
 #include "publisher.hpp"
 #include "run_description.hpp"
@@ -44,6 +45,10 @@ class Probe::Impl {
   GradScaler* scaler_ = nullptr;
   wire::RunDescription description_;
   std::unique_ptr<Publisher> publisher_;
+  std::unique_ptr<CommandServer> commands_;
+  std::vector<PendingCommand> taken_;                 // reused: no allocation while idle
+  std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered this step, sent at its end
+  int64_t command_skips_left_ = 0;                    // "skip" updates still to skip, from step_
 
   int64_t step_ = 0;
   std::optional<Clock::time_point> last_step_enter_;
@@ -64,6 +69,8 @@ class Probe::Impl {
   void fill_layer_values(uint32_t mask, bool applied);
   void raise_events(const StepOutcome& outcome);
   void add_event(const std::string& kind, const std::string& layer, const std::string& detail);
+  void apply_commands();
+  wire::Ack apply_command(const wire::Command& command);
 };
 
 namespace {
@@ -100,6 +107,13 @@ Probe::Impl::Impl(const NamedParams& params, torch::optim::Optimizer& optimizer,
     po.describe_interval = std::chrono::milliseconds(static_cast<int64_t>(options_.describe_interval_secs * 1000));
     po.history_steps = options_.history_steps;
     publisher_ = std::make_unique<Publisher>(po, description_);
+    const std::string command_at = command_endpoint_of(options_.endpoint);
+    if (!command_at.empty()) {
+      CommandServerOptions co;
+      co.endpoint = command_at;
+      co.rank = options_.rank;
+      commands_ = std::make_unique<CommandServer>(co);
+    }
   }
   record_.rank = options_.rank;
   record_.layer_count = static_cast<uint32_t>(params_.size());
@@ -125,6 +139,8 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   StepOutcome outcome;
   outcome.step = step_;
   events_.clear();
+  // Before anything reads the policies: a command changes them from this step on.
+  apply_commands();
 
   uint32_t mask = 0;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
@@ -165,7 +181,12 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     stats_ok = false;
   }
 
-  if (stats_ok && scaler_found_inf) {
+  if (command_skips_left_ > 0) {
+    // A remote skip holds whatever the gradients look like: the user asked for no update.
+    --command_skips_left_;
+    outcome.applied = false;
+    outcome.skip_reason = "command";
+  } else if (stats_ok && scaler_found_inf) {
     outcome.applied = false;
     outcome.skip_reason = "scaler";
   } else if (stats_ok && options_.skip_on_nonfinite && outcome.nonfinite_layers > 0) {
@@ -215,6 +236,11 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
       ++probe_errors_;
     }
   }
+  // Sent after the step's record, so a client that reads the ack can already find the step.
+  if (commands_) {
+    for (const auto& [ticket, ack] : acks_) commands_->reply(ticket, ack);
+  }
+  acks_.clear();
   // Valid only while nothing but our own update pass has touched the weights since.
   snapshot_current_ = stats_ok && update_due;
   order_.rearm();
@@ -274,6 +300,47 @@ void Probe::Impl::add_event(const std::string& kind, const std::string& layer, c
   events_.push_back(std::move(e));
 }
 
+void Probe::Impl::apply_commands() {
+  if (!commands_) return;
+  try {
+    if (!commands_->take(taken_)) return;
+    for (const PendingCommand& pending : taken_) acks_.emplace_back(pending.ticket, apply_command(pending.command));
+  } catch (const std::exception&) {
+    // Commands taken but not answered time out on the client; training goes on.
+    ++probe_errors_;
+  }
+}
+
+// The command thread already checked kind, rank and argument ranges (check_command); this
+// applies what depends on the run's state.
+wire::Ack Probe::Impl::apply_command(const wire::Command& command) {
+  wire::Ack ack;
+  ack.id = command.id;
+  if (command.kind == "skip") {
+    if (command_skips_left_ + command.count > kMaxSkipCount) {
+      ack.error = "skip would leave " + std::to_string(command_skips_left_ + command.count) +
+                  " updates pending, more than " + std::to_string(kMaxSkipCount);
+      return ack;
+    }
+    // Queued behind a skip still running, so the first skipped step of this one comes after.
+    ack.step = step_ + command_skips_left_;
+    command_skips_left_ += command.count;
+  } else if (command.kind == "policy") {
+    options_.skip_on_nonfinite = command.enable;
+    ack.step = step_;
+    add_event("policy", "", std::string(kPolicySkipNonfinite) + (command.enable ? " on" : " off") +
+                                " from step " + std::to_string(step_) + " (command " + std::to_string(command.id) + ")");
+  } else if (command.kind == "describe") {
+    if (publisher_) publisher_->describe(description_);
+    ack.step = step_;
+  } else {
+    ack.error = "unknown command kind \"" + command.kind + "\"";
+    return ack;
+  }
+  ack.ok = true;
+  return ack;
+}
+
 void Probe::Impl::raise_events(const StepOutcome& outcome) {
   const auto& grads = reducer_.grad_stats();
   if (outcome.nonfinite_layers > 0 && !nonfinite_last_step_) {
@@ -330,6 +397,9 @@ const ProbeTiming& Probe::last_timing() const { return impl_->timing_; }
 uint64_t Probe::dropped() const { return impl_->publisher_ ? impl_->publisher_->dropped() : 0; }
 std::string Probe::bound_endpoint() const {
   return impl_->publisher_ ? impl_->publisher_->bound_endpoint() : std::string();
+}
+std::string Probe::bound_command_endpoint() const {
+  return impl_->commands_ ? impl_->commands_->bound_endpoint() : std::string();
 }
 
 }  // namespace keel::probe

@@ -18,9 +18,15 @@
 // non-finite), calls optimizer.step() unless skipping, and hands a step record to a
 // background publisher thread (ZeroMQ XPUB, msgpack, shared/PROTOCOL.md).
 //
+// Remote control (PROTOCOL §6): a ROUTER socket on the telemetry port + 1 takes commands from
+// the dashboard or `keel-cli send`: "skip" the next K updates (skip_reason "command"),
+// "policy skip_nonfinite on|off", "describe". They take effect at the next step() and are
+// acknowledged with that step.
+//
 // Threads: construct, watch() and step() on the training thread only. Gradient hooks may run
 // on autograd worker threads; they only note arrival order. The publisher thread owns the
-// socket.
+// telemetry socket, the command thread the command socket; step() only exchanges commands and
+// acks with it through bounded queues, and never waits for a client.
 // Never: throws from watch() or step() because of keel (a failure inside the probe's own work
 // is counted and the update is still applied; exceptions of the user's optimizer propagate);
 // blocks on the network (a full queue or socket drops the record and counts it); calls
@@ -51,14 +57,16 @@ class AttachError : public std::runtime_error {
 
 struct ProbeOptions {
   // Where the publisher binds its XPUB socket; "" publishes nothing (statistics and policies
-  // still run). Loopback by default.
+  // still run) and takes no commands. Loopback by default. Commands are taken on the next port.
   std::string endpoint = wire::kDefaultPubEndpoint;
   std::string run_id;               // default: "<hostname>-<pid>-<start time>"
   int32_t rank = 0;
   int32_t world_size = 1;
   // Per LayerMetric (index = wire::LayerMetric): compute every N steps; 0 = never.
   std::array<int32_t, wire::kLayerMetricCount> cadence{1, 1, 1, 1, 1, 1};
-  bool skip_on_nonfinite = true;    // policy: never apply an update with a NaN/Inf gradient
+  // Policy: never apply an update with a NaN/Inf gradient. A "policy skip_nonfinite" command
+  // switches it while the run goes on.
+  bool skip_on_nonfinite = true;
   size_t queue_capacity = 256;      // records waiting for the publisher thread
   int send_high_water_mark = 1000;  // per subscriber, in messages
   double describe_interval_secs = 2.0;
@@ -108,6 +116,9 @@ class Probe {
   uint64_t dropped() const;
   // Where the publisher is bound (resolves a "tcp://127.0.0.1:*" wildcard port).
   std::string bound_endpoint() const;
+  // Where the command socket is bound: the telemetry port + 1, or a port of its own when the
+  // telemetry endpoint has a wildcard port; "" when there is none (endpoint "" or ipc://).
+  std::string bound_command_endpoint() const;
 
   class Impl;
 

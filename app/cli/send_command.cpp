@@ -1,0 +1,160 @@
+#include "cli/send_command.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <variant>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "cli/json_format.hpp"
+#include "cli/layer_names.hpp"
+#include "keel/wire/codec.hpp"
+
+namespace keel::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Ids only need to tell this client's commands apart from other clients' acks on a shared
+// connection; a random 64-bit value does, without state kept between invocations.
+uint64_t random_id() {
+  std::random_device device;
+  std::mt19937_64 generator((static_cast<uint64_t>(device()) << 32) ^ device() ^
+                            static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
+  uint64_t id = 0;
+  while (id == 0) id = generator();
+  return id;
+}
+
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+}  // namespace
+
+int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string endpoint = options.endpoint.empty() ? keel::wire::kDefaultPubEndpoint : options.endpoint;
+  std::string command_endpoint = options.command_endpoint;
+  if (command_endpoint.empty()) {
+    command_endpoint = keel::wire::command_endpoint_for(endpoint);
+    if (command_endpoint.empty()) {
+      err << "keel-cli: " << endpoint
+          << " has no numeric port to derive the command endpoint from; give --command-endpoint\n";
+      return 1;
+    }
+  }
+  keel::wire::Command command = options.command;
+  if (command.id == 0) command.id = random_id();
+
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::dealer};
+  // A client that gave up has nothing left to deliver; exiting must not wait for the probe.
+  socket.set(zmq::sockopt::linger, 0);
+  try {
+    socket.connect(command_endpoint);
+    const std::vector<char> payload = keel::wire::encode(command);
+    const std::string_view topic(keel::wire::kTopicCommand);
+    // connect() has already made the pipe, so these queue even before the probe is reachable.
+    socket.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+    socket.send(zmq::buffer(payload), zmq::send_flags::none);
+  } catch (const zmq::error_t& error) {
+    err << "keel-cli: cannot send to " << command_endpoint << ": " << error.what() << '\n';
+    return 1;
+  }
+
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options.timeout_secs * 1000.0)));
+  zmq::message_t frame;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, left);
+    } catch (const zmq::error_t&) {
+      continue;   // EINTR: the deadline still bounds the wait
+    }
+    if (!(item.revents & ZMQ_POLLIN)) continue;
+    std::vector<zmq::message_t> frames;
+    while (socket.recv(frame, zmq::recv_flags::dontwait)) {
+      const bool more = frame.more();
+      frames.push_back(std::move(frame));
+      if (!more) break;
+    }
+    if (frames.size() != 2) {
+      err << "keel-cli: warning: ignored a reply of " << frames.size() << " frames (expected 2)\n";
+      continue;
+    }
+    const keel::wire::DecodeResult decoded = keel::wire::decode(frames[1].data(), frames[1].size());
+    const auto* ack = decoded.ok ? std::get_if<keel::wire::Ack>(&decoded.message) : nullptr;
+    if (ack == nullptr) {
+      err << "keel-cli: warning: ignored a reply that is not an ack"
+          << (decoded.ok ? std::string() : ": " + decoded.error) << '\n';
+      continue;
+    }
+    // A refusal of bytes the probe could not parse carries id 0; ours always parse, so any
+    // other id belongs to someone else.
+    if (ack->id != command.id && ack->id != 0) continue;
+    out << to_json_line(*ack, LayerNames{}) << '\n';
+    out.flush();
+    if (!ack->ok) err << "keel-cli: the probe refused the command: " << ack->error << '\n';
+    return ack->ok ? 0 : 1;
+  }
+  err << "keel-cli: no acknowledgement from " << command_endpoint << " within " << seconds_text(options.timeout_secs)
+      << " s (command id " << command.id << "; it may still be applied, it is not resent)\n";
+  return 2;
+}
+
+CliCommand add_send_command(CLI::App& app) {
+  auto options = std::make_shared<SendOptions>();
+  CLI::App* send = app.add_subcommand("send", "Send one command to a probe and print its acknowledgement");
+  send->require_subcommand(1);
+  // Lets --endpoint and --timeout follow the command kind as well as precede it.
+  send->fallthrough();
+  send->add_option("-e,--endpoint", options->endpoint,
+                   std::string("PUB endpoint of the probe; commands go to its port + 1 (default ") +
+                       keel::wire::kDefaultPubEndpoint + ")")
+      ->type_name("ENDPOINT");
+  send->add_option("--command-endpoint", options->command_endpoint,
+                   "Command (ROUTER) endpoint of the probe, instead of deriving it from --endpoint")
+      ->type_name("ENDPOINT");
+  send->add_option("-t,--timeout", options->timeout_secs, "Exit 2 when no acknowledgement arrives within SECS seconds")
+      ->type_name("SECS")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  options->command.rank = -1;
+  send->add_option("-r,--rank", options->command.rank, "Target rank; -1 = whichever probe listens there")
+      ->type_name("RANK")
+      ->capture_default_str();
+
+  CLI::App* skip = send->add_subcommand("skip", "Skip the next COUNT optimizer updates");
+  // Not range-checked here: the probe owns the limit and says so in its refusal.
+  skip->add_option("-n,--count", options->command.count, "Number of updates to skip")
+      ->type_name("COUNT")
+      ->capture_default_str();
+  skip->callback([options] { options->command.kind = "skip"; });
+
+  CLI::App* policy = send->add_subcommand("policy", "Switch a policy on or off (skip_nonfinite)");
+  auto state = std::make_shared<std::string>();
+  policy->add_option("name", options->command.policy, "Policy name, e.g. skip_nonfinite")->required();
+  policy->add_option("state", *state, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
+  policy->callback([options, state] {
+    options->command.kind = "policy";
+    options->command.enable = *state == "on";
+  });
+
+  CLI::App* describe = send->add_subcommand("describe", "Ask the probe to re-send its run description now");
+  describe->callback([options] { options->command.kind = "describe"; });
+
+  return CliCommand{send, [options] { return run_send(*options, std::cout, std::cerr); }};
+}
+
+}  // namespace keel::app

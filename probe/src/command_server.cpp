@@ -1,0 +1,216 @@
+#include "command_server.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <zmq.hpp>
+
+#include "keel/probe/probe.hpp"
+#include "keel/wire/codec.hpp"
+
+namespace keel::probe {
+
+struct CommandServer::Socket {
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::router};
+};
+
+namespace {
+// How long the thread sleeps in poll when idle: bounds how late an ack leaves after the
+// training thread answered.
+constexpr std::chrono::milliseconds kPollInterval{5};
+// ZeroMQ drops a peer that sends a larger frame before we ever see it, so an abusive client
+// cannot make us buffer megabytes; between kMaxCommandBytes and this, we answer with an error.
+constexpr int64_t kMaxFrameBytes = 1 << 20;
+// Frames read of one request; the rest are drained and ignored (a request has 3).
+constexpr size_t kMaxFrames = 8;
+constexpr int kLingerMs = 200;
+}  // namespace
+
+std::string command_endpoint_of(const std::string& pub_endpoint) {
+  if (pub_endpoint.empty()) return {};
+  std::string derived = wire::command_endpoint_for(pub_endpoint);
+  if (!derived.empty()) return derived;
+  const bool tcp = pub_endpoint.rfind("tcp://", 0) == 0;
+  const bool wildcard = pub_endpoint.size() > 2 && pub_endpoint.compare(pub_endpoint.size() - 2, 2, ":*") == 0;
+  return tcp && wildcard ? pub_endpoint : std::string();
+}
+
+std::string check_command(const wire::Command& command, int32_t rank) {
+  if (command.rank != -1 && command.rank != rank) {
+    return "command is for rank " + std::to_string(command.rank) + ", this probe is rank " + std::to_string(rank);
+  }
+  if (command.kind == "skip") {
+    if (command.count < 1 || command.count > kMaxSkipCount) {
+      return "skip count must be between 1 and " + std::to_string(kMaxSkipCount) + ", got " +
+             std::to_string(command.count);
+    }
+    return {};
+  }
+  if (command.kind == "policy") {
+    if (command.policy != kPolicySkipNonfinite) {
+      return "unknown policy \"" + command.policy + "\" (known: " + kPolicySkipNonfinite + ")";
+    }
+    return {};
+  }
+  if (command.kind == "describe") return {};
+  // Protocol kinds that this probe does not implement yet: refused by name, so a client can
+  // tell "not yet" from a typo.
+  if (command.kind == "dump" || command.kind == "history") return "not supported by this probe yet";
+  return "unknown command kind \"" + command.kind + "\" (expected skip, policy or describe)";
+}
+
+CommandServer::CommandServer(CommandServerOptions options)
+    : options_(std::move(options)), socket_(std::make_unique<Socket>()) {
+  options_.queue_capacity = std::max<size_t>(options_.queue_capacity, 1);
+  auto& s = socket_->socket;
+  try {
+    s.set(zmq::sockopt::linger, kLingerMs);
+    s.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
+    // An ack for a client that has gone away fails visibly instead of queueing forever.
+    s.set(zmq::sockopt::router_mandatory, 1);
+    s.bind(options_.endpoint);
+    bound_endpoint_ = s.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    throw AttachError("keel probe: cannot bind command socket to " + options_.endpoint + ": " + e.what());
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+CommandServer::~CommandServer() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+bool CommandServer::take(std::vector<PendingCommand>& out) {
+  out.clear();
+  if (inbox_size_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!inbox_.empty()) {
+    out.push_back(std::move(inbox_.front()));
+    inbox_.pop_front();
+  }
+  inbox_size_.store(0, std::memory_order_release);
+  return !out.empty();
+}
+
+void CommandServer::reply(uint64_t ticket, const wire::Ack& ack) {
+  try {
+    // Cannot exceed queue_capacity: every ticket was admitted against that bound.
+    std::lock_guard<std::mutex> lock(mutex_);
+    outbox_.push_back(Reply{ticket, ack});
+  } catch (const std::exception&) {
+    // Out of memory for one small struct: the client times out rather than the run failing.
+  }
+}
+
+void CommandServer::send_ack(const std::string& identity, wire::Ack ack) {
+  auto& s = socket_->socket;
+  ack.rank = options_.rank;
+  ack.seq = next_seq_++;
+  try {
+    const std::vector<char> payload = wire::encode(ack);
+    const std::string_view topic(wire::kTopicAck);
+    if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
+    s.send(zmq::buffer(topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    s.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // The client disconnected (EHOSTUNREACH) or stopped reading: nobody is left to tell.
+  }
+}
+
+void CommandServer::handle(std::vector<std::string>& frames) {
+  const std::string& identity = frames[0];
+  wire::Ack refusal;
+  if (frames.size() != 3) {
+    refusal.error = "expected 2 frames (topic, payload), got " + std::to_string(frames.size() - 1);
+    return send_ack(identity, refusal);
+  }
+  if (frames[1] != wire::kTopicCommand) {
+    refusal.error = "topic must be \"cmd\", got \"" + frames[1].substr(0, 32) + "\"";
+    return send_ack(identity, refusal);
+  }
+  const std::string& payload = frames[2];
+  if (payload.size() > kMaxCommandBytes) {
+    refusal.error = "command of " + std::to_string(payload.size()) + " bytes exceeds the limit of " +
+                    std::to_string(kMaxCommandBytes) + " bytes";
+    return send_ack(identity, refusal);
+  }
+  wire::DecodeResult decoded = wire::decode(payload.data(), payload.size());
+  if (!decoded.ok) {
+    refusal.error = "malformed command: " + decoded.error;
+    return send_ack(identity, refusal);
+  }
+  auto* command = std::get_if<wire::Command>(&decoded.message);
+  if (command == nullptr) {
+    refusal.error = std::string("expected a cmd message, got ") + wire::topic_of(decoded.message);
+    return send_ack(identity, refusal);
+  }
+  refusal.id = command->id;
+  refusal.error = check_command(*command, options_.rank);
+  if (!refusal.error.empty()) return send_ack(identity, refusal);
+  if (clients_.size() >= options_.queue_capacity) {
+    refusal.error = "busy: " + std::to_string(clients_.size()) + " commands are already waiting";
+    return send_ack(identity, refusal);
+  }
+  const uint64_t ticket = next_ticket_++;
+  clients_.emplace_back(ticket, identity);
+  std::lock_guard<std::mutex> lock(mutex_);
+  inbox_.push_back(PendingCommand{ticket, std::move(*command)});
+  inbox_size_.store(inbox_.size(), std::memory_order_release);
+}
+
+void CommandServer::receive_all() {
+  auto& s = socket_->socket;
+  std::vector<std::string> frames;
+  zmq::message_t frame;
+  while (s.recv(frame, zmq::recv_flags::dontwait)) {
+    frames.clear();
+    frames.emplace_back(frame.data<char>(), frame.size());
+    size_t count = 1;
+    while (frame.more()) {
+      if (!s.recv(frame, zmq::recv_flags::none)) break;   // the rest of a message is already here
+      if (++count <= kMaxFrames) frames.emplace_back(frame.data<char>(), frame.size());
+    }
+    // Frames past kMaxFrames were drained, not kept; the count still makes the request invalid.
+    if (count > frames.size()) frames.resize(std::min(count, kMaxFrames + 1));
+    handle(frames);
+  }
+}
+
+void CommandServer::send_replies() {
+  std::deque<Reply> replies;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    replies.swap(outbox_);
+  }
+  for (Reply& reply : replies) {
+    const auto it = std::find_if(clients_.begin(), clients_.end(),
+                                 [&](const auto& client) { return client.first == reply.ticket; });
+    if (it == clients_.end()) continue;
+    send_ack(it->second, std::move(reply.ack));
+    clients_.erase(it);
+  }
+}
+
+void CommandServer::run() {
+  auto& s = socket_->socket;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    try {
+      zmq::pollitem_t item{static_cast<void*>(s), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, kPollInterval);
+      receive_all();
+      send_replies();
+    } catch (const std::exception&) {
+      // A socket error must not end the command channel; the next poll retries.
+    }
+  }
+  // Answers the training thread gave before shutdown still reach their clients (linger).
+  try {
+    send_replies();
+  } catch (const std::exception&) {
+    // Shutting down: a client that misses its ack times out, as it would had we crashed.
+  }
+}
+
+}  // namespace keel::probe

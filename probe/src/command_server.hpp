@@ -1,0 +1,107 @@
+// CommandServer: the probe's command socket (ROUTER) and the thread that owns it.
+//
+// What it is for: a client (keel-cli send, the dashboard) sends wire::Command messages; this
+// thread checks what it can without the model (decodes, size, rank, kind, argument ranges)
+// and answers a malformed or unsupported command at once with Ack{ok=false}. A valid command
+// is queued for the training thread, which applies it at its next step boundary and answers
+// through reply(); this thread then sends that Ack to the client identity that asked.
+// Threads: take() and reply() from the training thread only; the socket and everything
+// about client identities belong to the command thread.
+// Never: touches tensors or the model; blocks the training thread on the socket (take() is a
+// try-pop that skips the lock while nothing is queued, reply() only pushes under a mutex that
+// the command thread holds for a few instructions); grows without bound (a command that
+// would exceed `queue_capacity` outstanding commands is refused with "busy"); throws from
+// take() or reply().
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+
+namespace keel::probe {
+
+// Largest accepted command payload. Real commands are a few dozen bytes; anything bigger is
+// refused without being parsed.
+inline constexpr size_t kMaxCommandBytes = 64u << 10;
+// Largest `count` of one skip command, and of skips pending at once: a typo such as 1000000
+// must not silently freeze a run for a day.
+inline constexpr int64_t kMaxSkipCount = 10000;
+// Policies a `policy` command may switch.
+inline constexpr const char* kPolicySkipNonfinite = "skip_nonfinite";
+
+struct CommandServerOptions {
+  std::string endpoint;          // where to bind the ROUTER socket; may have a wildcard port
+  int32_t rank = 0;              // commands for another rank are refused
+  size_t queue_capacity = 64;    // commands taken but not yet answered, at most
+};
+
+// A command that passed the command thread's checks, with an opaque ticket that routes the
+// answer back to its client.
+struct PendingCommand {
+  uint64_t ticket = 0;
+  wire::Command command;
+};
+
+// Where a probe publishing on `pub_endpoint` takes commands: its port + 1. A wildcard tcp
+// port has no "next port", so the command socket takes a wildcard port of its own on the same
+// host; "" (no command socket) for "" and for other endpoints without a port (ipc://).
+std::string command_endpoint_of(const std::string& pub_endpoint);
+
+// Checks that need no model state. Returns "" when `command` may go to the training thread,
+// else the refusal sentence sent in the Ack.
+std::string check_command(const wire::Command& command, int32_t rank);
+
+class CommandServer {
+ public:
+  // Binds the socket and starts the thread; throws AttachError when the bind fails.
+  explicit CommandServer(CommandServerOptions options);
+  ~CommandServer();
+  CommandServer(const CommandServer&) = delete;
+  CommandServer& operator=(const CommandServer&) = delete;
+
+  // Moves every queued command into `out` (cleared first); false when none was waiting.
+  bool take(std::vector<PendingCommand>& out);
+  // The training thread's answer to a command returned by take(). Sent within a few ms.
+  void reply(uint64_t ticket, const wire::Ack& ack);
+
+  const std::string& bound_endpoint() const { return bound_endpoint_; }
+
+ private:
+  struct Reply {
+    uint64_t ticket = 0;
+    wire::Ack ack;
+  };
+  struct Socket;
+
+  void run();
+  void receive_all();
+  void handle(std::vector<std::string>& frames);
+  void send_ack(const std::string& identity, wire::Ack ack);
+  void send_replies();
+
+  CommandServerOptions options_;
+  std::unique_ptr<Socket> socket_;
+  std::string bound_endpoint_;
+
+  std::mutex mutex_;                        // guards inbox_ and outbox_
+  std::deque<PendingCommand> inbox_;        // command thread -> training thread
+  std::deque<Reply> outbox_;                // training thread -> command thread
+  std::atomic<size_t> inbox_size_{0};       // lets take() skip the lock when idle
+  // Command thread only: who asked, per outstanding ticket (bounded by queue_capacity).
+  std::vector<std::pair<uint64_t, std::string>> clients_;
+  uint64_t next_ticket_ = 1;
+  uint64_t next_seq_ = 0;
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace keel::probe

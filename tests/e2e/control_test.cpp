@@ -1,0 +1,158 @@
+// Trainer control end to end over tcp loopback: the real keel-demo, the real `keel-cli send`
+// and `keel-cli tail --json`. A skip acknowledged at step S shows in the telemetry as step S
+// skipped by "command" with no update in any layer, and training goes on around it.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Binds a loopback port; the kernel picks it when `port` is 0. Returns the port, or -1.
+int bind_port(int port, int* fd_out) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *fd_out = fd;
+  return ntohs(addr.sin_port);
+}
+
+// A port P such that P and P + 1 (the command socket) are both free right now.
+int free_port_pair() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    int a = -1, b = -1;
+    const int port = bind_port(0, &a);
+    const bool pair = port > 0 && port < 65535 && bind_port(port + 1, &b) == port + 1;
+    if (port > 0) close(a);
+    if (pair) {
+      close(b);
+      return port;
+    }
+  }
+  return -1;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `command`, returns its exit status and its stdout in `out`.
+int run(const std::string& command, std::string& out) {
+  out.clear();
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), pipe)) out += buffer;
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool wait_for(const std::string& path, const std::string& needle, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; waited += 50) {
+    if (read_file(path).find(needle) != std::string::npos) return true;
+    usleep(50000);
+  }
+  return false;
+}
+
+TEST(Control, SkipSentByKeelCliIsAcknowledgedAndShowsInTheTelemetry) {
+  const int port = free_port_pair();
+  ASSERT_GT(port, 0);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::string dir = ::testing::TempDir();
+  const std::string out = dir + "/keel_e2e_control.jsonl", tail_rc = dir + "/keel_e2e_control_tail.rc";
+  const std::string demo_out = dir + "/keel_e2e_control_demo.txt", demo_rc = dir + "/keel_e2e_control_demo.rc";
+  std::remove(tail_rc.c_str());
+  std::remove(demo_rc.c_str());
+  std::remove(out.c_str());
+
+  const std::string tail = "(" KEEL_CLI_PATH " tail --json --timeout 5 --endpoint " + endpoint + " > " + out +
+                           " 2>/dev/null; echo $? > " + tail_rc + ") &";
+  ASSERT_EQ(std::system(tail.c_str()), 0);
+  const std::string demo = "(" KEEL_DEMO_PATH " --steps 200 --log-every 0 --endpoint " + endpoint + " > " +
+                           demo_out + " 2>&1; echo $? > " + demo_rc + ") &";
+  ASSERT_EQ(std::system(demo.c_str()), 0);
+  ASSERT_TRUE(wait_for(out, "\"type\":\"step\"", 60000)) << "no step telemetry: " << read_file(demo_out);
+
+  std::string ack_line;
+  const int status = run(KEEL_CLI_PATH " send --endpoint " + endpoint + " --timeout 20 skip --count 1", ack_line);
+  ASSERT_EQ(status, 0) << ack_line;
+  const auto ack = nlohmann::json::parse(ack_line);
+  EXPECT_EQ(ack["type"], "ack");
+  EXPECT_TRUE(ack["ok"].get<bool>());
+  EXPECT_NE(ack["id"].get<uint64_t>(), 0u);
+  const int64_t skipped = ack["step"].get<int64_t>();
+  ASSERT_GT(skipped, 0);
+
+  // A refusal travels the same way and exits 1.
+  std::string refusal_line;
+  EXPECT_EQ(run(KEEL_CLI_PATH " send --endpoint " + endpoint + " skip --count 0 2>/dev/null", refusal_line), 1);
+  const auto refusal = nlohmann::json::parse(refusal_line);
+  EXPECT_FALSE(refusal["ok"].get<bool>());
+  EXPECT_NE(refusal["error"].get<std::string>().find("skip count"), std::string::npos);
+
+  ASSERT_TRUE(wait_for(demo_rc, "\n", 120000)) << "keel-demo did not finish";
+  EXPECT_EQ(read_file(demo_rc), "0\n") << read_file(demo_out);
+  ASSERT_TRUE(wait_for(tail_rc, "\n", 20000)) << "keel-cli tail did not finish";
+
+  std::map<int64_t, nlohmann::json> steps;
+  bool skip_event = false;
+  std::istringstream lines(read_file(out));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "step") steps[j["step"].get<int64_t>()] = j;
+    if (j["type"] == "event" && j["kind"] == "skip" && j["step"] == skipped) skip_event = true;
+  }
+  ASSERT_TRUE(steps.count(skipped)) << "step " << skipped << " was not received";
+  const auto& s = steps[skipped];
+  EXPECT_TRUE(s["skipped"].get<bool>());
+  EXPECT_EQ(s["skip_reason"], "command");
+  ASSERT_FALSE(s["layers"].empty());
+  for (const auto& layer : s["layers"]) EXPECT_EQ(layer["update_ratio"].get<double>(), 0.0) << layer["name"];
+  EXPECT_TRUE(skip_event) << "no skip event at step " << skipped;
+  // Exactly one update was skipped: the neighbours applied theirs.
+  for (const auto& [step, j] : steps) {
+    if (step != skipped) {
+      EXPECT_FALSE(j["skipped"].get<bool>()) << "step " << step;
+    }
+  }
+  ASSERT_TRUE(steps.count(skipped + 1));
+  double moved = 0;
+  for (const auto& layer : steps[skipped + 1]["layers"]) moved += layer["update_ratio"].get<double>();
+  EXPECT_GT(moved, 0.0);
+}
+
+TEST(Control, SendWithoutAProbeTimesOutWithStatusTwo) {
+  const int port = free_port_pair();
+  ASSERT_GT(port, 0);
+  std::string out;
+  const std::string err = ::testing::TempDir() + "/keel_e2e_control_timeout.err";
+  EXPECT_EQ(run(KEEL_CLI_PATH " send --endpoint tcp://127.0.0.1:" + std::to_string(port) +
+                    " --timeout 0.5 describe 2>" + err,
+                out),
+            2);
+  EXPECT_TRUE(out.empty()) << out;
+  EXPECT_NE(read_file(err).find("no acknowledgement"), std::string::npos) << read_file(err);
+}
+
+}  // namespace

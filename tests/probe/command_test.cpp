@@ -1,0 +1,399 @@
+// The probe's command socket, driven by a plain DEALER client: skip, policy and describe take
+// effect at a step boundary and are acknowledged with that step; bad requests are refused
+// at once and change nothing; a flood is refused with "busy" instead of queueing.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "command_server.hpp"
+#include "keel/probe/probe.hpp"
+#include "keel/wire/codec.hpp"
+
+namespace {
+
+using keel::wire::Ack;
+using keel::wire::Command;
+
+struct TwoLayerImpl : torch::nn::Module {
+  TwoLayerImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(5, 8));
+    fc2 = register_module("fc2", torch::nn::Linear(8, 3));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(TwoLayer);
+
+// A wildcard port: parallel test runs never collide, and it exercises the command socket's
+// own wildcard port.
+keel::probe::ProbeOptions listening() {
+  keel::probe::ProbeOptions o;
+  o.endpoint = "tcp://127.0.0.1:*";
+  o.describe_interval_secs = 60;   // only subscriptions and describe commands send one
+  return o;
+}
+
+void forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, int64_t seed) {
+  torch::manual_seed(seed);
+  opt.zero_grad();
+  net->forward(torch::randn({4, 5})).pow(2).mean().backward();
+}
+
+void poison(const torch::Tensor& param) {
+  torch::NoGradGuard no_grad;
+  param.grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+}
+
+bool bit_identical(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  auto ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
+}
+
+// Parameters and AdamW moments, cloned.
+std::vector<torch::Tensor> state_of(TwoLayer& net, torch::optim::AdamW& opt) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : net->parameters()) {
+    out.push_back(p.detach().clone());
+    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    if (opt.state().count(key) == 0) continue;   // before the first applied update
+    auto& s = static_cast<torch::optim::AdamWParamState&>(*opt.state().at(key));
+    out.push_back(s.exp_avg().clone());
+    out.push_back(s.exp_avg_sq().clone());
+  }
+  return out;
+}
+
+bool all_identical(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!bit_identical(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+class Client {
+ public:
+  explicit Client(const std::string& endpoint) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+  }
+  void send_frames(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  void send(const Command& command) {
+    const auto payload = keel::wire::encode(command);
+    send_frames({"cmd", std::string(payload.begin(), payload.end())});
+  }
+  std::optional<Ack> receive(int timeout_ms) {
+    zmq::pollitem_t item{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+    std::vector<zmq::message_t> frames;
+    zmq::message_t frame;
+    while (socket_.recv(frame, zmq::recv_flags::dontwait)) {
+      const bool more = frame.more();
+      frames.push_back(std::move(frame));
+      if (!more) break;
+    }
+    EXPECT_EQ(frames.size(), 2u);
+    EXPECT_EQ(frames[0].to_string(), "ack");
+    auto decoded = keel::wire::decode(frames.back().data(), frames.back().size());
+    EXPECT_TRUE(decoded.ok) << decoded.error;
+    const auto* ack = std::get_if<Ack>(&decoded.message);
+    if (ack == nullptr) return std::nullopt;
+    return *ack;
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_{context_, zmq::socket_type::dealer};
+};
+
+Command command(uint64_t id, const std::string& kind) {
+  Command c;
+  c.rank = -1;
+  c.id = id;
+  c.kind = kind;
+  return c;
+}
+
+// What one step did, kept per step index.
+struct Seen {
+  keel::probe::StepOutcome outcome;
+  keel::wire::StepRecord record;
+  std::vector<keel::wire::Event> events;
+  std::vector<torch::Tensor> state_before;
+};
+
+struct Rig {
+  Rig() : opt(net->parameters(), torch::optim::AdamWOptions(1e-2)), probe(*net, opt, listening()) {}
+  // One training step; `nan` poisons a gradient first.
+  void step(bool nan = false) {
+    const int64_t s = static_cast<int64_t>(seen.size());
+    forward_backward(net, opt, s);
+    if (nan) poison(net->fc1->weight);
+    Seen& out = seen[s];
+    out.state_before = state_of(net, opt);
+    out.outcome = probe.step(torch::tensor(1.0));
+    out.record = probe.last_record();
+    out.events = probe.last_events();
+  }
+  // Steps until the probe has answered, as a trainer would keep training meanwhile.
+  Ack step_until_ack(Client& client) {
+    for (int i = 0; i < 200; ++i) {
+      step();
+      if (auto ack = client.receive(20)) return *ack;
+    }
+    ADD_FAILURE() << "no ack after 200 steps";
+    return Ack{};
+  }
+  static bool has_event(const Seen& s, const std::string& kind) {
+    for (const auto& e : s.events) {
+      if (e.kind == kind) return true;
+    }
+    return false;
+  }
+
+  TwoLayer net;
+  torch::optim::AdamW opt;
+  keel::probe::Probe probe;
+  std::map<int64_t, Seen> seen;
+};
+
+TEST(Commands, SkipCountTwoSkipsTheAcknowledgedStepAndTheNextThenApplies) {
+  torch::manual_seed(0);
+  Rig rig;
+  for (int i = 0; i < 3; ++i) rig.step();   // AdamW has state to keep untouched
+  Client client(rig.probe.bound_command_endpoint());
+  Command skip = command(42, "skip");
+  skip.count = 2;
+  client.send(skip);
+  const Ack ack = rig.step_until_ack(client);
+  ASSERT_TRUE(ack.ok) << ack.error;
+  EXPECT_EQ(ack.id, 42u);
+  const int64_t s = ack.step;
+  ASSERT_GE(s, 3);
+  while (static_cast<int64_t>(rig.seen.size()) < s + 3) rig.step();
+
+  for (int64_t k = 3; k < s; ++k) EXPECT_TRUE(rig.seen[k].outcome.applied) << "step " << k;
+  for (int64_t k : {s, s + 1}) {
+    const Seen& skipped = rig.seen[k];
+    EXPECT_FALSE(skipped.outcome.applied) << "step " << k;
+    EXPECT_EQ(skipped.outcome.skip_reason, "command") << "step " << k;
+    EXPECT_TRUE(skipped.record.skipped);
+    EXPECT_EQ(skipped.record.skip_reason, "command");
+    EXPECT_TRUE(Rig::has_event(skipped, "skip")) << "step " << k;
+    for (uint32_t l = 0; l < skipped.record.layer_count; ++l) {
+      EXPECT_EQ(skipped.record.layer_value(keel::wire::LayerMetric::kUpdateRatio, l), 0.0f);
+    }
+  }
+  // Parameters and optimizer state bit-identical across both skipped steps...
+  EXPECT_TRUE(all_identical(rig.seen[s].state_before, rig.seen[s + 2].state_before));
+  // ...and the step after them is applied again.
+  EXPECT_TRUE(rig.seen[s + 2].outcome.applied);
+  EXPECT_EQ(rig.seen[s + 2].outcome.skip_reason, "");
+  EXPECT_FALSE(all_identical(rig.seen[s + 2].state_before, state_of(rig.net, rig.opt)));
+  EXPECT_FALSE(client.receive(50)) << "one command, one ack";
+}
+
+TEST(Commands, PolicySkipNonfiniteOffAppliesANanStepAndOnSkipsItAgain) {
+  Rig rig;
+  rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  Command off = command(7, "policy");
+  off.policy = "skip_nonfinite";
+  off.enable = false;
+  client.send(off);
+  const Ack ack = rig.step_until_ack(client);
+  ASSERT_TRUE(ack.ok) << ack.error;
+  EXPECT_TRUE(Rig::has_event(rig.seen[ack.step], "policy"));
+
+  rig.step(/*nan=*/true);
+  const Seen& applied = rig.seen.rbegin()->second;
+  EXPECT_GT(applied.outcome.nonfinite_layers, 0);
+  EXPECT_TRUE(applied.outcome.applied) << applied.outcome.skip_reason;
+  EXPECT_TRUE(torch::isnan(rig.net->fc1->weight).any().item<bool>());
+
+  Command on = off;
+  on.id = 8;
+  on.enable = true;
+  client.send(on);
+  const Ack ack_on = rig.step_until_ack(client);
+  ASSERT_TRUE(ack_on.ok) << ack_on.error;
+  rig.step(/*nan=*/true);
+  EXPECT_FALSE(rig.seen.rbegin()->second.outcome.applied);
+  EXPECT_EQ(rig.seen.rbegin()->second.outcome.skip_reason, "nonfinite");
+}
+
+TEST(Commands, BadRequestsAreRefusedAtOnceAndChangeNothing) {
+  Rig rig;
+  Client client(rig.probe.bound_command_endpoint());
+  auto refused = [&](const std::string& what, const std::string& error_part, uint64_t id) {
+    // No step runs meanwhile: the command thread answers these by itself.
+    const auto ack = client.receive(2000);
+    ASSERT_TRUE(ack) << what << ": no immediate ack";
+    EXPECT_FALSE(ack->ok) << what;
+    EXPECT_EQ(ack->id, id) << what;
+    EXPECT_EQ(ack->step, -1) << what;
+    EXPECT_NE(ack->error.find(error_part), std::string::npos) << what << ": " << ack->error;
+  };
+  client.send_frames({"cmd", "\xc1\x00garbage"});
+  refused("malformed bytes", "malformed command", 0);
+  client.send_frames({"cmd", std::string(keel::probe::kMaxCommandBytes + 1, '\x80')});
+  refused("oversized", "exceeds the limit", 0);
+  client.send_frames({"cmd"});
+  refused("one frame", "expected 2 frames", 0);
+  client.send(command(1, "explode"));
+  refused("unknown kind", "unknown command kind \"explode\"", 1);
+  Command zero = command(2, "skip");
+  zero.count = 0;
+  client.send(zero);
+  refused("count 0", "skip count must be between 1 and", 2);
+  Command huge = command(3, "skip");
+  huge.count = keel::probe::kMaxSkipCount + 1;
+  client.send(huge);
+  refused("count too large", "skip count must be between 1 and", 3);
+  Command policy = command(4, "policy");
+  policy.policy = "skip_everything";
+  client.send(policy);
+  refused("unknown policy", "unknown policy \"skip_everything\"", 4);
+  Command other_rank = command(5, "skip");
+  other_rank.rank = 3;
+  client.send(other_rank);
+  refused("other rank", "rank 3", 5);
+  client.send(command(6, "dump"));
+  refused("dump", "not supported by this probe yet", 6);
+  client.send(command(7, "history"));
+  refused("history", "not supported by this probe yet", 7);
+
+  // Nothing reached the training thread: every step applies and nothing more is answered.
+  for (int i = 0; i < 3; ++i) {
+    rig.step();
+    EXPECT_TRUE(rig.seen.rbegin()->second.outcome.applied);
+    EXPECT_TRUE(rig.seen.rbegin()->second.events.empty());
+  }
+  EXPECT_FALSE(client.receive(100));
+}
+
+TEST(Commands, PendingSkipsAreCappedAndQueueAfterEachOther) {
+  Rig rig;
+  Client client(rig.probe.bound_command_endpoint());
+  // Long enough to still be running however many steps pass before the next command lands.
+  Command first = command(1, "skip");
+  first.count = 1000;
+  client.send(first);
+  const Ack a = rig.step_until_ack(client);
+  ASSERT_TRUE(a.ok) << a.error;
+  // A second skip while the first runs starts where the first ends.
+  Command second = command(2, "skip");
+  second.count = 1;
+  client.send(second);
+  const Ack b = rig.step_until_ack(client);
+  ASSERT_TRUE(b.ok) << b.error;
+  EXPECT_EQ(b.step, a.step + 1000);
+  // Each alone is within the limit; together they would pass it.
+  Command too_many = command(3, "skip");
+  too_many.count = keel::probe::kMaxSkipCount;
+  client.send(too_many);
+  const Ack c = rig.step_until_ack(client);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.step, -1);
+  EXPECT_NE(c.error.find("pending"), std::string::npos) << c.error;
+  for (const auto& [step, seen] : rig.seen) {
+    EXPECT_EQ(seen.outcome.skip_reason, step >= a.step ? "command" : "") << "step " << step;
+  }
+}
+
+TEST(Commands, AFloodIsRefusedAsBusyInsteadOfQueued) {
+  Rig rig;
+  Client client(rig.probe.bound_command_endpoint());
+  constexpr int kSent = 80;
+  for (int i = 0; i < kSent; ++i) client.send(command(100 + i, "describe"));
+  int busy = 0;
+  while (auto ack = client.receive(300)) {
+    EXPECT_FALSE(ack->ok);
+    EXPECT_NE(ack->error.find("busy"), std::string::npos) << ack->error;
+    ++busy;
+  }
+  EXPECT_GT(busy, 0);
+  EXPECT_LT(busy, kSent);
+  rig.step();   // answers every queued one at this step
+  int ok = 0;
+  while (auto ack = client.receive(300)) {
+    EXPECT_TRUE(ack->ok) << ack->error;
+    EXPECT_EQ(ack->step, 0);
+    ++ok;
+  }
+  EXPECT_EQ(ok + busy, kSent);
+}
+
+TEST(Commands, DescribeResendsTheRunDescription) {
+  Rig rig;
+  zmq::context_t context{1};
+  zmq::socket_t sub{context, zmq::socket_type::sub};
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "run");
+  sub.connect(rig.probe.bound_endpoint());
+  auto run_arrives = [&](int timeout_ms) {
+    zmq::pollitem_t item{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return false;
+    zmq::message_t frame;
+    while (sub.recv(frame, zmq::recv_flags::dontwait)) {
+    }
+    return true;
+  };
+  ASSERT_TRUE(run_arrives(2000)) << "the description sent to a new subscriber";
+  // The publisher's start-up description may trail the subscriber's; after that, with a 60 s
+  // interval, only the describe command can send another.
+  while (run_arrives(300)) {
+  }
+  Client client(rig.probe.bound_command_endpoint());
+  client.send(command(9, "describe"));
+  const Ack ack = rig.step_until_ack(client);
+  ASSERT_TRUE(ack.ok) << ack.error;
+  EXPECT_TRUE(run_arrives(2000)) << "describe did not re-send the run description";
+}
+
+TEST(Commands, CommandSocketIsOnTheNextPortAndAbsentWithoutTelemetry) {
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::ProbeOptions none;
+  none.endpoint = "";
+  EXPECT_EQ(keel::probe::Probe(*net, opt, none).bound_command_endpoint(), "");
+  EXPECT_EQ(keel::probe::command_endpoint_of("tcp://127.0.0.1:5557"), "tcp://127.0.0.1:5558");
+  EXPECT_EQ(keel::probe::command_endpoint_of("tcp://127.0.0.1:*"), "tcp://127.0.0.1:*");
+  EXPECT_EQ(keel::probe::command_endpoint_of("ipc:///tmp/keel.sock"), "");
+
+  // Find a port pair that is free by binding the pair ourselves first, then releasing it.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::string pub;
+    {
+      keel::probe::Probe probe(*net, opt, listening());
+      pub = probe.bound_endpoint();
+    }
+    const std::string expected = keel::wire::command_endpoint_for(pub);
+    if (expected.empty()) continue;
+    keel::probe::ProbeOptions fixed = listening();
+    fixed.endpoint = pub;
+    try {
+      keel::probe::Probe probe(*net, opt, fixed);
+      EXPECT_EQ(probe.bound_command_endpoint(), expected);
+      return;
+    } catch (const keel::probe::AttachError&) {
+      // The next port was taken by someone else; try another pair.
+    }
+  }
+  FAIL() << "no free port pair found";
+}
+
+}  // namespace
