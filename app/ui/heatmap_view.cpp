@@ -102,14 +102,25 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
 
   const ColumnGrid grid(int64_t(first), int64_t(last), frame_columns(frame));
   const size_t columns = size_t(grid.columns());
-  run.heatmap(wire_metric(state.heat_metric), 0, rows, grid, cells_);
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  // Only the rows inside the pane's clip rectangle are queried and drawn: at 1,000 layers the
+  // pane scrolls and shows a few hundred, and the per-cell work is the frame's cost. The
+  // colour scale spans the visible cells.
+  const auto visible_row = [&](float y) {
+    return size_t(std::clamp(std::floor((y - frame.min.y) / row_px), 0.0f, float(rows)));
+  };
+  const size_t r0 = visible_row(draw->GetClipRectMin().y);
+  const size_t r1 = std::max(r0, std::min(rows, visible_row(draw->GetClipRectMax().y) + 1));
+  run.heatmap(wire_metric(state.heat_metric), r0, r1 - r0, grid, cells_);
   skipped_.resize(columns);
   run.global_series(GlobalSeries::kSkipped).summarize(grid, skipped_.data());
 
+  cell_logs_.resize(cells_.size());
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (const Summary& cell : cells_) {
-    const double v = cell_log(cell);
-    if (cell.has_finite() && std::isfinite(v)) {
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    const double v = cell_log(cells_[i]);
+    cell_logs_[i] = float(v);
+    if (cells_[i].has_finite() && std::isfinite(v)) {
       lo = std::min(lo, v);
       hi = std::max(hi, v);
     }
@@ -120,7 +131,6 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
     hi += 0.5;
   }
 
-  ImDrawList* draw = ImGui::GetWindowDrawList();
   const float column_px = (frame.max.x - frame.min.x) / float(columns);
   for (size_t c = 0; c < columns; ++c) {
     if (skipped_[c].has_finite() && skipped_[c].max >= 0.5f) {
@@ -130,7 +140,8 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
     }
   }
   const size_t label_every = size_t(std::ceil(font * 1.05f / row_px));
-  for (size_t r = 0; r < rows; ++r) {
+  const float inv_range = float(1.0 / (hi - lo));
+  for (size_t r = r0; r < r1; ++r) {
     const float y0 = frame.min.y + float(r) * row_px, y1 = y0 + row_px - (row_px > 6 ? 1 : 0);
     // Runs of equal colour become one rectangle: far fewer vertices on a steady run.
     size_t run_start = 0;
@@ -138,10 +149,11 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
     for (size_t c = 0; c <= columns; ++c) {
       Rgba colour = 0;
       if (c < columns) {
-        const Summary& cell = cells_[r * columns + c];
+        const size_t i = (r - r0) * columns + c;
+        const Summary& cell = cells_[i];
         colour = cell.has_nonfinite() ? kNonfiniteColour
                  : !cell.has_data()   ? kNoDataColour
-                                      : viridis(float((std::max(cell_log(cell), lo) - lo) / (hi - lo)));
+                                      : viridis((std::max(cell_logs_[i], float(lo)) - float(lo)) * inv_range);
       }
       if (c == columns || colour != run_colour) {
         if (c > run_start) {
@@ -168,10 +180,10 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   }
   // Non-finite cells again, at least kMinNonfinitePx wide: at hundreds of steps per screen a
   // single poisoned step must not be one pixel that the eye (or a screenshot) misses.
-  for (size_t r = 0; r < rows; ++r) {
+  for (size_t r = r0; r < r1; ++r) {
     const float y0 = frame.min.y + float(r) * row_px;
     for (size_t c = 0; c < columns; ++c) {
-      if (!cells_[r * columns + c].has_nonfinite()) continue;
+      if (!cells_[(r - r0) * columns + c].has_nonfinite()) continue;
       const float x = frame.min.x + (float(c) + 0.5f) * column_px;
       const float half = std::max(column_px, kMinNonfinitePx) * 0.5f;
       draw->AddRectFilled(ImVec2(std::max(frame.min.x, x - half), y0),
@@ -188,11 +200,11 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   log_geometry(frame.min.x, frame.min.y, frame.max.x, row_px, rows);
 
   const ImGuiIO& io = ImGui::GetIO();
-  if (frame.hovered && io.MousePos.y >= frame.min.y && io.MousePos.y < frame.max.y) {
-    const size_t r = std::min(rows - 1, size_t((io.MousePos.y - frame.min.y) / row_px));
+  if (frame.hovered && r1 > r0 && io.MousePos.y >= frame.min.y && io.MousePos.y < frame.max.y) {
+    const size_t r = std::clamp(size_t((io.MousePos.y - frame.min.y) / row_px), r0, r1 - 1);
     const int64_t step = std::llround(frame.step_at(io.MousePos.x) - 0.5);
     const int c = grid.column_of(step);
-    const Summary& cell = cells_[r * columns + size_t(c)];
+    const Summary& cell = cells_[(r - r0) * columns + size_t(c)];
     ImGui::BeginTooltip();
     ImGui::Text("%s", run.layer_name(r).c_str());
     ImGui::Text("steps %lld..%lld", static_cast<long long>(grid.start(c)),

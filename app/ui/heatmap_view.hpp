@@ -26,7 +26,8 @@ class HeatmapView {
  private:
   void log_geometry(float x0, float y0, float x1, float row_px, size_t rows);
 
-  std::vector<Summary> cells_;
+  std::vector<Summary> cells_;     // visible rows only, row-major
+  std::vector<float> cell_logs_;   // log10 of each cell's max, computed once per frame
   std::vector<Summary> skipped_;
   std::string logged_geometry_;
 };

@@ -1,0 +1,157 @@
+// Step-to-pixel measurement behind keel-bench-app; see app_bench_latency.hpp.
+
+#include "app_bench_latency.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "app_bench_data.hpp"
+#include "app_bench_stats.hpp"
+#include "keel/wire/codec.hpp"
+#include "model/model.hpp"
+#include "net/receiver.hpp"
+#include "ui/dashboard.hpp"
+
+namespace keel::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The app's main loop waits this long for input before each frame (main.cpp, kFrameWaitSecs);
+// with no input it waits all of it.
+constexpr std::chrono::microseconds kAppFrameWait{33333};
+// The probe re-sends its description every few seconds; until the first one arrives the
+// subscription may not be live yet (PUB drops what it sends before that), so it is repeated.
+constexpr std::chrono::milliseconds kDescribeEvery{50};
+// After publishing ends, frames continue this long for the last steps to arrive.
+constexpr std::chrono::seconds kDrainGrace{5};
+// Steps published before the measured ones, one a millisecond and not measured: more than the
+// 400 steps a follow-live view spans by default, so every measured frame draws a full view,
+// as it does in a run that has been going for a while (a view still filling up is cheaper).
+constexpr int kBacklogSteps = 1000;
+constexpr std::chrono::milliseconds kBacklogEvery{1};
+// Time for the UI to ingest the backlog before the first measured step.
+constexpr std::chrono::seconds kBacklogSettle{2};
+
+int64_t unix_ns_now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void send(zmq::socket_t& socket, const wire::Message& message, std::vector<char>& payload) {
+  wire::encode(message, payload);
+  const std::string topic = wire::topic_of(message);
+  (void)socket.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+  (void)socket.send(zmq::buffer(payload), zmq::send_flags::none);
+}
+
+}  // namespace
+
+LatencyResult measure_step_to_pixel(HeadlessUi& ui, int layer_count, double steps_per_s, double seconds) {
+  LatencyResult result;
+  result.steps_published = int(steps_per_s * seconds);
+
+  // Bound here so the Receiver can connect at once; used only by the publisher thread after.
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::pub};
+  socket.set(zmq::sockopt::linger, 0);
+  socket.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = socket.get(zmq::sockopt::last_endpoint);
+
+  std::atomic<bool> described{false};
+  std::atomic<bool> stop{false};
+  std::thread publisher([&] {
+    SyntheticRun run(layer_count, 7);
+    wire::Message description = run.description();
+    wire::Message message = wire::StepRecord{};
+    wire::StepRecord& record = std::get<wire::StepRecord>(message);
+    std::vector<char> payload;
+    while (!described.load() && !stop.load()) {
+      send(socket, description, payload);
+      std::this_thread::sleep_for(kDescribeEvery);
+    }
+    for (int step = 0; step < kBacklogSteps && !stop.load(); ++step) {
+      run.fill(step, record);
+      record.stamp_unix_ns = unix_ns_now();
+      send(socket, message, payload);
+      std::this_thread::sleep_for(kBacklogEvery);
+    }
+    std::this_thread::sleep_for(kBacklogSettle);
+    const auto start = Clock::now();
+    const auto period = std::chrono::duration<double>(1.0 / steps_per_s);
+    for (int i = 0; i < result.steps_published && !stop.load(); ++i) {
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(period * i));
+      run.fill(kBacklogSteps + i, record);
+      record.stamp_unix_ns = unix_ns_now();
+      send(socket, message, payload);
+    }
+  });
+
+  std::vector<double> latency_ms, queued_ms, frame_cpu_ms, interval_ms;
+  {
+    app::Receiver receiver({endpoint});
+    app::Model model;
+    app::ui::Dashboard dashboard;
+    dashboard.request_select(SyntheticRun(layer_count, 7).layer_name(layer_count / 2));
+    std::vector<wire::Message> inbox;
+    std::vector<int64_t> stamps;
+    const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(seconds + 60.0));
+    Clock::time_point last_frame_start{};
+    Clock::time_point last_step_seen = Clock::now();
+    while (Clock::now() < give_up && int(latency_ms.size()) < result.steps_published) {
+      if (!latency_ms.empty() && Clock::now() - last_step_seen > kDrainGrace) break;
+      std::this_thread::sleep_for(kAppFrameWait);
+      const Clock::time_point frame_start = Clock::now();
+      if (last_frame_start != Clock::time_point{}) {
+        interval_ms.push_back(std::chrono::duration<double, std::milli>(frame_start - last_frame_start).count());
+      }
+      last_frame_start = frame_start;
+      const std::vector<app::EndpointState> links = receiver.endpoint_states();
+      const double cpu_ms = ui.frame([&] {
+        // The app's order: NewFrame, drain, ingest, draw.
+        receiver.drain(inbox);
+        const int64_t drained_ns = unix_ns_now();
+        for (const wire::Message& message : inbox) {
+          model.ingest(message);
+          const auto* step = std::get_if<wire::StepRecord>(&message);
+          if (step && step->step >= kBacklogSteps) {
+            stamps.push_back(step->stamp_unix_ns);
+            queued_ms.push_back(double(drained_ns - step->stamp_unix_ns) * 1e-6);
+          }
+        }
+        inbox.clear();
+        dashboard.draw(model, links, receiver.queue_dropped());
+      });
+      const int64_t drawn_ns = unix_ns_now();
+      for (int64_t stamp : stamps) latency_ms.push_back(double(drawn_ns - stamp) * 1e-6);
+      if (!stamps.empty()) {
+        frame_cpu_ms.push_back(cpu_ms);
+        last_step_seen = Clock::now();
+      }
+      stamps.clear();
+      if (model.run_count() > 0) described.store(true);
+    }
+    result.queue_dropped = receiver.queue_dropped();
+  }
+  stop.store(true);
+  publisher.join();
+
+  result.steps_drawn = int(latency_ms.size());
+  result.p50_ms = percentile(latency_ms, 0.5);
+  result.p99_ms = percentile(latency_ms, 0.99);
+  result.max_ms = percentile(latency_ms, 1.0);
+  result.queued_p50_ms = percentile(queued_ms, 0.5);
+  result.frame_cpu_ms_median = percentile(frame_cpu_ms, 0.5);
+  result.frame_interval_ms = percentile(interval_ms, 0.5);
+  return result;
+}
+
+}  // namespace keel::bench
