@@ -16,21 +16,16 @@
 #include "command_server.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
+#include "two_layer_net.hpp"
 
 namespace {
 
 using keel::wire::Ack;
 using keel::wire::Command;
 
-struct TwoLayerImpl : torch::nn::Module {
-  TwoLayerImpl() {
-    fc1 = register_module("fc1", torch::nn::Linear(5, 8));
-    fc2 = register_module("fc2", torch::nn::Linear(8, 3));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-};
-TORCH_MODULE(TwoLayer);
+using keel::test::all_identical;
+using keel::test::poison;
+using keel::test::TwoLayer;
 
 // A wildcard port: parallel test runs never collide, and it exercises the command socket's
 // own wildcard port.
@@ -45,39 +40,6 @@ void forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, int64_t seed)
   torch::manual_seed(seed);
   opt.zero_grad();
   net->forward(torch::randn({4, 5})).pow(2).mean().backward();
-}
-
-void poison(const torch::Tensor& param) {
-  torch::NoGradGuard no_grad;
-  param.grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
-}
-
-bool bit_identical(const torch::Tensor& a, const torch::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  auto ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
-}
-
-// Parameters and AdamW moments, cloned.
-std::vector<torch::Tensor> state_of(TwoLayer& net, torch::optim::AdamW& opt) {
-  std::vector<torch::Tensor> out;
-  for (auto& p : net->parameters()) {
-    out.push_back(p.detach().clone());
-    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
-    if (opt.state().count(key) == 0) continue;   // before the first applied update
-    auto& s = static_cast<torch::optim::AdamWParamState&>(*opt.state().at(key));
-    out.push_back(s.exp_avg().clone());
-    out.push_back(s.exp_avg_sq().clone());
-  }
-  return out;
-}
-
-bool all_identical(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!bit_identical(a[i], b[i])) return false;
-  }
-  return true;
 }
 
 class Client {
@@ -143,7 +105,7 @@ struct Rig {
     forward_backward(net, opt, s);
     if (nan) poison(net->fc1->weight);
     Seen& out = seen[s];
-    out.state_before = state_of(net, opt);
+    out.state_before = keel::test::params_and_adamw_state(*net, opt);
     out.outcome = probe.step(torch::tensor(1.0));
     out.record = probe.last_record();
     out.events = probe.last_events();
@@ -202,7 +164,7 @@ TEST(Commands, SkipCountTwoSkipsTheAcknowledgedStepAndTheNextThenApplies) {
   // ...and the step after them is applied again.
   EXPECT_TRUE(rig.seen[s + 2].outcome.applied);
   EXPECT_EQ(rig.seen[s + 2].outcome.skip_reason, "");
-  EXPECT_FALSE(all_identical(rig.seen[s + 2].state_before, state_of(rig.net, rig.opt)));
+  EXPECT_FALSE(all_identical(rig.seen[s + 2].state_before, keel::test::params_and_adamw_state(*rig.net, rig.opt)));
   EXPECT_FALSE(client.receive(50)) << "one command, one ack";
 }
 

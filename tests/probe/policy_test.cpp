@@ -5,18 +5,13 @@
 #include <limits>
 
 #include "keel/probe/probe.hpp"
+#include "two_layer_net.hpp"
 
 namespace {
 
-struct TwoLayerImpl : torch::nn::Module {
-  TwoLayerImpl() {
-    fc1 = register_module("fc1", torch::nn::Linear(5, 8));
-    fc2 = register_module("fc2", torch::nn::Linear(8, 3));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-};
-TORCH_MODULE(TwoLayer);
+using keel::test::bit_identical;
+using keel::test::poison;
+using keel::test::TwoLayer;
 
 keel::probe::ProbeOptions quiet() {
   keel::probe::ProbeOptions o;
@@ -32,30 +27,6 @@ torch::Tensor forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, int6
   return loss.detach();
 }
 
-void poison(const torch::Tensor& param) {
-  torch::NoGradGuard no_grad;
-  param.grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
-}
-
-// Bitwise equality: NaN == NaN, -0 != +0.
-bool bit_identical(const torch::Tensor& a, const torch::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  auto ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
-}
-
-std::vector<torch::Tensor> adamw_state(torch::optim::AdamW& opt) {
-  std::vector<torch::Tensor> out;
-  for (auto& p : opt.param_groups()[0].params()) {
-    auto& state = static_cast<torch::optim::AdamWParamState&>(
-        *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
-    out.push_back(state.exp_avg().clone());
-    out.push_back(state.exp_avg_sq().clone());
-    out.push_back(torch::tensor(state.step()));
-  }
-  return out;
-}
-
 TEST(SkipPolicy, NonFiniteStepLeavesParametersAndOptimizerStateBitIdentical) {
   torch::manual_seed(0);
   TwoLayer net;
@@ -65,9 +36,7 @@ TEST(SkipPolicy, NonFiniteStepLeavesParametersAndOptimizerStateBitIdentical) {
     forward_backward(net, opt, s);
     ASSERT_TRUE(probe.step(torch::tensor(1.0)).applied);
   }
-  std::vector<torch::Tensor> params;
-  for (auto& p : net->parameters()) params.push_back(p.detach().clone());
-  const auto state = adamw_state(opt);
+  const auto state = keel::test::params_and_adamw_state(*net, opt);
 
   forward_backward(net, opt, 10);
   poison(net->fc1->weight);
@@ -77,9 +46,7 @@ TEST(SkipPolicy, NonFiniteStepLeavesParametersAndOptimizerStateBitIdentical) {
   EXPECT_TRUE(probe.last_record().skipped);
   EXPECT_EQ(probe.last_record().skip_reason, "nonfinite");
 
-  size_t i = 0;
-  for (auto& p : net->parameters()) EXPECT_TRUE(bit_identical(p.detach(), params[i++]));
-  const auto after = adamw_state(opt);
+  const auto after = keel::test::params_and_adamw_state(*net, opt);
   ASSERT_EQ(after.size(), state.size());
   for (size_t k = 0; k < state.size(); ++k) EXPECT_TRUE(bit_identical(after[k], state[k])) << k;
   // update_ratio is 0 for every layer on a skipped step.
