@@ -211,12 +211,16 @@ TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
   const std::string selected = keel.wait_for("keel: selected layer", 20);
   EXPECT_NE(selected.find(std::string("selected layer ") + kClickLayer + " step "), std::string::npos)
       << keel.output();
-  // Down moves the selection to the next layer of the list (model order).
-  // Waiting for that layer's line (not just the next selection line) keeps a second log line
-  // from the click, e.g. on a slow frame, from being mistaken for the key's effect.
-  run_command("xdotool windowfocus --sync " + window + " mousemove --window " + window +
-              " 5 5 sleep 0.2 key Down");
-  EXPECT_FALSE(keel.wait_for(std::string("selected layer ") + kNextLayer, 20).empty()) << keel.output();
+  // Down moves the selection to the next layer of the list (model order). A synthetic key
+  // press was sometimes not seen by the window on a loaded machine (cause not found), so the
+  // press is repeated a few times; waiting for that layer's own line keeps a late first press
+  // or a second line from the click from passing for it.
+  bool moved = false;
+  for (int attempt = 0; attempt < 4 && !moved; ++attempt) {
+    run_command("xdotool mousemove --window " + window + " 5 5 sleep 0.2 key --delay 100 Down");
+    moved = !keel.wait_for(std::string("selected layer ") + kNextLayer, 5).empty();
+  }
+  EXPECT_TRUE(moved) << keel.output();
 
   // The trainer stops, then a new one starts on the same endpoint: the app stays up.
   demo_->stop();
