@@ -66,7 +66,7 @@ class Probe::Impl {
     const int32_t every = options_.cadence[static_cast<int>(m)];
     return every > 0 && step_ % every == 0;
   }
-  void fill_layer_values(uint32_t mask, bool applied);
+  void fill_layer_values(uint32_t mask, bool applied, bool grads_reduced);
   void raise_events(const StepOutcome& outcome);
   void add_event(const std::string& kind, const std::string& layer, const std::string& detail);
   void apply_commands();
@@ -215,7 +215,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
       record_.skipped = !outcome.applied;
       record_.skip_reason = outcome.skip_reason;
       record_.step_time_us = last_step_enter_ ? micros(enter - *last_step_enter_) : 0.0;
-      fill_layer_values(mask, outcome.applied);
+      fill_layer_values(mask, outcome.applied, grads_due);
       outcome.grad_norm = record_.grad_norm;
       watches_.collect(record_.watches);
       if (scaler_ && scaler_->enabled()) {
@@ -252,7 +252,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   return outcome;
 }
 
-void Probe::Impl::fill_layer_values(uint32_t mask, bool applied) {
+void Probe::Impl::fill_layer_values(uint32_t mask, bool applied, bool grads_reduced) {
   const size_t n = params_.size();
   record_.metric_mask = mask;
   record_.layer_values.resize(static_cast<size_t>(__builtin_popcount(mask)) * n);
@@ -261,7 +261,9 @@ void Probe::Impl::fill_layer_values(uint32_t mask, bool applied) {
   const auto& update_sumsq = reducer_.update_sumsq();
   double total_sumsq = 0;
   for (const auto& s : grads) total_sumsq += s.sumsq;
-  record_.grad_norm = std::sqrt(total_sumsq);
+  // Without a gradient pass this step the stats are the previous step's: report "not
+  // measured" rather than a stale norm.
+  record_.grad_norm = grads_reduced ? std::sqrt(total_sumsq) : std::numeric_limits<double>::quiet_NaN();
 
   float* out = record_.layer_values.data();
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {

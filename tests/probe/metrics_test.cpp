@@ -209,4 +209,21 @@ TEST(ProbeMetrics, CadenceLeavesMetricsOutOfTheRecord) {
   }
 }
 
+TEST(ProbeMetrics, GlobalGradNormIsNotStaleWhenNoGradientPassRan) {
+  MixedNet net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::ProbeOptions options;
+  options.endpoint = "";
+  options.skip_on_nonfinite = false;
+  for (int m = 0; m < 4; ++m) options.cadence[m] = 2;   // gradient metrics every other step
+  keel::probe::Probe probe(*net, opt, options);
+  backward(net, opt, probe, 1);
+  probe.step(torch::tensor(1.0));
+  EXPECT_TRUE(std::isfinite(probe.last_record().grad_norm));
+  backward(net, opt, probe, 2);
+  probe.step(torch::tensor(1.0));
+  EXPECT_TRUE(std::isnan(probe.last_record().grad_norm));
+  EXPECT_EQ(probe.last_record().metric_block(LayerMetric::kGradNorm), -1);
+}
+
 }  // namespace
