@@ -47,6 +47,7 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
     const int wait_ms = std::max<int>(1, kRoundWaitMs / std::max<int>(1, int(subs.size())));
     while (!stop_.load()) {
       for (size_t i = 0; i < subs.size() && !stop_.load(); ++i) {
+        bool queued = false;
         for (int n = 0; n < kBurstPerSocket; ++n) {
           ReceiveResult result = subs[i].receive(n == 0 ? wait_ms : 0);
           if (result.status == ReceiveStatus::kTimeout) break;
@@ -63,7 +64,10 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
           link.last_message = Clock::now();
           link.version_error_since_message = false;
           push(std::move(result.message));
+          queued = true;
         }
+        // Once per burst, outside the lock: the UI drains the whole queue when it wakes.
+        if (queued && options_.on_data) options_.on_data();
       }
     }
   });

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,6 +50,10 @@ struct ReceiverOptions {
   double stale_after_secs = 3.0;
   // At ~20 steps/s a few seconds of frames where the UI stalls fit comfortably.
   size_t queue_capacity = 4096;
+  // Called on the receiver thread after it queued one or more messages, so the UI can wake
+  // and draw them now rather than at its next idle frame. Must be cheap and thread-safe (keel
+  // passes FramePacer::notify_data); empty: nobody is told.
+  std::function<void()> on_data;
 };
 
 class Receiver {

@@ -10,6 +10,7 @@
 
 #include "model/column_grid.hpp"
 #include "ui/colormap.hpp"
+#include "ui/image_texture.hpp"
 #include "ui/plot.hpp"
 
 namespace keel::app::ui {
@@ -28,11 +29,6 @@ wire::LayerMetric wire_metric(HeatMetric metric) {
     case HeatMetric::kGradZeroFrac: return wire::LayerMetric::kGradZeroFrac;
   }
   return wire::LayerMetric::kGradNorm;
-}
-
-// Colour by the larger end of the cell: a spike inside a wide column must not fade.
-double cell_log(const Summary& cell) {
-  return cell.max > 0 ? std::log10(double(cell.max)) : -std::numeric_limits<double>::infinity();
 }
 
 void draw_legend(double lo, double hi) {
@@ -115,23 +111,14 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   skipped_.resize(columns);
   run.global_series(GlobalSeries::kSkipped).summarize(grid, skipped_.data());
 
-  cell_logs_.resize(cells_.size());
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (size_t i = 0; i < cells_.size(); ++i) {
-    const double v = cell_log(cells_[i]);
-    cell_logs_[i] = float(v);
-    if (cells_[i].has_finite() && std::isfinite(v)) {
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
-  }
-  if (!(lo <= hi)) lo = hi = 0;
-  if (hi - lo < 1e-3) {
-    lo -= 0.5;
-    hi += 0.5;
-  }
-
+  // Cells become texels of one image, drawn as one textured quad per row: a quad per cell
+  // (a few hundred thousand of them) was most of the frame and ~20 MB of vertices to draw.
   const float column_px = (frame.max.x - frame.min.x) / float(columns);
+  image_.build(cells_, r1 - r0, columns, int(std::ceil(kMinNonfinitePx / column_px)));
+  if (!texture_) texture_ = make_image_texture();
+  const ImTextureID texture = texture_->update(image_.pixels().data(), int(columns), int(r1 - r0));
+  const double lo = image_.log_low(), hi = image_.log_high();
+
   for (size_t c = 0; c < columns; ++c) {
     if (skipped_[c].has_finite() && skipped_[c].max >= 0.5f) {
       const float x = frame.min.x + float(c) * column_px;
@@ -140,30 +127,13 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
     }
   }
   const size_t label_every = size_t(std::ceil(font * 1.05f / row_px));
-  const float inv_range = float(1.0 / (hi - lo));
+  const float texel_v = 1.0f / float(r1 - r0);
   for (size_t r = r0; r < r1; ++r) {
+    // Tall rows keep a one-pixel gap so that neighbouring layers read as separate bands.
     const float y0 = frame.min.y + float(r) * row_px, y1 = y0 + row_px - (row_px > 6 ? 1 : 0);
-    // Runs of equal colour become one rectangle: far fewer vertices on a steady run.
-    size_t run_start = 0;
-    Rgba run_colour = 0;
-    for (size_t c = 0; c <= columns; ++c) {
-      Rgba colour = 0;
-      if (c < columns) {
-        const size_t i = (r - r0) * columns + c;
-        const Summary& cell = cells_[i];
-        colour = cell.has_nonfinite() ? kNonfiniteColour
-                 : !cell.has_data()   ? kNoDataColour
-                                      : viridis((std::max(cell_logs_[i], float(lo)) - float(lo)) * inv_range);
-      }
-      if (c == columns || colour != run_colour) {
-        if (c > run_start) {
-          draw->AddRectFilled(ImVec2(frame.min.x + float(run_start) * column_px, y0),
-                              ImVec2(frame.min.x + float(c) * column_px, y1), run_colour);
-        }
-        run_start = c;
-        run_colour = colour;
-      }
-    }
+    const float v0 = float(r - r0) * texel_v;
+    draw->AddImage(texture, ImVec2(frame.min.x, y0), ImVec2(frame.max.x, y1), ImVec2(0, v0),
+                   ImVec2(1, v0 + texel_v));
     // Names right-aligned in the gutter: every row when rows are tall enough to read, else
     // every label_every-th row and the selected one (hover names any row).
     const bool selected_row = int(r) == state.selected_layer();
@@ -176,18 +146,6 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
       draw->AddText(ImVec2(frame.min.x - size.x - font * 0.3f, text_y),
                     selected_row ? IM_COL32(255, 255, 255, 255) : IM_COL32(150, 150, 160, 255),
                     name.c_str());
-    }
-  }
-  // Non-finite cells again, at least kMinNonfinitePx wide: at hundreds of steps per screen a
-  // single poisoned step must not be one pixel that the eye (or a screenshot) misses.
-  for (size_t r = r0; r < r1; ++r) {
-    const float y0 = frame.min.y + float(r) * row_px;
-    for (size_t c = 0; c < columns; ++c) {
-      if (!cells_[(r - r0) * columns + c].has_nonfinite()) continue;
-      const float x = frame.min.x + (float(c) + 0.5f) * column_px;
-      const float half = std::max(column_px, kMinNonfinitePx) * 0.5f;
-      draw->AddRectFilled(ImVec2(std::max(frame.min.x, x - half), y0),
-                          ImVec2(std::min(frame.max.x, x + half), y0 + row_px), kNonfiniteColour);
     }
   }
   if (state.selected_layer() >= 0 && size_t(state.selected_layer()) < rows) {

@@ -10,12 +10,15 @@
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model/run_model.hpp"
 #include "model/value_summary.hpp"
 #include "ui/app_state.hpp"
+#include "ui/heatmap_image.hpp"
+#include "ui/image_texture.hpp"
 
 namespace keel::app::ui {
 
@@ -26,8 +29,9 @@ class HeatmapView {
  private:
   void log_geometry(float x0, float y0, float x1, float row_px, size_t rows);
 
-  std::vector<Summary> cells_;     // visible rows only, row-major
-  std::vector<float> cell_logs_;   // log10 of each cell's max, computed once per frame
+  std::vector<Summary> cells_;  // visible rows only, row-major
+  HeatmapImage image_;           // cells_ coloured, one texel each
+  std::unique_ptr<ImageTexture> texture_;
   std::vector<Summary> skipped_;
   std::string logged_geometry_;
 };

@@ -1,7 +1,8 @@
 // keel: the live training-stability dashboard (one window; see DESIGN §4).
 //
-// The main loop, once per frame: drain what the receiver thread decoded into the model, draw
-// the dashboard, render, and (headless use) write a screenshot and exit when asked.
+// The main loop, once per frame: wait as FramePacer says (input, new data, or the idle
+// interval), drain what the receiver thread decoded into the model, draw the dashboard,
+// render, and (headless use) write a screenshot and exit when asked.
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -14,6 +15,8 @@
 #include "model/model.hpp"
 #include "net/receiver.hpp"
 #include "ui/dashboard.hpp"
+#include "ui/frame_pacer.hpp"
+#include "ui/frame_work.hpp"
 #include "ui/screenshot.hpp"
 #include "ui/window.hpp"
 
@@ -21,9 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// ~30 frames a second at most: smooth enough for a live plot, and leaves the CPU to the trainer
-// when both run on one workstation.
-constexpr double kFrameWaitSecs = 1.0 / 30.0;
 // A screenshot is taken after this many frames with data (the first frame lays panes out).
 constexpr int kFramesBeforeScreenshot = 3;
 // With --screenshot, give up waiting for telemetry after this long (a test must not hang).
@@ -57,7 +57,11 @@ int main(int argc, char** argv) {
 
   try {
     keel::app::ui::Window window("keel", options.width, options.height);
-    keel::app::Receiver receiver(options.endpoints);
+    keel::app::ui::FramePacer pacer(window);
+    keel::app::ReceiverOptions receiver_options;
+    receiver_options.on_data = [&pacer] { pacer.notify_data(); };
+    // Declared after the window and the pacer: it is stopped before they go away.
+    keel::app::Receiver receiver(options.endpoints, receiver_options);
     keel::app::Model model;
     keel::app::ui::Dashboard dashboard;
     if (!options.select_layer.empty()) dashboard.request_select(options.select_layer);
@@ -66,11 +70,9 @@ int main(int argc, char** argv) {
     std::vector<keel::wire::Message> inbox;
     int frames_with_data = 0;
     while (!window.should_close()) {
-      window.begin_frame(kFrameWaitSecs);
-      receiver.drain(inbox);
-      for (const keel::wire::Message& message : inbox) model.ingest(message);
-      inbox.clear();
-      dashboard.draw(model, receiver.endpoint_states(), receiver.queue_dropped());
+      pacer.wait_for_next_frame();
+      window.begin_frame();
+      keel::app::ui::ingest_and_draw(receiver, model, dashboard, inbox);
       window.render();
 
       if (!options.screenshot_path.empty()) {

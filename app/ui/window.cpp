@@ -10,6 +10,7 @@
 #include <imgui_impl_opengl3.h>
 
 #include "ui/fonts.hpp"
+#include "ui/gl_image_texture.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -72,6 +73,7 @@ Window::Window(const std::string& title, int width, int height) {
   load_fonts(content_scale_);
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
   ImGui_ImplOpenGL3_Init(glsl);
+  install_image_texture_factory(&gl_image_texture_factory());
 }
 
 Window::~Window() {
@@ -84,8 +86,11 @@ Window::~Window() {
 
 bool Window::should_close() const { return glfwWindowShouldClose(window_); }
 
-void Window::begin_frame(double max_wait_secs) {
-  glfwWaitEventsTimeout(max_wait_secs);
+void Window::wait(double max_secs) { glfwWaitEventsTimeout(max_secs); }
+
+void Window::wake() { glfwPostEmptyEvent(); }
+
+void Window::begin_frame() {
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   ImGui::NewFrame();

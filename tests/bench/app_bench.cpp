@@ -172,13 +172,13 @@ int main(int argc, char** argv) {
   std::printf("%-52s %10.2f\n", "frame growth 10k -> 1M (heatmap + 3 plots)", growth);
   std::printf("%-52s %10.2f\n", "frame growth 10k -> 1M (whole dashboard)",
               ratio(results.back().dashboard.cpu_ms_median, results.front().dashboard.cpu_ms_median));
-  std::printf("\nstep to pixel, %g steps/s for %g s, %d layers, app frame pacing (1/30 s wait):\n",
+  std::printf("\nstep to pixel, %g steps/s for %g s, %d layers, the app's FramePacer and frame work:\n",
               steps_per_s, latency_secs, layers);
   std::printf("%-52s %10d / %d\n", "steps drawn / published", latency.steps_drawn, latency.steps_published);
   std::printf("%-52s %10.2f\n", "p50, ms", latency.p50_ms);
   std::printf("%-52s %10.2f\n", "p99, ms", latency.p99_ms);
   std::printf("%-52s %10.2f\n", "max, ms", latency.max_ms);
-  std::printf("%-52s %10.2f\n", "  stamp to drain, p50, ms", latency.queued_p50_ms);
+  std::printf("%-52s %10.2f\n", "  stamp to frame start, p50, ms", latency.queued_p50_ms);
   std::printf("%-52s %10.2f\n", "  frame CPU with a new step, median, ms", latency.frame_cpu_ms_median);
   std::printf("%-52s %10.2f\n", "  frame interval, median, ms", latency.frame_interval_ms);
   std::printf("%-52s %10llu\n", "  receiver queue drops", static_cast<unsigned long long>(latency.queue_dropped));

@@ -3,6 +3,8 @@
 #include "app_bench_latency.hpp"
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -17,15 +19,14 @@
 #include "model/model.hpp"
 #include "net/receiver.hpp"
 #include "ui/dashboard.hpp"
+#include "ui/frame_pacer.hpp"
+#include "ui/frame_work.hpp"
 
 namespace keel::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The app's main loop waits this long for input before each frame (main.cpp, kFrameWaitSecs);
-// with no input it waits all of it.
-constexpr std::chrono::microseconds kAppFrameWait{33333};
 // The probe re-sends its description every few seconds; until the first one arrives the
 // subscription may not be live yet (PUB drops what it sends before that), so it is repeated.
 constexpr std::chrono::milliseconds kDescribeEvery{50};
@@ -38,6 +39,29 @@ constexpr int kBacklogSteps = 1000;
 constexpr std::chrono::milliseconds kBacklogEvery{1};
 // Time for the UI to ingest the backlog before the first measured step.
 constexpr std::chrono::seconds kBacklogSettle{2};
+
+// The platform wait of a UI with no window: sleeps until woken or the time is up. In the app
+// this is the Window's GLFW event wait; with no input events the two wait alike.
+class SleepWait final : public app::ui::EventWait {
+ public:
+  void wait(double max_secs) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    woken_.wait_for(lock, std::chrono::duration<double>(max_secs), [this] { return signalled_; });
+    signalled_ = false;
+  }
+  void wake() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      signalled_ = true;
+    }
+    woken_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable woken_;
+  bool signalled_ = false;
+};
 
 int64_t unix_ns_now() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -96,47 +120,43 @@ LatencyResult measure_step_to_pixel(HeadlessUi& ui, int layer_count, double step
 
   std::vector<double> latency_ms, queued_ms, frame_cpu_ms, interval_ms;
   {
-    app::Receiver receiver({endpoint});
+    // The app's loop (main.cpp): the same pacer, receiver hook and frame work.
+    SleepWait platform;
+    app::ui::FramePacer pacer(platform);
+    app::ReceiverOptions receiver_options;
+    receiver_options.on_data = [&pacer] { pacer.notify_data(); };
+    app::Receiver receiver({endpoint}, receiver_options);
     app::Model model;
     app::ui::Dashboard dashboard;
     dashboard.request_select(SyntheticRun(layer_count, 7).layer_name(layer_count / 2));
     std::vector<wire::Message> inbox;
-    std::vector<int64_t> stamps;
     const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(seconds + 60.0));
     Clock::time_point last_frame_start{};
     Clock::time_point last_step_seen = Clock::now();
     while (Clock::now() < give_up && int(latency_ms.size()) < result.steps_published) {
       if (!latency_ms.empty() && Clock::now() - last_step_seen > kDrainGrace) break;
-      std::this_thread::sleep_for(kAppFrameWait);
+      pacer.wait_for_next_frame();
       const Clock::time_point frame_start = Clock::now();
+      const int64_t frame_start_ns = unix_ns_now();
       if (last_frame_start != Clock::time_point{}) {
         interval_ms.push_back(std::chrono::duration<double, std::milli>(frame_start - last_frame_start).count());
       }
       last_frame_start = frame_start;
-      const std::vector<app::EndpointState> links = receiver.endpoint_states();
-      const double cpu_ms = ui.frame([&] {
-        // The app's order: NewFrame, drain, ingest, draw.
-        receiver.drain(inbox);
-        const int64_t drained_ns = unix_ns_now();
-        for (const wire::Message& message : inbox) {
-          model.ingest(message);
-          const auto* step = std::get_if<wire::StepRecord>(&message);
-          if (step && step->step >= kBacklogSteps) {
-            stamps.push_back(step->stamp_unix_ns);
-            queued_ms.push_back(double(drained_ns - step->stamp_unix_ns) * 1e-6);
-          }
-        }
-        inbox.clear();
-        dashboard.draw(model, links, receiver.queue_dropped());
-      });
+      const double cpu_ms = ui.frame([&] { app::ui::ingest_and_draw(receiver, model, dashboard, inbox); });
       const int64_t drawn_ns = unix_ns_now();
-      for (int64_t stamp : stamps) latency_ms.push_back(double(drawn_ns - stamp) * 1e-6);
-      if (!stamps.empty()) {
+      bool drew_step = false;
+      for (const wire::Message& message : inbox) {
+        const auto* step = std::get_if<wire::StepRecord>(&message);
+        if (!step || step->step < kBacklogSteps) continue;
+        latency_ms.push_back(double(drawn_ns - step->stamp_unix_ns) * 1e-6);
+        queued_ms.push_back(double(frame_start_ns - step->stamp_unix_ns) * 1e-6);
+        drew_step = true;
+      }
+      if (drew_step) {
         frame_cpu_ms.push_back(cpu_ms);
         last_step_seen = Clock::now();
       }
-      stamps.clear();
       if (model.run_count() > 0) described.store(true);
     }
     result.queue_dropped = receiver.queue_dropped();
