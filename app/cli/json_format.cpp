@@ -133,6 +133,7 @@ Json ack_json(const wire::Ack& ack) {
   out["error"] = ack.error;
   out["path"] = ack.path;
   out["bytes"] = ack.bytes;
+  out["count"] = ack.count;
   return out;
 }
 

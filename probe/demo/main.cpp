@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "keel/probe/probe.hpp"
 #include "trainer.hpp"
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
   bool use_scaler = false, list_layers = false, no_skip = false;
   std::string inject_nan, inject_spike, lr_spike;
   int threads = 0;
+  keel::probe::ProbeOptions options;
+  bool no_dump_nonfinite = false;
+  double pace = 0;
   app.add_option("--steps", steps, "training steps (0 = run until interrupted)")->capture_default_str();
   app.add_option("--endpoint", endpoint, "telemetry endpoint the probe binds (\"\" = none)")->capture_default_str();
   app.add_option("--seed", config.seed, "random seed")->capture_default_str();
@@ -67,6 +71,19 @@ int main(int argc, char** argv) {
   app.add_option("--inject-spike", inject_spike, "STEP:FACTOR: every gradient multiplied by FACTOR at that step");
   app.add_option("--lr-spike", lr_spike, "STEP:FACTOR: learning rate multiplied by FACTOR at that step");
   app.add_flag("--no-skip-nonfinite", no_skip, "apply updates even when a gradient is non-finite");
+  app.add_flag("--skip-spikes", options.skip_on_spike, "skip updates whose grad norm is a spike (z-score of log grad norm)");
+  app.add_option("--spike-z", options.spike_z, "z-score above which a grad norm is a spike")->capture_default_str();
+  app.add_option("--spike-window", options.spike_window, "steps the spike z-score is computed over")->capture_default_str();
+  app.add_option("--spike-warmup", options.spike_warmup, "steps before the spike policy decides anything")->capture_default_str();
+  app.add_flag("--no-dump-nonfinite", no_dump_nonfinite, "do not dump a checkpoint at the first non-finite gradient");
+  app.add_option("--dump-every", options.dump_nonfinite_every, "at most one automatic dump per N steps")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--dump-dir", options.dump_dir, "directory the probe writes dumps into")->capture_default_str();
+  app.add_option("--dump-interval", options.dump_min_interval_secs, "at most one commanded dump per SECS seconds")
+      ->capture_default_str();
+  app.add_option("--history", options.history_steps, "recent steps the probe keeps for late-attaching clients")
+      ->capture_default_str();
+  app.add_option("--pace", pace, "at most this many steps per second (0 = as fast as possible)")->capture_default_str();
   app.add_flag("--list-layers", list_layers, "print the parameter names and shapes, then exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -111,9 +128,9 @@ int main(int argc, char** argv) {
       }
     }
 
-    keel::probe::ProbeOptions options;
     options.endpoint = endpoint;
     options.skip_on_nonfinite = !no_skip;
+    options.dump_on_nonfinite = !no_dump_nonfinite;
     keel::probe::Probe probe(*trainer.model(), trainer.optimizer(), options);
     keel::probe::GradScaler scaler;
     if (use_scaler) probe.use_scaler(&scaler);
@@ -128,6 +145,7 @@ int main(int argc, char** argv) {
 
     const auto start = std::chrono::steady_clock::now();
     for (int64_t step = 0; steps == 0 || step < steps; ++step) {
+      if (pace > 0) std::this_thread::sleep_until(start + std::chrono::duration<double>(step / pace));
       trainer.schedule(step, faults);
       auto loss = trainer.forward_backward(
           [&](const torch::Tensor& logits) { probe.watch("logits", logits); },

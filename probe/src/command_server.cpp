@@ -25,6 +25,10 @@ constexpr int64_t kMaxFrameBytes = 1 << 20;
 // Frames read of one request; the rest are drained and ignored (a request has 3).
 constexpr size_t kMaxFrames = 8;
 constexpr int kLingerMs = 200;
+constexpr int kSendHighWaterMark = 20000;
+// How long one message of a history reply may wait for a slow client before the reply is
+// abandoned (the command thread serves nobody else meanwhile; training never waits on it).
+constexpr std::chrono::milliseconds kHistorySendTimeout{1000};
 }  // namespace
 
 std::string command_endpoint_of(const std::string& pub_endpoint) {
@@ -48,16 +52,30 @@ std::string check_command(const wire::Command& command, int32_t rank) {
     return {};
   }
   if (command.kind == "policy") {
-    if (command.policy != kPolicySkipNonfinite) {
-      return "unknown policy \"" + command.policy + "\" (known: " + kPolicySkipNonfinite + ")";
+    if (command.policy != kPolicySkipNonfinite && command.policy != kPolicySkipSpike &&
+        command.policy != kPolicyDumpNonfinite) {
+      return "unknown policy \"" + command.policy.substr(0, 64) + "\" (known: " + kPolicySkipNonfinite + ", " +
+             kPolicySkipSpike + ", " + kPolicyDumpNonfinite + ")";
+    }
+    return {};
+  }
+  if (command.kind == "dump") {
+    if (command.label.size() > kMaxLabelBytes) {
+      return "dump label of " + std::to_string(command.label.size()) + " bytes exceeds the limit of " +
+             std::to_string(kMaxLabelBytes);
+    }
+    return {};
+  }
+  if (command.kind == "history") {
+    if (command.count < 1 || command.count > kMaxHistoryCount) {
+      return "history count must be between 1 and " + std::to_string(kMaxHistoryCount) + ", got " +
+             std::to_string(command.count);
     }
     return {};
   }
   if (command.kind == "describe") return {};
-  // Protocol kinds that this probe does not implement yet: refused by name, so a client can
-  // tell "not yet" from a typo.
-  if (command.kind == "dump" || command.kind == "history") return "not supported by this probe yet";
-  return "unknown command kind \"" + command.kind + "\" (expected skip, policy or describe)";
+  return "unknown command kind \"" + command.kind.substr(0, 64) +
+         "\" (expected skip, dump, policy, history or describe)";
 }
 
 CommandServer::CommandServer(CommandServerOptions options)
@@ -69,6 +87,9 @@ CommandServer::CommandServer(CommandServerOptions options)
     s.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
     // An ack for a client that has gone away fails visibly instead of queueing forever.
     s.set(zmq::sockopt::router_mandatory, 1);
+    // A history reply is thousands of messages; a client that stops reading is cut off by
+    // the send timeout (kHistorySendTimeoutMs) instead.
+    s.set(zmq::sockopt::sndhwm, kSendHighWaterMark);
     s.bind(options_.endpoint);
     bound_endpoint_ = s.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -104,19 +125,60 @@ void CommandServer::reply(uint64_t ticket, const wire::Ack& ack) {
   }
 }
 
-void CommandServer::send_ack(const std::string& identity, wire::Ack ack) {
+void CommandServer::send_ack(const std::string& identity, wire::Ack ack, bool may_wait) {
   auto& s = socket_->socket;
   ack.rank = options_.rank;
   ack.seq = next_seq_++;
+  // Without may_wait a full pipe drops the ack (the client times out) rather than stalling
+  // every other client.
+  const auto flags = may_wait ? zmq::send_flags::none : zmq::send_flags::dontwait;
   try {
     const std::vector<char> payload = wire::encode(ack);
     const std::string_view topic(wire::kTopicAck);
-    if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
-    s.send(zmq::buffer(topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    s.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+    if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore | flags)) return;
+    s.send(zmq::buffer(topic), zmq::send_flags::sndmore | flags);
+    s.send(zmq::buffer(payload), flags);
   } catch (const zmq::error_t&) {
     // The client disconnected (EHOSTUNREACH) or stopped reading: nobody is left to tell.
   }
+}
+
+void CommandServer::send_history(const std::string& identity, const wire::Command& command) {
+  wire::Ack ack;
+  ack.id = command.id;
+  if (!options_.history) {
+    ack.error = "this probe keeps no history (it publishes no telemetry or its ring size is 0)";
+    return send_ack(identity, ack);
+  }
+  auto ring = options_.history();
+  const size_t first = ring.size() > static_cast<size_t>(command.count) ? ring.size() - command.count : 0;
+  auto& s = socket_->socket;
+  const std::string_view topic(wire::kTopicStep);
+  const auto deadline_per_message = static_cast<int>(kHistorySendTimeout.count());
+  s.set(zmq::sockopt::sndtimeo, deadline_per_message);
+  int64_t sent = 0;
+  try {
+    for (size_t i = first; i < ring.size(); ++i) {
+      if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore)) break;
+      s.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+      s.send(zmq::buffer(ring[i]->data(), ring[i]->size()), zmq::send_flags::none);
+      ++sent;
+    }
+  } catch (const zmq::error_t&) {
+    // The client went away or stopped reading: the ack below says how much it got.
+  }
+  ack.ok = true;
+  ack.count = sent;
+  if (sent > 0) {
+    const auto& newest = ring[first + static_cast<size_t>(sent) - 1];
+    const wire::DecodeResult decoded = wire::decode(newest->data(), newest->size());
+    if (const auto* record = decoded.ok ? std::get_if<wire::StepRecord>(&decoded.message) : nullptr) {
+      ack.step = record->step;
+    }
+  }
+  // Behind thousands of step messages the pipe may be full: wait (bounded) rather than drop.
+  send_ack(identity, ack, /*may_wait=*/true);
+  s.set(zmq::sockopt::sndtimeo, -1);
 }
 
 void CommandServer::handle(std::vector<std::string>& frames) {
@@ -149,6 +211,8 @@ void CommandServer::handle(std::vector<std::string>& frames) {
   refusal.id = command->id;
   refusal.error = check_command(*command, options_.rank);
   if (!refusal.error.empty()) return send_ack(identity, refusal);
+  // History needs no model state: answered here, at once, whatever the training loop does.
+  if (command->kind == "history") return send_history(identity, *command);
   if (clients_.size() >= options_.queue_capacity) {
     refusal.error = "busy: " + std::to_string(clients_.size()) + " commands are already waiting";
     return send_ack(identity, refusal);

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,11 +37,20 @@ inline constexpr size_t kMaxCommandBytes = 64u << 10;
 inline constexpr int64_t kMaxSkipCount = 10000;
 // Policies a `policy` command may switch.
 inline constexpr const char* kPolicySkipNonfinite = "skip_nonfinite";
+inline constexpr const char* kPolicySkipSpike = "skip_spike";
+inline constexpr const char* kPolicyDumpNonfinite = "dump_nonfinite";
+// Largest `count` of a history request (all of any ring the probe can be configured with).
+inline constexpr int64_t kMaxHistoryCount = int64_t{1} << 20;
+// Longest dump label accepted (it is sanitised and cut to 64 characters for the file name).
+inline constexpr size_t kMaxLabelBytes = 256;
 
 struct CommandServerOptions {
   std::string endpoint;          // where to bind the ROUTER socket; may have a wildcard port
   int32_t rank = 0;              // commands for another rank are refused
   size_t queue_capacity = 64;    // commands taken but not yet answered, at most
+  // The publisher's ring of encoded step records, oldest first (called on the command
+  // thread); empty: history requests are refused.
+  std::function<std::vector<std::shared_ptr<const std::vector<char>>>()> history;
 };
 
 // A command that passed the command thread's checks, with an opaque ticket that routes the
@@ -84,7 +94,8 @@ class CommandServer {
   void run();
   void receive_all();
   void handle(std::vector<std::string>& frames);
-  void send_ack(const std::string& identity, wire::Ack ack);
+  void send_ack(const std::string& identity, wire::Ack ack, bool may_wait = false);
+  void send_history(const std::string& identity, const wire::Command& command);
   void send_replies();
 
   CommandServerOptions options_;

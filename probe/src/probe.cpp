@@ -1,14 +1,19 @@
 #include "keel/probe/probe.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <optional>
 
 #include "backward_order.hpp"
+#include "checkpoint_capture.hpp"
+#include "checkpoint_writer.hpp"
 #include "command_server.hpp"
 #include "layer_reducer.hpp"
 #include "publisher.hpp"
 #include "run_description.hpp"
+#include "spike_detector.hpp"
 #include "watch_reducer.hpp"
 
 namespace keel::probe {
@@ -29,13 +34,14 @@ int64_t unix_ns() {
 
 class Probe::Impl {
  public:
-  Impl(const std::vector<std::pair<std::string, torch::Tensor>>& params, torch::optim::Optimizer& optimizer,
-       ProbeOptions options);
+  Impl(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& params,
+       torch::optim::Optimizer& optimizer, ProbeOptions options);
 
   void watch(const std::string& name, const torch::Tensor& tensor);
   StepOutcome step(const torch::Tensor& loss);
 
   ProbeOptions options_;
+  torch::nn::Module& model_;
   torch::optim::Optimizer& optimizer_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> params_;
@@ -46,9 +52,23 @@ class Probe::Impl {
   wire::RunDescription description_;
   std::unique_ptr<Publisher> publisher_;
   std::unique_ptr<CommandServer> commands_;
+  // After commands_: destroyed first, it may still answer a dump's command while finishing.
+  std::unique_ptr<CheckpointWriter> dumps_;
   std::vector<PendingCommand> taken_;                 // reused: no allocation while idle
   std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered this step, sent at its end
   int64_t command_skips_left_ = 0;                    // "skip" updates still to skip, from step_
+  struct DumpRequest {
+    uint64_t ticket = 0;
+    uint64_t command_id = 0;
+    std::string label;
+  };
+  std::optional<DumpRequest> dump_requested_;         // by command, taken at this step
+  std::optional<Clock::time_point> last_command_dump_;
+  std::optional<int64_t> last_auto_dump_step_;
+  std::vector<CheckpointResult> dump_results_;        // reused
+  uint64_t next_dump_token_ = 0;
+  SpikeDetector spike_;
+  SpikeVerdict spike_verdict_;
 
   int64_t step_ = 0;
   std::optional<Clock::time_point> last_step_enter_;
@@ -68,9 +88,13 @@ class Probe::Impl {
   }
   void fill_layer_values(uint32_t mask, bool applied, bool grads_reduced);
   void raise_events(const StepOutcome& outcome);
-  void add_event(const std::string& kind, const std::string& layer, const std::string& detail);
+  void add_event(const std::string& kind, const std::string& layer, const std::string& detail,
+                 std::optional<int64_t> step = std::nullopt);
   void apply_commands();
-  wire::Ack apply_command(const wire::Command& command);
+  std::optional<wire::Ack> apply_command(const PendingCommand& pending);
+  bool set_policy(const std::string& name, bool enable);
+  void take_dump(const std::string& reason, const std::optional<DumpRequest>& request);
+  void report_finished_dumps();
 };
 
 namespace {
@@ -91,13 +115,16 @@ auto column(const NamedParams& params, Field field) {
 }
 }  // namespace
 
-Probe::Impl::Impl(const NamedParams& params, torch::optim::Optimizer& optimizer, ProbeOptions options)
+Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::optim::Optimizer& optimizer,
+                  ProbeOptions options)
     : options_(std::move(options)),
+      model_(model),
       optimizer_(optimizer),
       names_(column(params, &NamedParams::value_type::first)),
       params_(column(params, &NamedParams::value_type::second)),
       reducer_(params_),
-      order_(params_) {
+      order_(params_),
+      spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(params, options_);
   if (!options_.endpoint.empty()) {
     PublisherOptions po;
@@ -112,9 +139,14 @@ Probe::Impl::Impl(const NamedParams& params, torch::optim::Optimizer& optimizer,
       CommandServerOptions co;
       co.endpoint = command_at;
       co.rank = options_.rank;
+      if (options_.history_steps > 0) {
+        Publisher* publisher = publisher_.get();
+        co.history = [publisher] { return publisher->history(); };
+      }
       commands_ = std::make_unique<CommandServer>(co);
     }
   }
+  dumps_ = std::make_unique<CheckpointWriter>();
   record_.rank = options_.rank;
   record_.layer_count = static_cast<uint32_t>(params_.size());
 }
@@ -139,6 +171,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   StepOutcome outcome;
   outcome.step = step_;
   events_.clear();
+  report_finished_dumps();
   // Before anything reads the policies: a command changes them from this step on.
   apply_commands();
 
@@ -146,7 +179,8 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     if (due(static_cast<LayerMetric>(m))) mask |= 1u << m;
   }
-  const bool grads_due = (mask & 0xFu) != 0 || options_.skip_on_nonfinite || scaler_ != nullptr;
+  const bool grads_due = (mask & 0xFu) != 0 || options_.skip_on_nonfinite || options_.skip_on_spike ||
+                         options_.dump_on_nonfinite || scaler_ != nullptr;
   const bool update_due = (mask >> static_cast<int>(LayerMetric::kUpdateRatio)) & 1u;
   const bool param_due = update_due || ((mask >> static_cast<int>(LayerMetric::kParamNorm)) & 1u);
   bool scaler_found_inf = false;
@@ -166,6 +200,12 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     if (scaler_active) {
       if (unscale != 1.0f) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
       scaler_found_inf = scaler_->found_inf();
+    }
+    spike_verdict_ = SpikeVerdict{};
+    if (grads_due && outcome.nonfinite_layers == 0 && !scaler_found_inf) {
+      double total_sumsq = 0;
+      for (const auto& s : reducer_.grad_stats()) total_sumsq += s.sumsq;
+      spike_verdict_ = spike_.observe(std::sqrt(total_sumsq));
     }
     if (update_due && snapshot_current_) {
       reducer_.reuse_snapshot();
@@ -192,6 +232,19 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   } else if (stats_ok && options_.skip_on_nonfinite && outcome.nonfinite_layers > 0) {
     outcome.applied = false;
     outcome.skip_reason = "nonfinite";
+  } else if (stats_ok && options_.skip_on_spike && spike_verdict_.spike) {
+    outcome.applied = false;
+    outcome.skip_reason = "spike";
+  }
+
+  // The state the gradients were computed on, before this step's update touches it.
+  const bool nonfinite_starts = stats_ok && outcome.nonfinite_layers > 0 && !nonfinite_last_step_;
+  const bool auto_dump_due = options_.dump_on_nonfinite && nonfinite_starts &&
+                             (!last_auto_dump_step_ || step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
+  if (dump_requested_ || auto_dump_due) {
+    if (auto_dump_due) last_auto_dump_step_ = step_;
+    take_dump(dump_requested_ ? "command" : "nonfinite", dump_requested_);
+    dump_requested_.reset();
   }
 
   const auto optimizer_start = Clock::now();
@@ -291,10 +344,11 @@ void Probe::Impl::fill_layer_values(uint32_t mask, bool applied, bool grads_redu
   }
 }
 
-void Probe::Impl::add_event(const std::string& kind, const std::string& layer, const std::string& detail) {
+void Probe::Impl::add_event(const std::string& kind, const std::string& layer, const std::string& detail,
+                            std::optional<int64_t> step) {
   wire::Event e;
   e.rank = options_.rank;
-  e.step = step_;
+  e.step = step.value_or(step_);
   e.kind = kind;
   e.layer = layer;
   e.detail = detail;
@@ -306,7 +360,9 @@ void Probe::Impl::apply_commands() {
   if (!commands_) return;
   try {
     if (!commands_->take(taken_)) return;
-    for (const PendingCommand& pending : taken_) acks_.emplace_back(pending.ticket, apply_command(pending.command));
+    for (const PendingCommand& pending : taken_) {
+      if (auto ack = apply_command(pending)) acks_.emplace_back(pending.ticket, std::move(*ack));
+    }
   } catch (const std::exception&) {
     // Commands taken but not answered time out on the client; training goes on.
     ++probe_errors_;
@@ -314,8 +370,10 @@ void Probe::Impl::apply_commands() {
 }
 
 // The command thread already checked kind, rank and argument ranges (check_command); this
-// applies what depends on the run's state.
-wire::Ack Probe::Impl::apply_command(const wire::Command& command) {
+// applies what depends on the run's state. No ack (nullopt) for a dump: the writer thread
+// answers once the files are on disk.
+std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pending) {
+  const wire::Command& command = pending.command;
   wire::Ack ack;
   ack.id = command.id;
   if (command.kind == "skip") {
@@ -327,11 +385,33 @@ wire::Ack Probe::Impl::apply_command(const wire::Command& command) {
     // Queued behind a skip still running, so the first skipped step of this one comes after.
     ack.step = step_ + command_skips_left_;
     command_skips_left_ += command.count;
+  } else if (command.kind == "dump") {
+    const auto now = Clock::now();
+    if (dump_requested_) {
+      ack.error = "a dump is already requested at step " + std::to_string(step_);
+      return ack;
+    }
+    if (dumps_->busy()) {
+      ack.error = "a dump is still being written; ask again once its acknowledgement arrives";
+      return ack;
+    }
+    if (last_command_dump_ && now - *last_command_dump_ < std::chrono::duration<double>(options_.dump_min_interval_secs)) {
+      const double ago = std::chrono::duration<double>(now - *last_command_dump_).count();
+      ack.error = "dumps are limited to one every " + std::to_string(options_.dump_min_interval_secs).substr(0, 4) +
+                  " s; the last one was asked " + std::to_string(ago).substr(0, 4) + " s ago";
+      return ack;
+    }
+    last_command_dump_ = now;
+    dump_requested_ = DumpRequest{pending.ticket, command.id, sanitize_label(command.label)};
+    return std::nullopt;
   } else if (command.kind == "policy") {
-    options_.skip_on_nonfinite = command.enable;
+    if (!set_policy(command.policy, command.enable)) {
+      ack.error = "unknown policy \"" + command.policy + "\"";
+      return ack;
+    }
     ack.step = step_;
-    add_event("policy", "", std::string(kPolicySkipNonfinite) + (command.enable ? " on" : " off") +
-                                " from step " + std::to_string(step_) + " (command " + std::to_string(command.id) + ")");
+    add_event("policy", "", command.policy + (command.enable ? " on" : " off") + " from step " +
+                                std::to_string(step_) + " (command " + std::to_string(command.id) + ")");
   } else if (command.kind == "describe") {
     if (publisher_) publisher_->describe(description_);
     ack.step = step_;
@@ -341,6 +421,80 @@ wire::Ack Probe::Impl::apply_command(const wire::Command& command) {
   }
   ack.ok = true;
   return ack;
+}
+
+bool Probe::Impl::set_policy(const std::string& name, bool enable) {
+  if (name == kPolicySkipNonfinite) {
+    options_.skip_on_nonfinite = enable;
+  } else if (name == kPolicySkipSpike) {
+    options_.skip_on_spike = enable;
+  } else if (name == kPolicyDumpNonfinite) {
+    options_.dump_on_nonfinite = enable;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpRequest>& request) {
+  DumpReason why;
+  why.step = step_;
+  why.reason = reason;
+  if (request) {
+    why.label = request->label;
+    why.command_id = request->command_id;
+  }
+  CheckpointJob job;
+  job.token = ++next_dump_token_;
+  job.step = step_;
+  job.dir = options_.dump_dir;
+  job.name = checkpoint_name(why);
+  CommandServer* commands = commands_.get();
+  const uint64_t ticket = request ? request->ticket : 0;
+  const uint64_t command_id = why.command_id;
+  job.on_written = [commands, ticket, command_id](const CheckpointResult& result) {
+    if (commands == nullptr || ticket == 0) return;
+    wire::Ack ack;
+    ack.id = command_id;
+    ack.ok = result.ok;
+    ack.step = result.ok ? result.step : -1;
+    ack.path = result.path;
+    ack.bytes = result.bytes;
+    ack.error = result.error;
+    commands->reply(ticket, ack);
+  };
+  std::string error;
+  if (dumps_->busy()) {
+    error = "a dump is still being written";
+  } else {
+    try {
+      const auto telemetry = publisher_ ? publisher_->history() : std::vector<Publisher::Payload>{};
+      job.files = capture_checkpoint(model_, optimizer_, description_, telemetry, why);
+    } catch (const std::exception& e) {
+      error = std::string("cannot serialise the model or optimizer: ") + e.what();
+    }
+  }
+  if (error.empty() && dumps_->submit(job)) return;
+  if (error.empty()) error = "a dump is still being written";
+  add_event("dump_failed", "", "dump (" + reason + ") at step " + std::to_string(step_) + " not taken: " + error);
+  CheckpointResult failed;
+  failed.step = step_;
+  failed.error = error;
+  failed.path = (std::filesystem::path(options_.dump_dir) / job.name).string();
+  job.on_written(failed);
+}
+
+void Probe::Impl::report_finished_dumps() {
+  if (!dumps_->poll(dump_results_)) return;
+  for (const CheckpointResult& r : dump_results_) {
+    if (r.ok) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.2f", r.write_secs);
+      add_event("dump", "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)", r.step);
+    } else {
+      add_event("dump_failed", "", r.error, r.step);
+    }
+  }
 }
 
 void Probe::Impl::raise_events(const StepOutcome& outcome) {
@@ -376,13 +530,21 @@ void Probe::Impl::raise_events(const StepOutcome& outcome) {
   }
   watch_nonfinite_last_step_ = watch_nonfinite;
 
+  if (spike_verdict_.spike) {
+    char text[160];
+    std::snprintf(text, sizeof text, "grad norm %.4g is %.1f sigma above the typical %.4g of the last %zu steps (log scale); ",
+                  record_.grad_norm, spike_verdict_.z, spike_verdict_.mean_norm, spike_verdict_.compared_with);
+    add_event("spike", "", std::string(text) + (outcome.skip_reason == "spike" ? "update skipped"
+                                               : options_.skip_on_spike ? "update not applied: " + outcome.skip_reason
+                                                                        : "policy skip_spike off: update applied"));
+  }
   if (!outcome.applied) {
     add_event("skip", "", "update skipped: " + outcome.skip_reason);
   }
 }
 
 Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
-    : impl_(std::make_unique<Impl>(named_params(model), optimizer, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(model, named_params(model), optimizer, std::move(options))) {}
 
 Probe::~Probe() = default;
 

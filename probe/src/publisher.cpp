@@ -75,7 +75,7 @@ void Publisher::describe(const wire::RunDescription& description) {
   description_changed_.store(true);
 }
 
-std::vector<std::vector<char>> Publisher::history() const {
+std::vector<Publisher::Payload> Publisher::history() const {
   std::lock_guard<std::mutex> lock(history_mutex_);
   return {history_.begin(), history_.end()};
 }
@@ -117,16 +117,12 @@ void Publisher::drain() {
     wire::encode(slot, scratch_);
     if (!send(wire::topic_of(slot), scratch_)) dropped_.fetch_add(1, std::memory_order_relaxed);
     if (std::holds_alternative<wire::StepRecord>(slot) && options_.history_steps > 0) {
+      // Allocated outside the lock; a reader (history request, dump) may still hold the
+      // payload that falls out of the ring, so it is never recycled in place.
+      Payload payload = std::make_shared<const std::vector<char>>(scratch_);
       std::lock_guard<std::mutex> lock(history_mutex_);
-      if (history_.size() >= options_.history_steps) {
-        // Recycle the oldest buffer instead of allocating a new one.
-        auto oldest = std::move(history_.front());
-        history_.pop_front();
-        oldest.assign(scratch_.begin(), scratch_.end());
-        history_.push_back(std::move(oldest));
-      } else {
-        history_.push_back(scratch_);
-      }
+      if (history_.size() >= options_.history_steps) history_.pop_front();
+      history_.push_back(std::move(payload));
     }
     tail_.store(tail + 1, std::memory_order_release);
   }

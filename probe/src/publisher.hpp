@@ -49,8 +49,10 @@ class Publisher {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
   const std::string& bound_endpoint() const { return bound_endpoint_; }
-  // Encoded payloads of the most recent step records, oldest first (copy; any thread).
-  std::vector<std::vector<char>> history() const;
+  // Encoded payloads of the most recent step records, oldest first (any thread). The
+  // payloads are shared and immutable, so a copy of the ring costs pointers, not megabytes.
+  using Payload = std::shared_ptr<const std::vector<char>>;
+  std::vector<Payload> history() const;
 
  private:
   template <class T>
@@ -77,7 +79,7 @@ class Publisher {
   std::atomic<bool> description_changed_{true};
 
   mutable std::mutex history_mutex_;
-  std::deque<std::vector<char>> history_;
+  std::deque<Payload> history_;
 
   std::vector<char> scratch_;
   std::atomic<bool> stop_{false};

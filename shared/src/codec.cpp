@@ -222,7 +222,7 @@ void encode_command(Encoder& e, const Command& m) {
 }
 
 void encode_ack(Encoder& e, const Ack& m) {
-  header(e, 10, kTopicAck, m.rank, m.seq);
+  header(e, 11, kTopicAck, m.rank, m.seq);
   e.key("id");
   e.uint(m.id);
   e.key("ok");
@@ -235,6 +235,8 @@ void encode_ack(Encoder& e, const Ack& m) {
   e.str(m.path);
   e.key("bytes");
   e.sint(m.bytes);
+  e.key("count");
+  e.sint(m.count);
 }
 
 struct TopicVisitor {

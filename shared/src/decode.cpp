@@ -355,7 +355,8 @@ void read_ack(MapReader& r, Ack& m) {
       .optional("step", m.step)
       .optional("error", m.error)
       .optional("path", m.path)
-      .optional("bytes", m.bytes);
+      .optional("bytes", m.bytes)
+      .optional("count", m.count);
 }
 
 // Reads one message of type T: the common header, then the type's own fields.

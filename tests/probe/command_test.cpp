@@ -1,6 +1,7 @@
 // The probe's command socket, driven by a plain DEALER client: skip, policy and describe take
-// effect at a step boundary and are acknowledged with that step; bad requests are refused
-// at once and change nothing; a flood is refused with "busy" instead of queueing.
+// effect at a step boundary and are acknowledged with that step; history is answered at once
+// with the ring of step records; bad requests are refused at once and change nothing; a flood
+// is refused with "busy" instead of queueing. Dumps: dump_test.cpp.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -9,10 +10,12 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <zmq.hpp>
 
+#include "command_rig.hpp"
 #include "command_server.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
@@ -24,113 +27,13 @@ using keel::wire::Ack;
 using keel::wire::Command;
 
 using keel::test::all_identical;
+using keel::test::Client;
+using keel::test::command;
+using keel::test::listening;
 using keel::test::poison;
+using keel::test::Rig;
+using keel::test::Seen;
 using keel::test::TwoLayer;
-
-// A wildcard port: parallel test runs never collide, and it exercises the command socket's
-// own wildcard port.
-keel::probe::ProbeOptions listening() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "tcp://127.0.0.1:*";
-  o.describe_interval_secs = 60;   // only subscriptions and describe commands send one
-  return o;
-}
-
-void forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, int64_t seed) {
-  torch::manual_seed(seed);
-  opt.zero_grad();
-  net->forward(torch::randn({4, 5})).pow(2).mean().backward();
-}
-
-class Client {
- public:
-  explicit Client(const std::string& endpoint) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.connect(endpoint);
-  }
-  void send_frames(const std::vector<std::string>& frames) {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    }
-  }
-  void send(const Command& command) {
-    const auto payload = keel::wire::encode(command);
-    send_frames({"cmd", std::string(payload.begin(), payload.end())});
-  }
-  std::optional<Ack> receive(int timeout_ms) {
-    zmq::pollitem_t item{static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
-    std::vector<zmq::message_t> frames;
-    zmq::message_t frame;
-    while (socket_.recv(frame, zmq::recv_flags::dontwait)) {
-      const bool more = frame.more();
-      frames.push_back(std::move(frame));
-      if (!more) break;
-    }
-    EXPECT_EQ(frames.size(), 2u);
-    EXPECT_EQ(frames[0].to_string(), "ack");
-    auto decoded = keel::wire::decode(frames.back().data(), frames.back().size());
-    EXPECT_TRUE(decoded.ok) << decoded.error;
-    const auto* ack = std::get_if<Ack>(&decoded.message);
-    if (ack == nullptr) return std::nullopt;
-    return *ack;
-  }
-
- private:
-  zmq::context_t context_{1};
-  zmq::socket_t socket_{context_, zmq::socket_type::dealer};
-};
-
-Command command(uint64_t id, const std::string& kind) {
-  Command c;
-  c.rank = -1;
-  c.id = id;
-  c.kind = kind;
-  return c;
-}
-
-// What one step did, kept per step index.
-struct Seen {
-  keel::probe::StepOutcome outcome;
-  keel::wire::StepRecord record;
-  std::vector<keel::wire::Event> events;
-  std::vector<torch::Tensor> state_before;
-};
-
-struct Rig {
-  Rig() : opt(net->parameters(), torch::optim::AdamWOptions(1e-2)), probe(*net, opt, listening()) {}
-  // One training step; `nan` poisons a gradient first.
-  void step(bool nan = false) {
-    const int64_t s = static_cast<int64_t>(seen.size());
-    forward_backward(net, opt, s);
-    if (nan) poison(net->fc1->weight);
-    Seen& out = seen[s];
-    out.state_before = keel::test::params_and_adamw_state(*net, opt);
-    out.outcome = probe.step(torch::tensor(1.0));
-    out.record = probe.last_record();
-    out.events = probe.last_events();
-  }
-  // Steps until the probe has answered, as a trainer would keep training meanwhile.
-  Ack step_until_ack(Client& client) {
-    for (int i = 0; i < 200; ++i) {
-      step();
-      if (auto ack = client.receive(20)) return *ack;
-    }
-    ADD_FAILURE() << "no ack after 200 steps";
-    return Ack{};
-  }
-  static bool has_event(const Seen& s, const std::string& kind) {
-    for (const auto& e : s.events) {
-      if (e.kind == kind) return true;
-    }
-    return false;
-  }
-
-  TwoLayer net;
-  torch::optim::AdamW opt;
-  keel::probe::Probe probe;
-  std::map<int64_t, Seen> seen;
-};
 
 TEST(Commands, SkipCountTwoSkipsTheAcknowledgedStepAndTheNextThenApplies) {
   torch::manual_seed(0);
@@ -233,10 +136,14 @@ TEST(Commands, BadRequestsAreRefusedAtOnceAndChangeNothing) {
   other_rank.rank = 3;
   client.send(other_rank);
   refused("other rank", "rank 3", 5);
-  client.send(command(6, "dump"));
-  refused("dump", "not supported by this probe yet", 6);
-  client.send(command(7, "history"));
-  refused("history", "not supported by this probe yet", 7);
+  Command long_label = command(6, "dump");
+  long_label.label = std::string(keel::probe::kMaxLabelBytes + 1, 'x');
+  client.send(long_label);
+  refused("dump label too long", "dump label of", 6);
+  Command no_history = command(7, "history");
+  no_history.count = 0;
+  client.send(no_history);
+  refused("history count 0", "history count must be between 1 and", 7);
 
   // Nothing reached the training thread: every step applies and nothing more is answered.
   for (int i = 0; i < 3; ++i) {
@@ -297,6 +204,49 @@ TEST(Commands, AFloodIsRefusedAsBusyInsteadOfQueued) {
     ++ok;
   }
   EXPECT_EQ(ok + busy, kSent);
+}
+
+TEST(Commands, HistoryIsAnsweredAtOnceWithTheRingOldestFirst) {
+  keel::probe::ProbeOptions options = listening();
+  options.history_steps = 16;
+  Rig rig(options);
+  for (int i = 0; i < 40; ++i) rig.step();
+  // The ring is filled by the publisher thread, which may trail the last step a little.
+  Client client(rig.probe.bound_command_endpoint());
+  std::optional<Ack> ack;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    Command history = command(11 + attempt, "history");
+    history.count = 10;
+    client.send(history);
+    ack = client.receive(2000);   // no step runs: the command thread answers by itself
+    ASSERT_TRUE(ack);
+    if (ack->step == 39) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(ack->ok) << ack->error;
+  EXPECT_EQ(ack->step, 39);
+  EXPECT_EQ(ack->count, 10);
+  const auto& steps = client.steps();
+  ASSERT_GE(steps.size(), 10u);
+  // The last reply's 10 records: steps 30..39 in order, as published.
+  for (size_t i = 0; i < 10; ++i) {
+    const auto& payload = steps[steps.size() - 10 + i];
+    const auto decoded = keel::wire::decode(payload.data(), payload.size());
+    ASSERT_TRUE(decoded.ok) << decoded.error;
+    const auto& record = std::get<keel::wire::StepRecord>(decoded.message);
+    EXPECT_EQ(record.step, static_cast<int64_t>(30 + i));
+    EXPECT_EQ(record.layer_count, 4u);
+  }
+
+  // Asking for more than the ring holds gives the whole ring.
+  const size_t before = client.steps().size();
+  Command all = command(99, "history");
+  all.count = keel::probe::kMaxHistoryCount;
+  client.send(all);
+  const auto whole = client.receive(2000);
+  ASSERT_TRUE(whole && whole->ok);
+  EXPECT_EQ(whole->count, 16);
+  EXPECT_EQ(client.steps().size() - before, 16u);
 }
 
 TEST(Commands, DescribeResendsTheRunDescription) {

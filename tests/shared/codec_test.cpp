@@ -155,6 +155,7 @@ TEST(CodecRoundTrip, AckKeepsEveryField) {
   EXPECT_EQ(out.error, in.error);
   EXPECT_EQ(out.path, in.path);
   EXPECT_EQ(out.bytes, in.bytes);
+  EXPECT_EQ(out.count, in.count);
 }
 
 TEST(CodecRoundTrip, ExtremeIntegersSurvive) {

@@ -118,6 +118,7 @@ inline Ack sample_ack() {
   m.error = "dump directory was full; retried";
   m.path = "/tmp/keel-dumps/step-1201-before-lr-bump.pt";
   m.bytes = 5368709120ll;
+  m.count = 4096;
   return m;
 }
 

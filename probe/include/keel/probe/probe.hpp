@@ -20,8 +20,15 @@
 //
 // Remote control (PROTOCOL §6): a ROUTER socket on the telemetry port + 1 takes commands from
 // the dashboard or `keel-cli send`: "skip" the next K updates (skip_reason "command"),
-// "policy skip_nonfinite on|off", "describe". They take effect at the next step() and are
-// acknowledged with that step.
+// "dump" a checkpoint, "policy <skip_nonfinite|skip_spike|dump_nonfinite> on|off",
+// "describe", and "history" (the recent step records, answered by the command thread). They
+// take effect at the next step() and are acknowledged with that step.
+//
+// Dumps: a directory under options.dump_dir with model.pt and optimizer.pt (load them with
+// torch::load(model, dir + "/model.pt") and torch::load(optimizer, dir + "/optimizer.pt")),
+// the recent telemetry, the run description and a manifest (checkpoint_capture.hpp). The state
+// is captured in memory on the training thread before the step's update; a thread of its own
+// writes it under a temporary name and renames it when complete.
 //
 // Threads: construct, watch() and step() on the training thread only. Gradient hooks may run
 // on autograd worker threads; they only note arrival order. The publisher thread owns the
@@ -67,6 +74,23 @@ struct ProbeOptions {
   // Policy: never apply an update with a NaN/Inf gradient. A "policy skip_nonfinite" command
   // switches it while the run goes on.
   bool skip_on_nonfinite = true;
+  // Policy (opt-in, "skip_spike"): skip an update whose global grad norm is a spike: a
+  // z-score of log(grad norm) above spike_z against the last spike_window steps, decided only
+  // after spike_warmup steps. Defaults from OLMo-core's skip-step rule (128-step window,
+  // half of it as warm-up, 6 sigma); see spike_detector.hpp for why log and why not ZClip's 2.5.
+  // Spikes are detected and reported as events whether or not the policy skips them.
+  bool skip_on_spike = false;
+  size_t spike_window = 128;
+  size_t spike_warmup = 64;
+  double spike_z = 6.0;
+  // Policy ("dump_nonfinite"): dump a checkpoint at the first step of a run of non-finite
+  // gradients, at most once per dump_nonfinite_every steps.
+  bool dump_on_nonfinite = true;
+  int64_t dump_nonfinite_every = 1000;
+  // Where dumps are written (created when needed). Never taken from a request.
+  std::string dump_dir = "keel-dumps";
+  // Dumps asked for by command: at most one per this many seconds (and one at a time).
+  double dump_min_interval_secs = 5.0;
   size_t queue_capacity = 256;      // records waiting for the publisher thread
   int send_high_water_mark = 1000;  // per subscriber, in messages
   double describe_interval_secs = 2.0;

@@ -115,7 +115,7 @@ struct Command {
   uint64_t seq = 0;
   uint64_t id = 0;        // chosen by the client, echoed in the Ack
   std::string kind;       // "skip", "dump", "policy", "describe", "history"
-  int64_t count = 1;      // skip: number of updates; history: number of steps
+  int64_t count = 1;      // skip: number of updates; history: most recent steps wanted
   std::string label;      // dump: label (sanitised by the probe)
   std::string policy;     // policy: name
   bool enable = false;    // policy: on/off
@@ -131,6 +131,7 @@ struct Ack {
   std::string error;      // refusal reason when !ok
   std::string path;       // dump: file written
   int64_t bytes = 0;      // dump: size
+  int64_t count = 0;      // history: step records sent just before this ack
 };
 
 using Message = std::variant<RunDescription, StepRecord, Event, Command, Ack>;

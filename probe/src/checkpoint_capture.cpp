@@ -1,0 +1,91 @@
+#include "checkpoint_capture.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "keel/wire/codec.hpp"
+
+namespace keel::probe {
+namespace {
+
+template <class Saveable>
+std::string serialise(Saveable& saveable) {
+  torch::serialize::OutputArchive archive;
+  saveable.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return std::move(out).str();
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+          out += escaped;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string manifest(const DumpReason& why, const wire::RunDescription& description,
+                     const std::vector<CheckpointFile>& files, size_t telemetry_steps) {
+  const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  std::ostringstream out;
+  out << "{\n  \"format\": \"keel-dump-1\",\n"
+      << "  \"step\": " << why.step << ",\n"
+      << "  \"reason\": " << json_string(why.reason) << ",\n"
+      << "  \"label\": " << json_string(why.label) << ",\n"
+      << "  \"command_id\": " << why.command_id << ",\n"
+      << "  \"run_id\": " << json_string(description.run_id) << ",\n"
+      << "  \"rank\": " << description.rank << ",\n"
+      << "  \"unix_ms\": " << unix_ms << ",\n"
+      << "  \"state\": \"parameters and optimizer state before the update of this step\",\n"
+      << "  \"telemetry_steps\": " << telemetry_steps << ",\n"
+      << "  \"files\": {";
+  for (size_t i = 0; i < files.size(); ++i) {
+    out << (i ? ", " : "") << json_string(files[i].name) << ": " << files[i].bytes.size();
+  }
+  out << "}\n}\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::string checkpoint_name(const DumpReason& why) {
+  std::string name = "step-" + std::to_string(why.step) + "-" + why.reason;
+  if (!why.label.empty()) name += "-" + why.label;
+  return name;
+}
+
+std::vector<CheckpointFile> capture_checkpoint(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                               const wire::RunDescription& description,
+                                               const std::vector<std::shared_ptr<const std::vector<char>>>& telemetry,
+                                               const DumpReason& why) {
+  std::vector<CheckpointFile> files;
+  files.push_back({"model.pt", serialise(model)});
+  files.push_back({"optimizer.pt", serialise(optimizer)});
+  std::string stream;
+  for (const auto& payload : telemetry) stream.append(payload->data(), payload->size());
+  files.push_back({"telemetry.msgpack", std::move(stream)});
+  const std::vector<char> run = wire::encode(description);
+  files.push_back({"run.msgpack", std::string(run.begin(), run.end())});
+  // Written last so it can list the others' sizes.
+  files.push_back({"manifest.json", manifest(why, description, files, telemetry.size())});
+  return files;
+}
+
+}  // namespace keel::probe

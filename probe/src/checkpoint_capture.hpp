@@ -1,0 +1,44 @@
+// Capturing a dump: the training state, serialised into memory at a step boundary.
+//
+// What it is for: a dump must hold the state of one step exactly, so it is taken on the
+// training thread between the gradient pass and the update; only the copy into memory happens
+// there, the disk write goes to CheckpointWriter. The files of a dump directory:
+//   model.pt           parameters and buffers: torch::load(model, dir + "/model.pt")
+//   optimizer.pt       optimizer state:        torch::load(optimizer, dir + "/optimizer.pt")
+//   telemetry.msgpack  the recent step records, oldest first, as published (PROTOCOL §3.2),
+//                      one msgpack map after another
+//   run.msgpack        the run description (PROTOCOL §3.1)
+//   manifest.json      step, reason, label, run id, rank, time, file sizes
+// The state is the one step `step`'s gradients were computed on: the update of that step has
+// not been applied yet (and is not, when the step is skipped).
+// Threads: the training thread. Never: touches the disk.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "checkpoint_writer.hpp"
+#include "keel/wire/messages.hpp"
+
+namespace keel::probe {
+
+struct DumpReason {
+  int64_t step = 0;
+  std::string reason;   // "command" or "nonfinite"
+  std::string label;    // already sanitised; may be empty
+  uint64_t command_id = 0;
+};
+
+// "step-<step>-<reason>[-<label>]"
+std::string checkpoint_name(const DumpReason& why);
+
+// The files of a dump. Throws c10::Error / std::exception when serialisation fails.
+std::vector<CheckpointFile> capture_checkpoint(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                               const wire::RunDescription& description,
+                                               const std::vector<std::shared_ptr<const std::vector<char>>>& telemetry,
+                                               const DumpReason& why);
+
+}  // namespace keel::probe

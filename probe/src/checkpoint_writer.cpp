@@ -1,0 +1,181 @@
+#include "checkpoint_writer.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace keel::probe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+// Writes all of `bytes` to a new file and makes it durable. "" on success, else why not.
+std::string write_file(const fs::path& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot create " + path.string() + ": " + errno_text(errno);
+  size_t written = 0;
+  std::string error;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "cannot write " + path.string() + ": " + errno_text(n < 0 ? errno : EIO);
+      break;
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (error.empty() && ::fsync(fd) != 0) error = "cannot sync " + path.string() + ": " + errno_text(errno);
+  if (::close(fd) != 0 && error.empty()) error = "cannot close " + path.string() + ": " + errno_text(errno);
+  return error;
+}
+
+// Makes a rename inside `dir` durable.
+void sync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// The first of name, name-2, name-3, ... that does not exist yet in `dir`.
+fs::path free_name(const fs::path& dir, const std::string& name) {
+  fs::path candidate = dir / name;
+  std::error_code ec;
+  for (int i = 2; fs::exists(candidate, ec) && i < 1000; ++i) candidate = dir / (name + "-" + std::to_string(i));
+  return candidate;
+}
+
+}  // namespace
+
+std::string sanitize_label(const std::string& label) {
+  std::string out;
+  for (const char c : label) {
+    if (out.size() >= 64) break;
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                       c == '_' || c == '-';
+    if (out.empty() && c == '.') continue;
+    out += plain ? c : '_';
+  }
+  return out;
+}
+
+CheckpointResult write_checkpoint(const CheckpointJob& job) {
+  const auto start = std::chrono::steady_clock::now();
+  CheckpointResult result;
+  result.token = job.token;
+  result.step = job.step;
+  const fs::path dir(job.dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    result.path = (dir / job.name).string();
+    result.error = "cannot create dump directory " + dir.string() + ": " + ec.message();
+    return result;
+  }
+  const fs::path final_path = free_name(dir, job.name);
+  result.path = final_path.string();
+  const fs::path partial = dir / ("." + final_path.filename().string() + ".partial-" + std::to_string(::getpid()));
+  fs::remove_all(partial, ec);   // left by an earlier failure of this very process
+  if (::mkdir(partial.c_str(), 0755) != 0) {
+    result.error = "cannot create " + partial.string() + ": " + errno_text(errno);
+    return result;
+  }
+  for (const CheckpointFile& file : job.files) {
+    result.error = write_file(partial / file.name, file.bytes);
+    if (!result.error.empty()) break;
+    result.bytes += static_cast<int64_t>(file.bytes.size());
+  }
+  if (result.error.empty()) {
+    sync_directory(partial);
+    if (::rename(partial.c_str(), final_path.c_str()) != 0) {
+      result.error = "cannot rename " + partial.string() + " to " + final_path.string() + ": " + errno_text(errno);
+    }
+  }
+  if (!result.error.empty()) {
+    // A partial dump is worthless and fills the disk further: remove what was written.
+    fs::remove_all(partial, ec);
+    result.bytes = 0;
+  } else {
+    sync_directory(dir);
+    result.ok = true;
+  }
+  result.write_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+CheckpointWriter::CheckpointWriter() : thread_([this] { run(); }) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool CheckpointWriter::busy() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return job_.has_value() || writing_;
+}
+
+bool CheckpointWriter::submit(CheckpointJob job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job_.has_value() || writing_) return false;
+    job_ = std::move(job);
+  }
+  wake_.notify_all();
+  return true;
+}
+
+bool CheckpointWriter::poll(std::vector<CheckpointResult>& out) {
+  out.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!done_.empty()) {
+    out.push_back(std::move(done_.front()));
+    done_.pop_front();
+  }
+  return !out.empty();
+}
+
+void CheckpointWriter::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [this] { return stop_ || job_.has_value(); });
+    if (!job_) return;   // stopping with nothing to write
+    CheckpointJob job = std::move(*job_);
+    job_.reset();
+    writing_ = true;
+    lock.unlock();
+    CheckpointResult result;
+    try {
+      result = write_checkpoint(job);
+    } catch (const std::exception& e) {
+      // std::filesystem or an allocation failed: a failed dump, never a dead writer.
+      result.token = job.token;
+      result.step = job.step;
+      result.error = std::string("dump failed: ") + e.what();
+    }
+    if (job.on_written) {
+      try {
+        job.on_written(result);
+      } catch (const std::exception&) {
+        // The callback only queues an ack; losing it makes the client time out.
+      }
+    }
+    lock.lock();
+    writing_ = false;
+    done_.push_back(std::move(result));
+  }
+}
+
+}  // namespace keel::probe

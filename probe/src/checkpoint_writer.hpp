@@ -1,0 +1,86 @@
+// CheckpointWriter: writes a dump (checkpoint directory) to disk on a thread of its own.
+//
+// What it is for: the training thread captures the state to dump into memory at a step
+// boundary (checkpoint_capture.hpp) and hands the bytes here, so the disk never sets the pace
+// of training. A dump is a directory `<dump dir>/<name>/` holding the files of the job. It is
+// written as `<dump dir>/.<name>.partial-<pid>/`, every file fsync'ed, then renamed to its
+// final name (and the dump dir fsync'ed): a directory under a final name is always complete; a
+// crash or a full disk leaves at most a hidden `.partial` directory (removed on a write error).
+// Threads: submit() and poll() from the training thread; `on_written` runs on the writer
+// thread. Never: throws from submit() or poll(); takes a path from a client (the directory
+// is the probe's configured one, the name is built by the probe from sanitised parts).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace keel::probe {
+
+struct CheckpointFile {
+  std::string name;     // file name inside the dump directory, no slashes
+  std::string bytes;
+};
+
+struct CheckpointResult {
+  uint64_t token = 0;
+  int64_t step = 0;
+  bool ok = false;
+  std::string path;     // the final directory (ok) or the one it would have had
+  int64_t bytes = 0;    // sum of the files' sizes
+  std::string error;    // why it failed, a sentence
+  double write_secs = 0;
+};
+
+struct CheckpointJob {
+  uint64_t token = 0;   // the caller's handle, echoed in the result
+  int64_t step = 0;
+  std::string dir;      // the configured dump directory (created if missing)
+  std::string name;     // directory name: [A-Za-z0-9._-] only, see sanitize_label
+  std::vector<CheckpointFile> files;
+  // Called on the writer thread once the job is done (or failed), before poll() sees it.
+  std::function<void(const CheckpointResult&)> on_written;
+};
+
+// Writes `job` now, on the calling thread. Used by the writer thread and by the benchmark.
+CheckpointResult write_checkpoint(const CheckpointJob& job);
+
+// A label usable inside a file name: letters, digits, '.', '_' and '-' kept, anything else
+// becomes '_', leading dots dropped (no hidden or "..") and at most 64 characters.
+std::string sanitize_label(const std::string& label);
+
+class CheckpointWriter {
+ public:
+  CheckpointWriter();
+  // Finishes the dump in flight: the user asked for it and the bytes are already in memory.
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // True while a job is queued or being written: one dump at a time bounds the memory a
+  // burst of dump requests can take.
+  bool busy() const;
+  // Queues the job; false (and nothing queued) when busy.
+  bool submit(CheckpointJob job);
+  // Moves finished results into `out` (cleared first); false when none.
+  bool poll(std::vector<CheckpointResult>& out);
+
+ private:
+  void run();
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::optional<CheckpointJob> job_;
+  bool writing_ = false;
+  bool stop_ = false;
+  std::deque<CheckpointResult> done_;
+  std::thread thread_;
+};
+
+}  // namespace keel::probe

@@ -1,0 +1,122 @@
+// The dump writer on its own: a complete directory appears only under its final name, a write
+// that fails half-way (file size limit standing in for a full disk) leaves nothing behind,
+// names never collide, labels cannot escape the dump directory.
+#include <gtest/gtest.h>
+
+#include <sys/resource.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "checkpoint_writer.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using keel::probe::CheckpointJob;
+using keel::probe::CheckpointResult;
+using keel::probe::sanitize_label;
+using keel::probe::write_checkpoint;
+
+CheckpointJob job_in(const fs::path& dir, const std::string& name, size_t big_bytes = 1000) {
+  CheckpointJob job;
+  job.token = 7;
+  job.step = 12;
+  job.dir = dir.string();
+  job.name = name;
+  job.files = {{"model.pt", std::string(big_bytes, 'm')}, {"manifest.json", "{}\n"}};
+  return job;
+}
+
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CheckpointWriter, WritesEveryFileUnderTheFinalNameAndCountsTheBytes) {
+  keel::test::TempDir tmp("dump-write");
+  const fs::path dir = tmp.path() / "nested" / "dumps";   // created on demand
+  const CheckpointResult r = write_checkpoint(job_in(dir, "step-12-command"));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.token, 7u);
+  EXPECT_EQ(r.step, 12);
+  EXPECT_EQ(r.path, (dir / "step-12-command").string());
+  EXPECT_EQ(r.bytes, 1003);
+  EXPECT_EQ(entries(dir), std::vector<std::string>{"step-12-command"});
+  EXPECT_EQ(fs::file_size(dir / "step-12-command" / "model.pt"), 1000u);
+  std::ifstream manifest(dir / "step-12-command" / "manifest.json");
+  std::string text((std::istreambuf_iterator<char>(manifest)), {});
+  EXPECT_EQ(text, "{}\n");
+
+  // The same name again gets a suffix instead of mixing two dumps in one directory.
+  const CheckpointResult again = write_checkpoint(job_in(dir, "step-12-command"));
+  ASSERT_TRUE(again.ok) << again.error;
+  EXPECT_EQ(again.path, (dir / "step-12-command-2").string());
+}
+
+TEST(CheckpointWriter, AWriteFailingHalfWayLeavesNoFileAndSaysWhy) {
+  keel::test::TempDir tmp("dump-full");
+  // A file size limit makes write() fail with EFBIG part-way through model.pt, like a disk
+  // that fills up during the dump. SIGXFSZ would kill the test instead.
+  struct rlimit old_limit {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const CheckpointResult r = write_checkpoint(job_in(tmp.path(), "step-12-nonfinite", 1 << 20));
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("cannot write"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("model.pt"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("too large"), std::string::npos) << r.error;
+  EXPECT_EQ(r.bytes, 0);
+  EXPECT_TRUE(entries(tmp.path()).empty()) << "a partial dump was left behind";
+}
+
+TEST(CheckpointWriter, ADumpDirectoryThatCannotBeCreatedIsAnError) {
+  keel::test::TempDir tmp("dump-blocked");
+  std::ofstream(tmp.path() / "file") << "not a directory";
+  const CheckpointResult r = write_checkpoint(job_in(tmp.path() / "file" / "dumps", "step-1-command"));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("cannot create dump directory"), std::string::npos) << r.error;
+}
+
+TEST(CheckpointWriter, TheThreadWritesOneJobAtATimeAndReportsIt) {
+  keel::test::TempDir tmp("dump-thread");
+  keel::probe::CheckpointWriter writer;
+  std::atomic<int> callbacks{0};
+  CheckpointJob job = job_in(tmp.path(), "step-12-command", 8 << 20);
+  job.on_written = [&](const CheckpointResult& r) {
+    EXPECT_TRUE(r.ok) << r.error;
+    ++callbacks;
+  };
+  ASSERT_TRUE(writer.submit(job));
+  EXPECT_FALSE(writer.submit(job_in(tmp.path(), "step-13-command"))) << "a second job while one is in flight";
+  std::vector<CheckpointResult> done;
+  for (int i = 0; i < 500 && !writer.poll(done); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].ok) << done[0].error;
+  EXPECT_EQ(callbacks.load(), 1);
+  EXPECT_FALSE(writer.busy());
+  EXPECT_TRUE(writer.submit(job_in(tmp.path(), "step-13-command")));
+}
+
+TEST(CheckpointWriter, LabelsAreSanitisedIntoOneHarmlessNameComponent) {
+  EXPECT_EQ(sanitize_label("before-lr-bump_2"), "before-lr-bump_2");
+  EXPECT_EQ(sanitize_label("../../etc/passwd"), "_.._etc_passwd");
+  EXPECT_EQ(sanitize_label("..hidden"), "hidden");
+  EXPECT_EQ(sanitize_label("a b/c\\d\n"), "a_b_c_d_");
+  EXPECT_EQ(sanitize_label("ünï"), "__n__");
+  EXPECT_EQ(sanitize_label(std::string(300, 'x')).size(), 64u);
+  EXPECT_EQ(sanitize_label(""), "");
+}
+
+}  // namespace

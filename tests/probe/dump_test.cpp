@@ -1,0 +1,191 @@
+// Dumps through the probe: a "dump" command writes a checkpoint of exactly the acknowledged
+// step's state that loads into a fresh model and optimizer; the first non-finite gradient
+// dumps once per episode and rate window; a dump that cannot be written is an event and an
+// error ack while training goes on.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "command_rig.hpp"
+#include "keel/wire/codec.hpp"
+#include "temp_dir.hpp"
+#include "two_layer_net.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using keel::test::all_identical;
+using keel::test::Client;
+using keel::test::command;
+using keel::test::listening;
+using keel::test::Rig;
+using keel::test::TempDir;
+using keel::test::TwoLayer;
+using keel::wire::Ack;
+using keel::wire::Command;
+
+keel::probe::ProbeOptions dumping_into(const fs::path& dir) {
+  keel::probe::ProbeOptions options = listening();
+  options.dump_dir = dir.string();
+  return options;
+}
+
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Steps until an event of `kind` is raised (dump results come back on a later step).
+const keel::wire::Event* step_until_event(Rig& rig, const std::string& kind) {
+  for (int i = 0; i < 300; ++i) {
+    rig.step();
+    for (const auto& e : rig.seen.rbegin()->second.events) {
+      if (e.kind == kind) return &e;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return nullptr;
+}
+
+TEST(Dump, CommandedDumpHoldsTheAcknowledgedStepsStateAndLoadsIntoAFreshModel) {
+  torch::manual_seed(3);
+  TempDir tmp("dump-command");
+  Rig rig(dumping_into(tmp.path() / "dumps"));
+  for (int i = 0; i < 3; ++i) rig.step();   // AdamW has moments by now
+  Client client(rig.probe.bound_command_endpoint());
+  Command dump = command(21, "dump");
+  dump.label = "before lr/../bump";
+  client.send(dump);
+  const Ack ack = rig.step_until_ack(client);
+  ASSERT_TRUE(ack.ok) << ack.error;
+  EXPECT_EQ(ack.id, 21u);
+  const int64_t s = ack.step;
+  ASSERT_GE(s, 3);
+  const fs::path dir = tmp.path() / "dumps" / ("step-" + std::to_string(s) + "-command-before_lr_.._bump");
+  EXPECT_EQ(ack.path, dir.string());
+  EXPECT_EQ(entries(tmp.path() / "dumps"), std::vector<std::string>{dir.filename().string()}) << "no partial left";
+  int64_t on_disk = 0;
+  for (const auto& e : fs::directory_iterator(dir)) on_disk += static_cast<int64_t>(fs::file_size(e.path()));
+  EXPECT_EQ(ack.bytes, on_disk);
+  EXPECT_EQ(entries(dir), (std::vector<std::string>{"manifest.json", "model.pt", "optimizer.pt", "run.msgpack",
+                                                    "telemetry.msgpack"}));
+
+  // A fresh model and optimizer loaded from the dump equal the state step s started from
+  // (bit for bit: parameters, AdamW moments and step counts).
+  TwoLayer fresh;
+  torch::optim::AdamW fresh_opt(fresh->parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::load(fresh, (dir / "model.pt").string());
+  torch::load(fresh_opt, (dir / "optimizer.pt").string());
+  EXPECT_TRUE(all_identical(keel::test::params_and_adamw_state(*fresh, fresh_opt), rig.seen[s].state_before));
+  // ...and not the state after it (the step's own update was applied after the capture).
+  EXPECT_TRUE(rig.seen[s].outcome.applied);
+  EXPECT_FALSE(all_identical(keel::test::params_and_adamw_state(*fresh, fresh_opt), rig.seen[s + 1].state_before));
+
+  const std::string manifest = read_text(dir / "manifest.json");
+  EXPECT_NE(manifest.find("\"step\": " + std::to_string(s)), std::string::npos) << manifest;
+  EXPECT_NE(manifest.find("\"reason\": \"command\""), std::string::npos) << manifest;
+  const std::string run = read_text(dir / "run.msgpack");
+  const auto description = keel::wire::decode(run.data(), run.size());
+  ASSERT_TRUE(description.ok) << description.error;
+  EXPECT_EQ(std::get<keel::wire::RunDescription>(description.message).layers.size(), 4u);
+
+  // The writer's result comes back as an event carrying the dump's step.
+  bool reported = false;
+  for (const auto& [step, seen] : rig.seen) {
+    for (const auto& e : seen.events) {
+      if (e.kind == "dump") {
+        reported = true;
+        EXPECT_EQ(e.step, s);
+        EXPECT_NE(e.detail.find(dir.string()), std::string::npos) << e.detail;
+      }
+    }
+  }
+  if (!reported) EXPECT_TRUE(step_until_event(rig, "dump"));
+}
+
+TEST(Dump, CommandedDumpsAreRateLimited) {
+  TempDir tmp("dump-rate");
+  keel::probe::ProbeOptions options = dumping_into(tmp.path());
+  options.dump_min_interval_secs = 60;
+  Rig rig(options);
+  rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  client.send(command(1, "dump"));
+  ASSERT_TRUE(rig.step_until_ack(client).ok);
+  client.send(command(2, "dump"));
+  const Ack second = rig.step_until_ack(client);
+  EXPECT_FALSE(second.ok);
+  EXPECT_EQ(second.step, -1);
+  EXPECT_NE(second.error.find("limited to one every"), std::string::npos) << second.error;
+  EXPECT_EQ(entries(tmp.path()).size(), 1u);
+}
+
+TEST(Dump, AnInjectedNanDumpsExactlyOnce) {
+  TempDir tmp("dump-nan");
+  Rig rig(dumping_into(tmp.path()));   // dump_nonfinite_every: 1000 steps
+  for (int i = 0; i < 3; ++i) rig.step();
+  for (int i = 0; i < 3; ++i) rig.step(/*nan=*/true);   // one episode of three NaN steps
+  for (int i = 0; i < 3; ++i) rig.step();
+  rig.step(/*nan=*/true);                              // a second episode, within 1000 steps
+  ASSERT_TRUE(step_until_event(rig, "dump")) << "the automatic dump never finished";
+  for (int i = 0; i < 20; ++i) rig.step();
+  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-3-nonfinite"});
+  int dump_events = 0;
+  for (const auto& [step, seen] : rig.seen) {
+    for (const auto& e : seen.events) dump_events += e.kind == "dump" || e.kind == "dump_failed";
+  }
+  EXPECT_EQ(dump_events, 1);
+  // The state dumped is the one the NaN step started from, before its (skipped) update.
+  TwoLayer fresh;
+  torch::optim::AdamW fresh_opt(fresh->parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::load(fresh, (tmp.path() / "step-3-nonfinite" / "model.pt").string());
+  torch::load(fresh_opt, (tmp.path() / "step-3-nonfinite" / "optimizer.pt").string());
+  EXPECT_TRUE(all_identical(keel::test::params_and_adamw_state(*fresh, fresh_opt), rig.seen[3].state_before));
+}
+
+TEST(Dump, TheDumpNonfinitePolicyCanBeSwitchedOff) {
+  TempDir tmp("dump-off");
+  Rig rig(dumping_into(tmp.path()));
+  rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  Command off = command(5, "policy");
+  off.policy = "dump_nonfinite";
+  off.enable = false;
+  client.send(off);
+  ASSERT_TRUE(rig.step_until_ack(client).ok);
+  rig.step(/*nan=*/true);
+  for (int i = 0; i < 5; ++i) rig.step();
+  EXPECT_TRUE(entries(tmp.path()).empty());
+}
+
+TEST(Dump, AnUnwritableDumpDirectoryIsAnEventAndAnErrorAckAndTrainingGoesOn) {
+  TempDir tmp("dump-unwritable");
+  std::ofstream(tmp.path() / "file") << "a file where the dump directory should be";
+  Rig rig(dumping_into(tmp.path() / "file" / "dumps"));
+  rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  client.send(command(9, "dump"));
+  const Ack ack = rig.step_until_ack(client);
+  EXPECT_FALSE(ack.ok);
+  EXPECT_EQ(ack.step, -1);
+  EXPECT_NE(ack.error.find("cannot create dump directory"), std::string::npos) << ack.error;
+  const auto* failed = step_until_event(rig, "dump_failed");
+  ASSERT_TRUE(failed);
+  EXPECT_NE(failed->detail.find("cannot create dump directory"), std::string::npos) << failed->detail;
+  for (const auto& [step, seen] : rig.seen) EXPECT_TRUE(seen.outcome.applied) << "step " << step;
+}
+
+}  // namespace
