@@ -34,7 +34,7 @@ sanitized_targets=(
 )
 if [ "$sanitize" = "thread" ]; then
   build="$root/build-tsan"
-  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+  export TSAN_OPTIONS="suppressions=$root/tests/sanitizers/tsan.supp halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
   # libgomp is not built with TSan: its thread pool's hand-offs look like races on every
   # reduction. One OpenMP thread keeps the reductions' code under test without the pool.
   export OMP_NUM_THREADS=1
