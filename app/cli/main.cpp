@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/command.hpp"
+#include "cli/history_command.hpp"
 #include "cli/send_command.hpp"
 #include "cli/tail_command.hpp"
 
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   const std::vector<keel::app::CliCommand> commands = {
       keel::app::add_tail_command(app),
       keel::app::add_send_command(app),
+      keel::app::add_history_command(app),
   };
 
   CLI11_PARSE(app, argc, argv);

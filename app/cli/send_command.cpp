@@ -21,6 +21,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr double kDefaultTimeoutSecs = 10;
+// Writing a large model and its optimizer state takes a while before the ack can come.
+constexpr double kDefaultDumpTimeoutSecs = 120;
+
 // Ids only need to tell this client's commands apart from other clients' acks on a shared
 // connection; a random 64-bit value does, without state kept between invocations.
 uint64_t random_id() {
@@ -115,6 +119,7 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
 
 CliCommand add_send_command(CLI::App& app) {
   auto options = std::make_shared<SendOptions>();
+  options->timeout_secs = kDefaultTimeoutSecs;
   CLI::App* send = app.add_subcommand("send", "Send one command to a probe and print its acknowledgement");
   send->require_subcommand(1);
   // Lets --endpoint and --timeout follow the command kind as well as precede it.
@@ -126,7 +131,8 @@ CliCommand add_send_command(CLI::App& app) {
   send->add_option("--command-endpoint", options->command_endpoint,
                    "Command (ROUTER) endpoint of the probe, instead of deriving it from --endpoint")
       ->type_name("ENDPOINT");
-  send->add_option("-t,--timeout", options->timeout_secs, "Exit 2 when no acknowledgement arrives within SECS seconds")
+  CLI::Option* timeout = send->add_option("-t,--timeout", options->timeout_secs,
+                   "Exit 2 when no acknowledgement arrives within SECS seconds (dump: 120 unless given)")
       ->type_name("SECS")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -142,9 +148,25 @@ CliCommand add_send_command(CLI::App& app) {
       ->capture_default_str();
   skip->callback([options] { options->command.kind = "skip"; });
 
-  CLI::App* policy = send->add_subcommand("policy", "Switch a policy on or off (skip_nonfinite)");
+  CLI::App* dump = send->add_subcommand(
+      "dump", "Write a checkpoint now (model, optimizer, recent telemetry) into the probe's dump directory");
+  // The probe sanitises the label and never takes a path from it.
+  dump->add_option("-l,--label", options->command.label, "Label for the checkpoint's name")
+      ->type_name("LABEL");
+  dump->callback([options, timeout] {
+    options->command.kind = "dump";
+    // A dump is acknowledged only once the checkpoint is on disk.
+    if (timeout->count() == 0) options->timeout_secs = kDefaultDumpTimeoutSecs;
+  });
+
+  CLI::App* policy = send->add_subcommand(
+      "policy", "Switch a policy on or off: skip_nonfinite (default on), skip_spike (default off), "
+                "dump_nonfinite (default on)");
   auto state = std::make_shared<std::string>();
-  policy->add_option("name", options->command.policy, "Policy name, e.g. skip_nonfinite")->required();
+  // Not checked against a list here: the probe owns the names and says so in its refusal.
+  policy->add_option("name", options->command.policy,
+                     "Policy name: skip_nonfinite, skip_spike or dump_nonfinite")
+      ->required();
   policy->add_option("state", *state, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
   policy->callback([options, state] {
     options->command.kind = "policy";

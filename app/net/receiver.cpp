@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "keel/wire/codec.hpp"
+#include "net/late_attach.hpp"
 #include "net/subscriber.hpp"
 
 namespace keel::app {
@@ -36,14 +38,17 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
   // Sockets are created here so a bad endpoint throws to the caller; they are then handed to
   // the thread, which is their only user from then on.
   std::vector<Subscriber> subscribers;
+  std::vector<LateAttach> attaches;
   subscribers.reserve(endpoints.size());
   for (const std::string& endpoint : endpoints) {
     subscribers.emplace_back(std::vector<std::string>{endpoint});
+    attaches.emplace_back(keel::wire::command_endpoint_for(endpoint), options_.backfill_options);
     Link link;
     link.endpoint = endpoint;
     links_.push_back(std::move(link));
   }
-  thread_ = std::thread([this, subs = std::move(subscribers)]() mutable {
+  thread_ = std::thread([this, subs = std::move(subscribers), attach = std::move(attaches)]() mutable {
+    std::vector<keel::wire::Message> released;
     const int wait_ms = std::max<int>(1, kRoundWaitMs / std::max<int>(1, int(subs.size())));
     while (!stop_.load()) {
       for (size_t i = 0; i < subs.size() && !stop_.load(); ++i) {
@@ -63,8 +68,25 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
           ++link.messages;
           link.last_message = Clock::now();
           link.version_error_since_message = false;
-          push(std::move(result.message));
-          queued = true;
+          if (!options_.backfill) {
+            push(std::move(result.message));
+            queued = true;
+            continue;
+          }
+          released.clear();
+          attach[i].on_live(std::move(result.message), released);
+          for (keel::wire::Message& message : released) push(std::move(message));
+          queued = queued || !released.empty();
+        }
+        if (options_.backfill) {
+          released.clear();
+          attach[i].poll(released);
+          std::lock_guard<std::mutex> lock(mutex_);
+          backfill_allowance_ += released.size();
+          for (keel::wire::Message& message : released) push(std::move(message));
+          queued = queued || !released.empty();
+          links_[i].backfill = attach[i].backfill().status();
+          links_[i].backfill_outcomes = attach[i].backfill().outcomes();
         }
         // Once per burst, outside the lock: the UI drains the whole queue when it wakes.
         if (queued && options_.on_data) options_.on_data();
@@ -80,7 +102,7 @@ Receiver::~Receiver() {
 
 // Called with mutex_ held.
 void Receiver::push(keel::wire::Message&& message) {
-  if (queue_.size() >= options_.queue_capacity) {
+  if (queue_.size() >= options_.queue_capacity + backfill_allowance_) {
     queue_.pop_front();
     queue_dropped_.fetch_add(1);
   }
@@ -92,6 +114,7 @@ void Receiver::drain(std::vector<keel::wire::Message>& out) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     taken.swap(queue_);
+    backfill_allowance_ = 0;
   }
   out.reserve(out.size() + taken.size());
   for (keel::wire::Message& message : taken) out.push_back(std::move(message));
@@ -107,6 +130,8 @@ std::vector<EndpointState> Receiver::endpoint_states() const {
     state.messages = link.messages;
     state.decode_errors = link.decode_errors;
     state.last_error = link.last_error;
+    state.backfill = link.backfill;
+    state.backfill_outcomes = link.backfill_outcomes;
     if (link.messages > 0) {
       state.secs_since_message = std::chrono::duration<double>(now - link.last_message).count();
     }

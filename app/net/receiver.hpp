@@ -3,7 +3,9 @@
 // What it is for: the UI must never touch a socket or wait on the network. A Receiver starts
 // one background thread that owns one Subscriber per endpoint (so it can tell which endpoint
 // is live, stale or speaks another protocol version), decodes, and pushes each message into a
-// bounded queue that the UI thread drains once per frame.
+// bounded queue that the UI thread drains once per frame. When an endpoint is first heard, the
+// thread also asks its probe for the recent history and merges it in front of the live stream
+// (late attach: backfill.hpp, late_attach.hpp), so the model gets every step once, in order.
 // Threads: construct, drain(), endpoint_states() and the destructor from one owner thread
 // (the UI thread); the background thread is private. drain() and endpoint_states() take a
 // short lock and never wait on the network.
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "net/backfill.hpp"
 
 namespace keel::app {
 
@@ -42,6 +45,8 @@ struct EndpointState {
   uint64_t decode_errors = 0;
   std::string last_error;          // the most recent decode error, "" if none
   double secs_since_message = -1;  // -1 before the first message
+  std::string backfill;            // the latest late-attach outcome (backfill.hpp), "" before one
+  uint64_t backfill_outcomes = 0;  // increments with each outcome
 };
 
 struct ReceiverOptions {
@@ -50,6 +55,11 @@ struct ReceiverOptions {
   double stale_after_secs = 3.0;
   // At ~20 steps/s a few seconds of frames where the UI stalls fit comfortably.
   size_t queue_capacity = 4096;
+  // Late attach (backfill.hpp): when an endpoint is first heard (or its trainer restarts), ask
+  // the probe's command socket (port + 1) for its history ring and deliver it before the live
+  // stream. A backfill is delivered whole even past queue_capacity: it is bounded by the ring.
+  bool backfill = true;
+  BackfillOptions backfill_options;
   // Called on the receiver thread after it queued one or more messages, so the UI can wake
   // and draw them now rather than at its next idle frame. Must be cheap and thread-safe (keel
   // passes FramePacer::notify_data); empty: nobody is told.
@@ -81,6 +91,8 @@ class Receiver {
     std::string last_error;
     bool version_error_since_message = false;
     Clock::time_point last_message{};
+    std::string backfill;
+    uint64_t backfill_outcomes = 0;
   };
 
   void run(std::vector<std::string> endpoints);
@@ -89,6 +101,7 @@ class Receiver {
   ReceiverOptions options_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> queue_dropped_{0};
+  size_t backfill_allowance_ = 0;  // queue room above capacity for backfills not drained yet
   mutable std::mutex mutex_;  // guards queue_ and links_
   std::deque<keel::wire::Message> queue_;
   std::vector<Link> links_;

@@ -9,6 +9,7 @@
 // two frames (topic, payload), or a payload whose type disagrees with its topic is counted in
 // decode_errors() and returned as ReceiveStatus::kDecodeError with the reason. Only setup
 // errors (an endpoint ZeroMQ cannot parse) throw, from the constructor or connect().
+// Reading and checking a message is read_message() (read_message.hpp).
 // Blocking: receive() blocks at most timeout_ms. Destruction never blocks (linger 0: a client
 // that stops listening has nothing left to flush).
 #pragma once
@@ -20,22 +21,9 @@
 #include <zmq.hpp>
 
 #include "keel/wire/messages.hpp"
+#include "net/read_message.hpp"
 
 namespace keel::app {
-
-enum class ReceiveStatus {
-  kMessage,      // `message` and `topic` hold one decoded message
-  kTimeout,      // nothing arrived within timeout_ms
-  kDecodeError,  // something arrived but was dropped; `error` says why, `topic` what it claimed
-  kInterrupted,  // a signal interrupted the wait (e.g. SIGINT); the caller decides what it means
-};
-
-struct ReceiveResult {
-  ReceiveStatus status = ReceiveStatus::kTimeout;
-  keel::wire::Message message;
-  std::string topic;
-  std::string error;
-};
 
 class Subscriber {
  public:

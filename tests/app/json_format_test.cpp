@@ -235,9 +235,10 @@ TEST(JsonFormat, AckHasEveryField) {
   ack.step = 1235;
   ack.path = "/tmp/dumps/step1235.pt";
   ack.bytes = 4096;
+  ack.count = 12;
   const Json json = to_json(ack, LayerNames{});
   EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "id", "rank", "seq", "ok", "step",
-                                                     "error", "path", "bytes"}));
+                                                     "error", "path", "bytes", "count"}));
   EXPECT_EQ(json["type"], "ack");
   EXPECT_EQ(json["id"], 77);
   EXPECT_EQ(json["ok"], true);
@@ -245,6 +246,7 @@ TEST(JsonFormat, AckHasEveryField) {
   EXPECT_EQ(json["error"], "");
   EXPECT_EQ(json["path"], "/tmp/dumps/step1235.pt");
   EXPECT_EQ(json["bytes"], 4096);
+  EXPECT_EQ(json["count"], 12);
 }
 
 TEST(JsonFormat, LineIsOneLineAndSurvivesInvalidUtf8) {

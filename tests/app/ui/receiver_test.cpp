@@ -47,6 +47,13 @@ std::vector<wire::Message> drain_until(Receiver& receiver, size_t count) {
   return got;
 }
 
+// These tests are about the live stream alone; late attach has its own (late_attach_test.cpp).
+ReceiverOptions live_only() {
+  ReceiverOptions options;
+  options.backfill = false;
+  return options;
+}
+
 // Re-encodes a payload with another protocol version: the first "v" key's fixint value.
 std::string with_version(const wire::Message& message, uint8_t version) {
   std::vector<char> bytes = wire::encode(message);
@@ -60,7 +67,7 @@ std::string with_version(const wire::Message& message, uint8_t version) {
 
 TEST(Receiver, DeliversDecodedMessagesInOrderAndGoesLive) {
   TestPublisher publisher;
-  Receiver receiver({publisher.endpoint()});
+  Receiver receiver({publisher.endpoint()}, live_only());
   EXPECT_EQ(receiver.endpoint_states().at(0).state, LinkState::kConnecting);
   ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, receiver));
 
@@ -79,7 +86,7 @@ TEST(Receiver, DeliversDecodedMessagesInOrderAndGoesLive) {
 
 TEST(Receiver, GoesStaleWhenTheTrainerFallsSilent) {
   TestPublisher publisher;
-  ReceiverOptions options;
+  ReceiverOptions options = live_only();
   options.stale_after_secs = 0.2;
   Receiver receiver({publisher.endpoint()}, options);
   ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, receiver));
@@ -93,7 +100,7 @@ TEST(Receiver, GoesStaleWhenTheTrainerFallsSilent) {
 TEST(Receiver, NamesAProtocolMismatchAndSurvivesGarbage) {
   TestPublisher publisher;
   TestPublisher healthy;
-  Receiver receiver({publisher.endpoint(), healthy.endpoint()});
+  Receiver receiver({publisher.endpoint(), healthy.endpoint()}, live_only());
   ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(healthy, receiver));
   // Subscriptions are per connection; give the first one time too.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -120,7 +127,7 @@ TEST(Receiver, NamesAProtocolMismatchAndSurvivesGarbage) {
 
 TEST(Receiver, DropsTheOldestWhenTheUiFallsBehind) {
   TestPublisher publisher;
-  ReceiverOptions options;
+  ReceiverOptions options = live_only();
   options.queue_capacity = 10;
   Receiver receiver({publisher.endpoint()}, options);
   ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, receiver));

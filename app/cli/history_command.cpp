@@ -1,0 +1,155 @@
+#include "cli/history_command.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <variant>
+
+#include "cli/json_format.hpp"
+#include "cli/layer_names.hpp"
+#include "cli/table_format.hpp"
+#include "keel/wire/codec.hpp"
+#include "net/command_socket.hpp"
+#include "net/subscriber.hpp"
+
+namespace keel::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+Clock::duration duration_of(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+int wait_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 200));
+}
+
+}  // namespace
+
+int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string endpoint = options.endpoint.empty() ? keel::wire::kDefaultPubEndpoint : options.endpoint;
+  std::string command_endpoint = options.command_endpoint;
+  if (command_endpoint.empty()) command_endpoint = keel::wire::command_endpoint_for(endpoint);
+  if (command_endpoint.empty()) {
+    err << "keel-cli: " << endpoint
+        << " has no numeric port to derive the command endpoint from; give --command-endpoint\n";
+    return 1;
+  }
+
+  LayerNames names;
+  TablePrinter table;
+  bool described = false;
+  auto print = [&](const keel::wire::Message& message) {
+    out << (options.json ? to_json_line(message, names) + "\n" : table.format(message, names));
+  };
+  try {
+    Subscriber subscriber({endpoint});
+    const Clock::time_point deadline = Clock::now() + duration_of(options.describe_wait_secs);
+    while (Clock::now() < deadline) {
+      ReceiveResult received = subscriber.receive(wait_ms(deadline));
+      const auto* run = std::get_if<keel::wire::RunDescription>(&received.message);
+      if (received.status != ReceiveStatus::kMessage || run == nullptr) continue;
+      names.learn(*run);
+      print(received.message);
+      described = true;
+      break;
+    }
+    if (!described) {
+      err << "keel-cli: warning: no run description from " << endpoint << " within "
+          << seconds_text(options.describe_wait_secs) << " s; layers print by index\n";
+    }
+  } catch (const std::exception& error) {
+    err << "keel-cli: " << error.what() << '\n';
+    return 1;
+  }
+
+  std::unique_ptr<CommandSocket> socket;
+  keel::wire::Command command;
+  command.rank = -1;
+  command.id = 1;
+  command.kind = "history";
+  command.count = options.count;
+  std::string error;
+  try {
+    socket = std::make_unique<CommandSocket>(command_endpoint);
+  } catch (const std::exception& failure) {
+    err << "keel-cli: " << failure.what() << '\n';
+    return 1;
+  }
+  if (!socket->send(command, error)) {
+    err << "keel-cli: " << error << '\n';
+    return 1;
+  }
+
+  // Silence, not the whole answer, is bounded: a large ring keeps arriving for a while.
+  Clock::time_point deadline = Clock::now() + duration_of(options.timeout_secs);
+  int64_t printed = 0, first_step = 0, last_step = 0;
+  while (Clock::now() < deadline) {
+    ReceiveResult reply = socket->receive(wait_ms(deadline));
+    if (reply.status == ReceiveStatus::kDecodeError) {
+      err << "keel-cli: warning: dropped an undecodable reply: " << reply.error << '\n';
+      continue;
+    }
+    if (reply.status != ReceiveStatus::kMessage) continue;
+    deadline = Clock::now() + duration_of(options.timeout_secs);
+    if (const auto* record = std::get_if<keel::wire::StepRecord>(&reply.message)) {
+      if (printed == 0) first_step = record->step;
+      last_step = record->step;
+      ++printed;
+      print(reply.message);
+      continue;
+    }
+    const auto* ack = std::get_if<keel::wire::Ack>(&reply.message);
+    if (ack == nullptr || (ack->id != command.id && ack->id != 0)) continue;
+    out.flush();
+    if (!ack->ok) {
+      err << "keel-cli: the probe refused the history request: " << ack->error << '\n';
+      return 1;
+    }
+    err << "keel-cli: " << printed << " steps from the probe's history";
+    if (printed > 0) err << " (" << first_step << ".." << last_step << ")";
+    if (ack->count != printed) err << "; the probe sent " << ack->count;
+    err << '\n';
+    return 0;
+  }
+  out.flush();
+  err << "keel-cli: no answer from " << command_endpoint << " for " << seconds_text(options.timeout_secs)
+      << " s (after " << printed << " steps)\n";
+  return 2;
+}
+
+CliCommand add_history_command(CLI::App& app) {
+  auto options = std::make_shared<HistoryOptions>();
+  CLI::App* history = app.add_subcommand(
+      "history", "Print the recent steps a probe keeps in its ring (what a late client backfills)");
+  history->add_option("-e,--endpoint", options->endpoint,
+                      std::string("PUB endpoint of the probe; the request goes to its port + 1 (default ") +
+                          keel::wire::kDefaultPubEndpoint + ")")
+      ->type_name("ENDPOINT");
+  history->add_option("--command-endpoint", options->command_endpoint,
+                      "Command (ROUTER) endpoint of the probe, instead of deriving it from --endpoint")
+      ->type_name("ENDPOINT");
+  history->add_option("-n,--count", options->count, "Most recent N steps (default: all the probe keeps)")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  history->add_option("-t,--timeout", options->timeout_secs,
+                      "Exit 2 when the probe is silent for SECS seconds before its answer ends")
+      ->type_name("SECS")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  history->add_flag("--json", options->json, "One JSON object per message per line");
+  return CliCommand{history, [options] { return run_history(*options, std::cout, std::cerr); }};
+}
+
+}  // namespace keel::app

@@ -1,0 +1,191 @@
+#include "net/command_client.hpp"
+
+#include <cerrno>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <utility>
+#include <variant>
+
+#include <zmq.hpp>
+
+#include "net/command_socket.hpp"
+
+namespace keel::app {
+namespace {
+
+// One wait for replies; bounds how long a submitted command waits before it is sent and how
+// long the destructor waits for the thread.
+constexpr int kPollMs = 20;
+
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds << " s";
+  return out.str();
+}
+
+}  // namespace
+
+const char* command_state_name(CommandState state) {
+  switch (state) {
+    case CommandState::kPending: return "pending";
+    case CommandState::kAcknowledged: return "acknowledged";
+    case CommandState::kRefused: return "refused";
+    case CommandState::kTimedOut: return "timed out";
+  }
+  return "?";
+}
+
+CommandClient::CommandClient(CommandClientOptions options) : options_(options), next_id_(1) {
+  thread_ = std::thread([this] { run(); });
+}
+
+CommandClient::~CommandClient() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t CommandClient::submit(const std::string& command_endpoint, keel::wire::Command command) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t id = next_id_++;
+  command.id = id;
+  CommandStatus status;
+  status.id = id;
+  status.command_endpoint = command_endpoint;
+  status.command = command;
+  statuses_[id] = status;
+  kept_order_.push_back(id);
+  while (kept_order_.size() > kMaxKept) {
+    statuses_.erase(kept_order_.front());
+    deadlines_.erase(kept_order_.front());
+    kept_order_.pop_front();
+  }
+  if (command_endpoint.empty()) {
+    finish(id, CommandState::kRefused, nullptr,
+           "not sent: the telemetry endpoint has no port + 1 for a command socket");
+    return id;
+  }
+  outbox_.push_back(Outgoing{id, command_endpoint, std::move(command)});
+  return id;
+}
+
+std::optional<CommandStatus> CommandClient::status(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = statuses_.find(id);
+  if (found == statuses_.end()) return std::nullopt;
+  return found->second;
+}
+
+void CommandClient::finish(uint64_t id, CommandState state, const keel::wire::Ack* ack,
+                           const std::string& error) {
+  deadlines_.erase(id);
+  const auto found = statuses_.find(id);
+  if (found == statuses_.end()) return;
+  CommandStatus& status = found->second;
+  status.answered_late = ack != nullptr && status.state == CommandState::kTimedOut;
+  status.state = state;
+  if (ack != nullptr) status.ack = *ack;
+  status.error = error;
+}
+
+void CommandClient::run() {
+  std::map<std::string, std::unique_ptr<CommandSocket>> sockets;
+  std::vector<Outgoing> sending;
+  std::vector<zmq::pollitem_t> items;
+  std::vector<CommandSocket*> polled;
+  while (!stop_.load()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sending.swap(outbox_);
+    }
+    for (Outgoing& outgoing : sending) {
+      std::string error;
+      std::unique_ptr<CommandSocket>& socket = sockets[outgoing.command_endpoint];
+      if (!socket) {
+        try {
+          socket = std::make_unique<CommandSocket>(outgoing.command_endpoint);
+        } catch (const std::exception& failure) {
+          error = failure.what();
+        }
+      }
+      if (socket) socket->send(outgoing.command, error);
+      if (!socket) sockets.erase(outgoing.command_endpoint);
+      const double timeout_secs =
+          outgoing.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error.empty()) {
+        finish(outgoing.id, CommandState::kRefused, nullptr, "not sent: " + error);
+      } else if (statuses_.count(outgoing.id) != 0) {
+        deadlines_[outgoing.id] =
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(timeout_secs));
+      }
+    }
+    sending.clear();
+
+    items.clear();
+    polled.clear();
+    for (auto& [endpoint, socket] : sockets) {
+      items.push_back(zmq::pollitem_t{socket->socket().handle(), 0, ZMQ_POLLIN, 0});
+      polled.push_back(socket.get());
+    }
+    if (items.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+    } else {
+      try {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
+      } catch (const zmq::error_t& error) {
+        if (error.num() != EINTR) throw;
+      }
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      while (true) {
+        ReceiveResult reply = polled[i]->receive(0);
+        if (reply.status == ReceiveStatus::kTimeout || reply.status == ReceiveStatus::kInterrupted) {
+          break;
+        }
+        const auto* ack = reply.status == ReceiveStatus::kMessage
+                              ? std::get_if<keel::wire::Ack>(&reply.message)
+                              : nullptr;
+        if (ack == nullptr) continue;  // not an answer to a command of ours
+        std::lock_guard<std::mutex> lock(mutex_);
+        uint64_t id = ack->id;
+        if (id == 0) {
+          // The probe could not read the command it refuses; it is ours if exactly one of
+          // ours to that endpoint is unanswered.
+          int unanswered = 0;
+          for (const auto& [pending_id, deadline] : deadlines_) {
+            if (statuses_[pending_id].command_endpoint == polled[i]->endpoint()) {
+              ++unanswered;
+              id = pending_id;
+            }
+          }
+          if (unanswered != 1) continue;
+        }
+        const auto found = statuses_.find(id);
+        if (found == statuses_.end() || found->second.command_endpoint != polled[i]->endpoint()) {
+          continue;
+        }
+        finish(id, ack->ok ? CommandState::kAcknowledged : CommandState::kRefused, ack, ack->error);
+      }
+    }
+
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Clock::time_point now = Clock::now();
+    std::vector<uint64_t> expired;
+    for (const auto& [id, deadline] : deadlines_) {
+      if (deadline <= now) expired.push_back(id);
+    }
+    for (uint64_t id : expired) {
+      const CommandStatus& status = statuses_[id];
+      const double timeout_secs =
+          status.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
+      finish(id, CommandState::kTimedOut, nullptr,
+             "no answer within " + seconds_text(timeout_secs) +
+                 "; it may still be applied later, it is not resent");
+    }
+  }
+}
+
+}  // namespace keel::app

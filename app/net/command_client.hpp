@@ -1,0 +1,100 @@
+// keel app CommandClient: the dashboard's command thread (skip, dump, policy to the probes).
+//
+// What it is for: the UI must never touch a socket, yet the user's clicks must reach the
+// probe and their answers come back. submit() queues a command and returns its id at once; a
+// background thread owns one DEALER (CommandSocket) per command endpoint, sends, matches each
+// ack to its command by id, and marks a command timed out when no ack came in time. The UI
+// reads status(id) every frame.
+// A command is sent exactly once: a timed-out command is never resent (PROTOCOL §6: a skip
+// must not be applied twice). An ack that arrives after the timeout still updates the status
+// (answered_late), because the probe did apply it and the user must see that.
+// Threads: construct, submit(), status() and the destructor from one owner thread (the UI
+// thread); the background thread is private. submit() and status() take a short lock and never
+// wait on the network.
+// Never: blocks the owner, throws after construction, or grows without bound: the statuses of
+// the newest kMaxKept commands are kept. Destruction stops the thread within one poll interval.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+
+namespace keel::app {
+
+enum class CommandState {
+  kPending,       // sent (or about to be), no answer yet
+  kAcknowledged,  // the probe accepted it: ack.step says where it took effect
+  kRefused,       // the probe refused it (ack.error), or it could not be sent (error)
+  kTimedOut,      // no answer within the timeout; it may still be applied, it is not resent
+};
+
+const char* command_state_name(CommandState state);
+
+struct CommandStatus {
+  uint64_t id = 0;
+  std::string command_endpoint;
+  keel::wire::Command command;
+  CommandState state = CommandState::kPending;
+  keel::wire::Ack ack;         // the probe's answer, when one came
+  std::string error;           // why it was refused or timed out, as a sentence; "" otherwise
+  bool answered_late = false;  // the ack came after the command was shown as timed out
+};
+
+struct CommandClientOptions {
+  // Skip and policy take effect at the next step boundary: one step, normally well under a
+  // second, seconds for a large model.
+  double timeout_secs = 10.0;
+  // A dump writes the whole model and optimizer state before it is acknowledged.
+  double dump_timeout_secs = 120.0;
+};
+
+class CommandClient {
+ public:
+  static constexpr size_t kMaxKept = 256;
+
+  explicit CommandClient(CommandClientOptions options = {});
+  CommandClient(const CommandClient&) = delete;
+  CommandClient& operator=(const CommandClient&) = delete;
+  ~CommandClient();
+
+  // Queues `command` for the probe whose command socket is `command_endpoint` (for a telemetry
+  // endpoint E: keel::wire::command_endpoint_for(E)). The id is chosen here (command.id is
+  // overwritten) and returned. An empty or unusable endpoint comes back as kRefused.
+  uint64_t submit(const std::string& command_endpoint, keel::wire::Command command);
+
+  // The command's status, or nothing for an id not submitted here (or no longer kept).
+  std::optional<CommandStatus> status(uint64_t id) const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Outgoing {
+    uint64_t id;
+    std::string command_endpoint;
+    keel::wire::Command command;
+  };
+
+  void run();
+  // Called with mutex_ held.
+  void finish(uint64_t id, CommandState state, const keel::wire::Ack* ack, const std::string& error);
+
+  CommandClientOptions options_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mutex_;  // guards everything below
+  uint64_t next_id_;
+  std::vector<Outgoing> outbox_;
+  std::map<uint64_t, CommandStatus> statuses_;
+  std::deque<uint64_t> kept_order_;  // ids in submission order, for the bound
+  std::map<uint64_t, Clock::time_point> deadlines_;  // pending ids
+  std::thread thread_;
+};
+
+}  // namespace keel::app

@@ -1,0 +1,165 @@
+// The dashboard's command thread against a fake probe command socket (ROUTER) over loopback:
+// each command is sent once, its ack (with step, path, bytes) or refusal comes back to the
+// right command, silence becomes "timed out" without a resend, and a late ack still shows.
+#include "net/command_client.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fake_command_server.hpp"
+#include "test_publisher.hpp"
+
+namespace keel::app {
+namespace {
+
+namespace wire = keel::wire;
+using test_support::FakeCommandServer;
+using Clock = std::chrono::steady_clock;
+
+CommandStatus wait_while_pending(const CommandClient& client, uint64_t id, double secs = 10) {
+  const auto give_up = Clock::now() + std::chrono::duration<double>(secs);
+  std::optional<CommandStatus> status = client.status(id);
+  while (status && status->state == CommandState::kPending && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    status = client.status(id);
+  }
+  EXPECT_TRUE(status.has_value());
+  return status.value_or(CommandStatus{});
+}
+
+wire::Command command(const std::string& kind) {
+  wire::Command out;
+  out.rank = -1;
+  out.kind = kind;
+  return out;
+}
+
+TEST(CommandClient, SkipIsAcknowledgedWithTheStepItTookEffectAt) {
+  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+    return {FakeCommandServer::ack_for(c, true, 1234)};
+  });
+  CommandClient client;
+  wire::Command skip = command("skip");
+  skip.count = 2;
+  const uint64_t id = client.submit(server.endpoint(), skip);
+  EXPECT_EQ(client.status(id)->state, CommandState::kPending);
+  const CommandStatus status = wait_while_pending(client, id);
+  EXPECT_EQ(status.state, CommandState::kAcknowledged);
+  EXPECT_EQ(status.ack.step, 1234);
+  EXPECT_EQ(status.ack.id, id);
+  EXPECT_FALSE(status.answered_late);
+  ASSERT_EQ(server.received().size(), 1u);
+  EXPECT_EQ(server.received()[0].kind, "skip");
+  EXPECT_EQ(server.received()[0].count, 2);
+  EXPECT_EQ(server.received()[0].id, id);
+}
+
+TEST(CommandClient, DumpAckCarriesPathAndBytes) {
+  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+    wire::Ack ack = FakeCommandServer::ack_for(c, true, 77);
+    ack.path = "/tmp/keel-dumps/step-77-" + c.label;
+    ack.bytes = 5 << 20;
+    return {ack};
+  });
+  CommandClient client;
+  wire::Command dump = command("dump");
+  dump.label = "before-lr-bump";
+  const CommandStatus status = wait_while_pending(client, client.submit(server.endpoint(), dump));
+  EXPECT_EQ(status.state, CommandState::kAcknowledged);
+  EXPECT_EQ(status.ack.path, "/tmp/keel-dumps/step-77-before-lr-bump");
+  EXPECT_EQ(status.ack.bytes, 5 << 20);
+}
+
+TEST(CommandClient, RefusalKeepsTheProbesSentence) {
+  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+    wire::Ack ack = FakeCommandServer::ack_for(c, false, -1);
+    ack.error = "dump refused: the last dump was 3 steps ago, at most one per 100 steps";
+    return {ack};
+  });
+  CommandClient client;
+  const CommandStatus status = wait_while_pending(client, client.submit(server.endpoint(), command("dump")));
+  EXPECT_EQ(status.state, CommandState::kRefused);
+  EXPECT_EQ(status.error, "dump refused: the last dump was 3 steps ago, at most one per 100 steps");
+}
+
+TEST(CommandClient, AcksReachTheirOwnCommandsInWhateverOrderTheyCome) {
+  // Answers each policy command at once and holds the skip until the policy one came.
+  std::vector<wire::Command> held;
+  FakeCommandServer server([&held](const wire::Command& c) -> std::vector<wire::Message> {
+    if (c.kind == "skip") {
+      held.push_back(c);
+      return {};
+    }
+    std::vector<wire::Message> replies{FakeCommandServer::ack_for(c, true, 10)};
+    for (const wire::Command& waiting : held) replies.push_back(FakeCommandServer::ack_for(waiting, true, 11));
+    held.clear();
+    return replies;
+  });
+  CommandClient client;
+  const uint64_t skip_id = client.submit(server.endpoint(), command("skip"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  wire::Command policy = command("policy");
+  policy.policy = "skip_spike";
+  policy.enable = true;
+  const uint64_t policy_id = client.submit(server.endpoint(), policy);
+  EXPECT_NE(skip_id, policy_id);
+  EXPECT_EQ(wait_while_pending(client, policy_id).ack.step, 10);
+  EXPECT_EQ(wait_while_pending(client, skip_id).ack.step, 11);
+}
+
+TEST(CommandClient, SilenceTimesOutWithoutAResend) {
+  FakeCommandServer server([](const wire::Command&) -> std::vector<wire::Message> { return {}; });
+  CommandClientOptions options;
+  options.timeout_secs = 0.3;
+  CommandClient client(options);
+  const uint64_t id = client.submit(server.endpoint(), command("skip"));
+  const CommandStatus status = wait_while_pending(client, id);
+  EXPECT_EQ(status.state, CommandState::kTimedOut);
+  EXPECT_NE(status.error.find("no answer within 0.3 s"), std::string::npos) << status.error;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(server.received().size(), 1u) << "a timed-out skip must never be sent again";
+}
+
+TEST(CommandClient, ALateAckAfterTheTimeoutIsShownAsLate) {
+  // The probe answers the first command only when the second one arrives.
+  std::vector<wire::Command> waiting;
+  FakeCommandServer server([&waiting](const wire::Command& c) -> std::vector<wire::Message> {
+    if (waiting.empty()) {
+      waiting.push_back(c);
+      return {};
+    }
+    return {FakeCommandServer::ack_for(waiting[0], true, 5), FakeCommandServer::ack_for(c, true, 6)};
+  });
+  CommandClientOptions options;
+  options.timeout_secs = 0.2;
+  CommandClient client(options);
+  const uint64_t first = client.submit(server.endpoint(), command("skip"));
+  ASSERT_EQ(wait_while_pending(client, first).state, CommandState::kTimedOut);
+  const uint64_t second = client.submit(server.endpoint(), command("describe"));
+  EXPECT_EQ(wait_while_pending(client, second).state, CommandState::kAcknowledged);
+  const CommandStatus late = *client.status(first);
+  EXPECT_EQ(late.state, CommandState::kAcknowledged);
+  EXPECT_TRUE(late.answered_late);
+  EXPECT_EQ(late.ack.step, 5);
+}
+
+TEST(CommandClient, NoCommandEndpointIsRefusedAtOnce) {
+  CommandClient client;
+  const uint64_t id = client.submit("", command("skip"));
+  const CommandStatus status = *client.status(id);
+  EXPECT_EQ(status.state, CommandState::kRefused);
+  EXPECT_NE(status.error.find("no port + 1"), std::string::npos);
+  const CommandStatus bad = wait_while_pending(client, client.submit("not-an-endpoint", command("skip")));
+  EXPECT_EQ(bad.state, CommandState::kRefused);
+  EXPECT_NE(bad.error.find("not-an-endpoint"), std::string::npos);
+}
+
+TEST(CommandClient, UnknownIdsHaveNoStatus) {
+  CommandClient client;
+  EXPECT_FALSE(client.status(42).has_value());
+}
+
+}  // namespace
+}  // namespace keel::app
