@@ -61,6 +61,7 @@ void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links
                        run->has_steps() ? run->last_step() : 0);
   }
   if (run) log_new_events(*run);
+  log_backfills(links);
 
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -70,6 +71,8 @@ void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("keel", nullptr, flags);
   draw_status_bar(links, queue_dropped, model, run);
+  ImGui::Separator();
+  controls_.draw(run, links);
   ImGui::Separator();
   if (run) {
     handle_keys(*run);
@@ -111,7 +114,7 @@ void Dashboard::draw_panes(const RunModel& run) {
   if (begin_pane("layers", ImVec2(0, std::floor(right_h * list_frac_)))) layer_list_.draw(run, state_);
   ImGui::EndChild();
   splitter("split_layers", false, ImGui::GetContentRegionAvail().x, right_h, list_frac_);
-  if (begin_pane("events", ImVec2(0, 0))) draw_events(run, state_);
+  if (begin_pane("events", ImVec2(0, 0))) draw_events(run, state_, controls_.commands());
   ImGui::EndChild();
   ImGui::EndGroup();
 }
@@ -138,6 +141,18 @@ void Dashboard::log_new_events(const RunModel& run) {
     logged_any_event_ = true;
     std::fflush(stdout);
   }
+}
+
+void Dashboard::log_backfills(const std::vector<EndpointState>& links) {
+  logged_backfills_.resize(links.size(), 0);
+  bool printed = false;
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (links[i].backfill_outcomes == logged_backfills_[i]) continue;
+    logged_backfills_[i] = links[i].backfill_outcomes;
+    std::printf("keel: backfill %s: %s\n", links[i].endpoint.c_str(), links[i].backfill.c_str());
+    printed = true;
+  }
+  if (printed) std::fflush(stdout);
 }
 
 void Dashboard::handle_keys(const RunModel& run) {

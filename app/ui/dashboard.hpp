@@ -1,6 +1,6 @@
 // keel app Dashboard: the one window's layout and keyboard, composing every view.
 //
-// What it is for: placing the panes (status bar on top; global charts, heatmap and layer detail
+// What it is for: placing the panes (status bar and controls on top; global charts, heatmap and layer detail
 // on the left; layer list and events on the right) with draggable splitters between them,
 // choosing which run the panes show, and the keys: up/down move the layer selection (in the
 // list's order), space toggles follow-live, Home resets the view.
@@ -15,6 +15,7 @@
 #include "model/model.hpp"
 #include "net/receiver.hpp"
 #include "ui/app_state.hpp"
+#include "ui/control_panel.hpp"
 #include "ui/heatmap_view.hpp"
 #include "ui/layer_list.hpp"
 
@@ -36,15 +37,20 @@ class Dashboard {
   // Prints events not printed yet ("keel: event KIND step N layer NAME: DETAIL"), oldest first,
   // so the terminal (and a test) has a record of what the events pane showed.
   void log_new_events(const RunModel& run);
+  // Prints each endpoint's new late-attach outcome ("keel: backfill ENDPOINT: backfilled ...").
+  void log_backfills(const std::vector<EndpointState>& links);
   void draw_panes(const RunModel& run);
 
   AppState state_;
   HeatmapView heatmap_;
+  ControlPanel controls_;
   LayerList layer_list_;
   std::string pending_select_;
   const RunModel* logged_run_ = nullptr;
   uint64_t logged_event_seq_ = 0;
   bool logged_any_event_ = false;
+  // Late-attach outcomes already printed, per endpoint (EndpointState::backfill_outcomes).
+  std::vector<uint64_t> logged_backfills_;
   // Pane sizes as fractions of the window, changed by dragging the splitters.
   float left_frac_ = 0.64f;
   float charts_frac_ = 0.3f;

@@ -9,6 +9,7 @@ namespace {
 
 ImVec4 kind_colour(const std::string& kind) {
   if (kind.rfind("first_nonfinite", 0) == 0) return ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
+  if (kind == "dump_failed") return ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
   if (kind == "skip" || kind == "spike") return ImVec4(1.0f, 0.65f, 0.2f, 1.0f);
   return ImGui::GetStyleColorVec4(ImGuiCol_Text);
 }
@@ -22,9 +23,9 @@ int find_layer(const RunModel& run, const std::string& name) {
   return -1;
 }
 
-void draw_events(const RunModel& run, AppState& state) {
+void draw_events(const RunModel& run, AppState& state, const std::deque<CommandEntry>& commands) {
   const auto& events = run.events();
-  if (events.empty()) {
+  if (events.empty() && commands.empty()) {
     ImGui::TextDisabled("no events");
     return;
   }
@@ -38,10 +39,35 @@ void draw_events(const RunModel& run, AppState& state) {
   ImGui::TableSetupColumn("detail", ImGuiTableColumnFlags_WidthStretch, 1.2f);
   ImGui::TableHeadersRow();
   int row = 0;
-  for (const auto& event : events) {
+  size_t next_event = 0, next_command = 0;
+  while (next_event < events.size() || next_command < commands.size()) {
+    // Both lists are newest first; the newer head goes next.
+    const bool take_command =
+        next_command < commands.size() &&
+        (next_event >= events.size() ||
+         commands[next_command].stamp_unix_ns >= events[next_event].stamp_unix_ns);
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
     ImGui::PushID(row++);
+    if (take_command) {
+      const CommandEntry& command = commands[next_command++];
+      const std::string label = command.step >= 0 ? std::to_string(command.step) : std::string("-");
+      const bool selected = command.step >= 0 && command.step == state.selected_step();
+      if (ImGui::Selectable(label.c_str(), selected, ImGuiSelectableFlags_SpanAllColumns) &&
+          command.step >= 0) {
+        state.select(state.selected_layer(), state.selected_layer_name(), command.step);
+      }
+      ImGui::PopID();
+      ImGui::TableSetColumnIndex(1);
+      const ImVec4 colour = command.state == CommandState::kAcknowledged ? ImVec4(0.35f, 0.85f, 0.4f, 1.0f)
+                                                                         : ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
+      ImGui::TextColored(colour, "%s %s", command.kind.c_str(), command_state_name(command.state));
+      ImGui::TableSetColumnIndex(3);
+      ImGui::TextUnformatted(command.text.c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", command.text.c_str());
+      continue;
+    }
+    const wire::Event& event = events[next_event++];
     const bool selected = event.step == state.selected_step() &&
                           (event.layer.empty() || event.layer == state.selected_layer_name());
     const std::string label = std::to_string(event.step);

@@ -40,6 +40,7 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
                   static_cast<unsigned long long>(link.decode_errors));
       if (link.secs_since_message >= 0) ImGui::Text("last message %.1f s ago", link.secs_since_message);
       if (!link.last_error.empty()) ImGui::Text("last error: %s", link.last_error.c_str());
+      if (!link.backfill.empty()) ImGui::Text("late attach: %s", link.backfill.c_str());
       ImGui::EndTooltip();
     }
     ImGui::SameLine();

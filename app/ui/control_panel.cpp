@@ -1,0 +1,191 @@
+#include "ui/control_panel.hpp"
+
+#include <cstdio>
+
+#include <imgui.h>
+#include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
+
+#include "keel/wire/codec.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+// Beside a button the status is cut to this many characters; the tooltip has all of it.
+constexpr size_t kStatusChars = 72;
+
+ImVec4 status_colour(CommandState state) {
+  switch (state) {
+    case CommandState::kAcknowledged: return ImVec4(0.35f, 0.85f, 0.4f, 1.0f);
+    case CommandState::kRefused: return ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
+    case CommandState::kTimedOut: return ImVec4(0.95f, 0.7f, 0.2f, 1.0f);
+    case CommandState::kPending: break;
+  }
+  return ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
+}
+
+void status_beside(const CommandStatus* status, bool short_form) {
+  if (status == nullptr) return;
+  ImGui::SameLine();
+  const std::string text = status_text(*status);
+  const std::string shown =
+      short_form ? command_state_name(status->state)
+                 : (text.size() > kStatusChars ? text.substr(0, kStatusChars) + "..." : text);
+  ImGui::TextColored(status_colour(status->state), "%s", shown.c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", text.c_str());
+}
+
+// Prints where a button is ("keel: control skip x0 8 y0 28 x1 130 y1 47", window pixels) when it
+// first shows or moves, so a test (or a user scripting xdotool) can click it.
+void log_geometry(const char* name, std::array<float, 4>& logged) {
+  const ImVec2 min = ImGui::GetItemRectMin(), max = ImGui::GetItemRectMax();
+  const std::array<float, 4> rect{min.x, min.y, max.x, max.y};
+  if (rect == logged) return;
+  logged = rect;
+  std::printf("keel: control %s x0 %.0f y0 %.0f x1 %.0f y1 %.0f\n", name, min.x, min.y, max.x, max.y);
+  std::fflush(stdout);
+}
+
+void separator() {
+  ImGui::SameLine();
+  ImGui::TextDisabled("|");
+  ImGui::SameLine();
+}
+
+void log_click(const std::string& what) {
+  std::printf("keel: clicked %s\n", what.c_str());
+  std::fflush(stdout);
+}
+
+const char* policy_state_name(PolicyState state) {
+  switch (state) {
+    case PolicyState::kOn: return "on";
+    case PolicyState::kOff: return "off";
+    case PolicyState::kUnknown: break;
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+void ControlPanel::draw(const RunModel* run, const std::vector<EndpointState>& links) {
+  if (run != run_seen_) {
+    run_seen_ = run;
+    state_.new_run();
+  }
+  if (run) state_.note_events(run->events());
+  read_statuses();
+
+  ImGui::BeginDisabled(run == nullptr || links.empty());
+  if (ImGui::Button("Skip next update")) {
+    log_click("Skip next update");
+    keel::wire::Command skip;
+    skip.kind = "skip";
+    skip.count = 1;
+    send("skip", skip, links, *run);
+  }
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip("The trainer leaves its parameters and optimizer state untouched at the next step");
+  }
+  log_geometry("skip", skip_rect_);
+  status_beside(state_.latest("skip"), false);
+  separator();
+  if (ImGui::Button("Dump checkpoint...")) {
+    log_click("Dump checkpoint");
+    open_dump_popup_ = true;
+  }
+  log_geometry("dump", dump_rect_);
+  status_beside(state_.latest("dump"), false);
+  separator();
+  ImGui::TextDisabled("policies:");
+  for (const char* name : kPolicyNames) {
+    ImGui::SameLine();
+    const std::string control = std::string("policy ") + name;
+    const CommandStatus* last = state_.latest(control);
+    const bool pending = last != nullptr && last->state == CommandState::kPending;
+    const PolicyState known = state_.policy(name);
+    const bool unknown = !pending && known == PolicyState::kUnknown;
+    bool enabled = pending ? last->command.enable : known == PolicyState::kOn;
+    if (unknown) ImGui::PushItemFlag(ImGuiItemFlags_MixedValue, true);
+    const bool clicked = ImGui::Checkbox(name, &enabled);
+    if (unknown) ImGui::PopItemFlag();
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip("%s: %s%s", name, pending ? "pending" : policy_state_name(known),
+                        unknown ? " (the probe does not report it until it changes; set it to know)" : "");
+    }
+    if (clicked && run != nullptr) {
+      log_click(control + (enabled ? " on" : " off"));
+      keel::wire::Command policy;
+      policy.kind = "policy";
+      policy.policy = name;
+      policy.enable = enabled;
+      send(control, policy, links, *run);
+    }
+    if (unknown) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("unknown");
+    } else if (last != nullptr && last->state != CommandState::kAcknowledged) {
+      status_beside(last, true);
+    }
+  }
+  ImGui::EndDisabled();
+  if (run != nullptr) draw_dump_popup(links, *run);
+}
+
+void ControlPanel::draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run) {
+  const char* title = "Dump checkpoint?";
+  bool focus_label = false;
+  if (open_dump_popup_) {
+    ImGui::OpenPopup(title);
+    open_dump_popup_ = false;
+    focus_label = true;
+  }
+  if (!ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
+  ImGui::TextUnformatted("Write the model and optimizer state and the recent telemetry now,");
+  ImGui::TextUnformatted("into the trainer's dump directory. Training goes on.");
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 20);
+  if (focus_label) ImGui::SetKeyboardFocusHere();
+  const bool entered = ImGui::InputTextWithHint("##label", "label (optional)", dump_label_.data(),
+                                                dump_label_.size(), ImGuiInputTextFlags_EnterReturnsTrue);
+  if (ImGui::Button("Dump") || entered) {
+    const std::string label = dump_label_.data();
+    log_click("Dump (label \"" + label + "\")");
+    keel::wire::Command dump;
+    dump.kind = "dump";
+    dump.label = label;
+    send("dump", dump, links, run);
+    dump_label_.fill('\0');
+    ImGui::CloseCurrentPopup();
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) {
+    log_click("Cancel (no dump)");
+    ImGui::CloseCurrentPopup();
+  }
+  ImGui::EndPopup();
+}
+
+void ControlPanel::send(const std::string& control, keel::wire::Command command,
+                        const std::vector<EndpointState>& links, const RunModel& run) {
+  if (links.empty()) return;
+  const EndpointState* target = &links.front();
+  for (const EndpointState& link : links) {
+    if (link.state == LinkState::kLive) {
+      target = &link;
+      break;
+    }
+  }
+  command.rank = links.size() > 1 ? run.rank() : -1;
+  if (!client_) client_ = std::make_unique<CommandClient>();
+  const uint64_t id = client_->submit(keel::wire::command_endpoint_for(target->endpoint), command);
+  state_.submitted(control, id, command);
+  if (const auto status = client_->status(id)) state_.update(*status);
+}
+
+void ControlPanel::read_statuses() {
+  if (!client_) return;
+  for (uint64_t id : state_.unsettled()) {
+    if (const auto status = client_->status(id)) state_.update(*status);
+  }
+}
+
+}  // namespace keel::app::ui

@@ -1,0 +1,58 @@
+// keel app controls: Skip next update, Dump checkpoint, and the policy toggles (DESIGN §4).
+//
+// What it is for: acting on the run from the dashboard. One row under the status bar: the
+// Skip button, the Dump button (which asks for confirmation and an optional label first), and
+// a checkbox per policy (skip_nonfinite, skip_spike, dump_nonfinite) showing the state the user
+// set or the probe reported, "unknown" until then. Each control shows what became of the
+// command it sent last (pending, acknowledged with its step, the dump's path and size, the
+// refusal or the timeout) right beside it; finished commands also go to the events pane
+// (commands() feeds draw_events). Every click is logged on stdout ("keel: clicked Skip next
+// update"), like the selection log, and so is where each button is ("keel: control skip x0 ...
+// y1 ...") when it first shows or moves, for scripted clicks.
+// Commands go to the command socket beside the shown run's endpoint (port + 1): when several
+// endpoints are connected, to the first live one, addressed to the shown run's rank so that a
+// probe of another rank refuses rather than acts.
+// Threads: the UI thread, inside an ImGui window. The sockets belong to a CommandClient's own
+// thread, started at the first command.
+// Never: touches a socket or waits on the network.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/run_model.hpp"
+#include "net/command_client.hpp"
+#include "net/receiver.hpp"
+#include "ui/control_state.hpp"
+
+namespace keel::app::ui {
+
+class ControlPanel {
+ public:
+  // One row of controls for `run` (nullptr: nothing to control yet, the buttons are disabled).
+  void draw(const RunModel* run, const std::vector<EndpointState>& links);
+
+  // Finished commands for the events pane, newest first.
+  const std::deque<CommandEntry>& commands() const { return state_.log(); }
+
+ private:
+  void send(const std::string& control, keel::wire::Command command,
+            const std::vector<EndpointState>& links, const RunModel& run);
+  void read_statuses();
+  void draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run);
+
+  std::unique_ptr<CommandClient> client_;
+  ControlState state_;
+  const RunModel* run_seen_ = nullptr;
+  bool open_dump_popup_ = false;
+  std::array<char, 128> dump_label_{};
+  // Button rectangles last printed to stdout (see log_geometry in the .cpp).
+  std::array<float, 4> skip_rect_{};
+  std::array<float, 4> dump_rect_{};
+};
+
+}  // namespace keel::app::ui
