@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <string>
 
 #include "keel/wire/codec.hpp"
 
@@ -13,9 +14,13 @@ template <class Saveable>
 std::string serialise(Saveable& saveable) {
   torch::serialize::OutputArchive archive;
   saveable.save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return std::move(out).str();
+  // Appending to one string skips std::ostringstream's per-write overhead and re-copies.
+  std::string out;
+  archive.save_to([&out](const void* data, size_t size) {
+    out.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return out;
 }
 
 std::string json_string(const std::string& text) {

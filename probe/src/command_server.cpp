@@ -17,8 +17,8 @@ struct CommandServer::Socket {
 
 namespace {
 // How long the thread sleeps in poll when idle: bounds how late an ack leaves after the
-// training thread answered.
-constexpr std::chrono::milliseconds kPollInterval{5};
+// training thread answered (the round-trip target is one step plus 5 ms).
+constexpr std::chrono::milliseconds kPollInterval{2};
 // ZeroMQ drops a peer that sends a larger frame before we ever see it, so an abusive client
 // cannot make us buffer megabytes; between kMaxCommandBytes and this, we answer with an error.
 constexpr int64_t kMaxFrameBytes = 1 << 20;

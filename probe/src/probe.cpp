@@ -55,7 +55,7 @@ class Probe::Impl {
   // After commands_: destroyed first, it may still answer a dump's command while finishing.
   std::unique_ptr<CheckpointWriter> dumps_;
   std::vector<PendingCommand> taken_;                 // reused: no allocation while idle
-  std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered this step, sent at its end
+  std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered at this step's boundary
   int64_t command_skips_left_ = 0;                    // "skip" updates still to skip, from step_
   struct DumpRequest {
     uint64_t ticket = 0;
@@ -134,7 +134,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::op
     po.describe_interval = std::chrono::milliseconds(static_cast<int64_t>(options_.describe_interval_secs * 1000));
     po.history_steps = options_.history_steps;
     publisher_ = std::make_unique<Publisher>(po, description_);
-    const std::string command_at = command_endpoint_of(options_.endpoint);
+    const std::string command_at = options_.accept_commands ? command_endpoint_of(options_.endpoint) : std::string();
     if (!command_at.empty()) {
       CommandServerOptions co;
       co.endpoint = command_at;
@@ -172,8 +172,14 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   outcome.step = step_;
   events_.clear();
   report_finished_dumps();
-  // Before anything reads the policies: a command changes them from this step on.
+  // Before anything reads the policies: a command changes them from this step on. Answered
+  // now rather than after the step: the decision is made, and the round trip stays within
+  // one step interval.
   apply_commands();
+  if (commands_ && !acks_.empty()) {
+    for (const auto& [ticket, ack] : acks_) commands_->reply(ticket, ack);
+    acks_.clear();
+  }
 
   uint32_t mask = 0;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
@@ -289,11 +295,6 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
       ++probe_errors_;
     }
   }
-  // Sent after the step's record, so a client that reads the ack can already find the step.
-  if (commands_) {
-    for (const auto& [ticket, ack] : acks_) commands_->reply(ticket, ack);
-  }
-  acks_.clear();
   // Valid only while nothing but our own update pass has touched the weights since.
   snapshot_current_ = stats_ok && update_due;
   order_.rearm();

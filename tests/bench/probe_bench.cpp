@@ -4,7 +4,9 @@
 // machine noise hits all three alike: plain optimizer.step(), the keel probe with every metric
 // every step (publishing on loopback), and naive instrumentation as commonly written. Also
 // the fused reduction against memcpy on 64 MB, and the probe's training-thread time outside
-// its reductions. The last line is one JSON object.
+// its reductions; and trainer control (control_bench.hpp): command round trip at 10 steps/s,
+// dump throughput against a plain write, the step cost of the history ring and command
+// socket. The last line is one JSON object.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "control_bench.hpp"
 #include "keel/probe/probe.hpp"
 #include "reduce_bandwidth.hpp"
 #include "trainer.hpp"
@@ -64,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "short run (30 rounds)");
   app.add_option("--pairs", pairs, "rounds of A/B/C steps (default 30 quick, 100 full)");
   app.add_option("--reduce-mb", reduce_mb, "gradient bytes for the bandwidth test")->capture_default_str();
+  std::string dump_dir = "keel-bench-dumps";
+  app.add_option("--dump-dir", dump_dir, "scratch directory for the dump throughput test")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (pairs <= 0) pairs = quick ? 30 : 100;
   const int warmup = 5;
@@ -113,6 +118,9 @@ int main(int argc, char** argv) {
   const double self_pct = 100.0 * median(probe_us) / 1000.0 / plain_med;
 
   const auto bandwidth = keel::bench::measure_reduce_bandwidth(reduce_mb << 20, quick ? 7 : 21);
+  const auto control = keel::bench::measure_control_overhead(pairs);
+  const auto round_trip = keel::bench::measure_command_round_trip(10.0, quick ? 30 : 100);
+  const auto dump = keel::bench::measure_dump_speed(dump_dir, quick ? 5 : 15);
 
   int64_t params = 0;
   for (const auto& p : plain.model()->parameters()) params += p.numel();
@@ -132,11 +140,26 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.2f\n", "memcpy, GB/s", bandwidth.memcpy_gbps);
   std::printf("%-44s %12.2f\n", "fused reduce / memcpy", bandwidth.ratio);
   std::printf("%-44s %12llu\n", "records dropped", static_cast<unsigned long long>(probe.dropped()));
+  std::printf("%-44s %12.2f\n", "median step, ring + command socket (ms)", control.with_ms);
+  std::printf("%-44s %12.2f\n", "median step, neither (ms)", control.without_ms);
+  std::printf("%-44s %12.2f\n", "control overhead, A/B (%)", control.pct);
+  std::printf("%-44s %12.1f\n", "command round trip p50 at 10 steps/s (ms)", round_trip.p50_ms);
+  std::printf("%-44s %12.1f\n", "command round trip p99 (ms)", round_trip.p99_ms);
+  std::printf("%-44s %12.1f\n", "command round trip max (ms)", round_trip.max_ms);
+  std::printf("%-44s %12d\n", "command round trips measured", round_trip.samples);
+  std::printf("%-44s %12.2f\n", "dump size (MB)", dump.bytes / 1e6);
+  std::printf("%-44s %12.1f\n", "dump, capture on training thread (ms)", dump.capture_ms);
+  std::printf("%-44s %12.1f\n", "dump throughput (MB/s)", dump.dump_mb_per_s);
+  std::printf("%-44s %12.1f\n", "plain write + fsync of the same bytes (MB/s)", dump.write_mb_per_s);
+  std::printf("%-44s %12.2f\n", "dump / plain write", dump.ratio);
   std::printf(
       "{\"overhead_pct\":%.3f,\"probe_self_pct\":%.3f,\"naive_overhead_pct\":%.3f,\"reduce_vs_memcpy\":%.3f,"
       "\"train_thread_us\":%.1f,\"probe_us\":%.1f,\"step_ms_plain\":%.3f,\"step_ms_probe\":%.3f,"
-      "\"step_ms_naive\":%.3f,\"reduce_gbps\":%.2f,\"memcpy_gbps\":%.2f,\"rounds\":%d}\n",
+      "\"step_ms_naive\":%.3f,\"reduce_gbps\":%.2f,\"memcpy_gbps\":%.2f,\"rounds\":%d,"
+      "\"command_rtt_p50_ms\":%.2f,\"command_rtt_p99_ms\":%.2f,\"command_rtt_max_ms\":%.2f,"
+      "\"dump_vs_write\":%.3f,\"dump_mb_per_s\":%.1f,\"dump_capture_ms\":%.2f,\"control_overhead_pct\":%.3f}\n",
       overhead_pct, self_pct, naive_pct, bandwidth.ratio, median(outside_us), median(probe_us), plain_med,
-      probe_med, naive_med, bandwidth.reduce_gbps, bandwidth.memcpy_gbps, pairs);
+      probe_med, naive_med, bandwidth.reduce_gbps, bandwidth.memcpy_gbps, pairs, round_trip.p50_ms,
+      round_trip.p99_ms, round_trip.max_ms, dump.ratio, dump.dump_mb_per_s, dump.capture_ms, control.pct);
   return 0;
 }

@@ -48,13 +48,16 @@ std::string read_text(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-// Steps until an event of `kind` is raised (dump results come back on a later step).
+// The first event of `kind` any step raised so far, stepping on until one is raised (dump
+// results come back on a later step).
 const keel::wire::Event* step_until_event(Rig& rig, const std::string& kind) {
   for (int i = 0; i < 300; ++i) {
-    rig.step();
-    for (const auto& e : rig.seen.rbegin()->second.events) {
-      if (e.kind == kind) return &e;
+    for (const auto& [step, seen] : rig.seen) {
+      for (const auto& e : seen.events) {
+        if (e.kind == kind) return &e;
+      }
     }
+    rig.step();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return nullptr;
@@ -103,17 +106,10 @@ TEST(Dump, CommandedDumpHoldsTheAcknowledgedStepsStateAndLoadsIntoAFreshModel) {
   EXPECT_EQ(std::get<keel::wire::RunDescription>(description.message).layers.size(), 4u);
 
   // The writer's result comes back as an event carrying the dump's step.
-  bool reported = false;
-  for (const auto& [step, seen] : rig.seen) {
-    for (const auto& e : seen.events) {
-      if (e.kind == "dump") {
-        reported = true;
-        EXPECT_EQ(e.step, s);
-        EXPECT_NE(e.detail.find(dir.string()), std::string::npos) << e.detail;
-      }
-    }
-  }
-  if (!reported) EXPECT_TRUE(step_until_event(rig, "dump"));
+  const auto* reported = step_until_event(rig, "dump");
+  ASSERT_TRUE(reported);
+  EXPECT_EQ(reported->step, s);
+  EXPECT_NE(reported->detail.find(dir.string()), std::string::npos) << reported->detail;
 }
 
 TEST(Dump, CommandedDumpsAreRateLimited) {

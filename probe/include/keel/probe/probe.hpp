@@ -95,6 +95,8 @@ struct ProbeOptions {
   int send_high_water_mark = 1000;  // per subscriber, in messages
   double describe_interval_secs = 2.0;
   size_t history_steps = 4096;      // ring of recent step records kept for backfill
+  // Bind the command socket (telemetry port + 1). Off: the run can be watched, not steered.
+  bool accept_commands = true;
 };
 
 // What step() did.
