@@ -10,8 +10,10 @@
 
 #include "cli/json_format.hpp"
 #include "cli/layer_names.hpp"
+#include "net/command_auth.hpp"
 #include "cli/table_format.hpp"
 #include "keel/wire/codec.hpp"
+#include "net/command_auth.hpp"
 #include "net/command_socket.hpp"
 #include "net/subscriber.hpp"
 
@@ -82,7 +84,8 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
   command.count = options.count;
   std::string error;
   try {
-    socket = std::make_unique<CommandSocket>(command_endpoint);
+    socket = std::make_unique<CommandSocket>(command_endpoint,
+                                             CommandAuth::from_options(options.server_key, options.key));
   } catch (const std::exception& failure) {
     err << "keel-cli: " << failure.what() << '\n';
     return 1;
@@ -140,6 +143,7 @@ CliCommand add_history_command(CLI::App& app) {
   history->add_option("--command-endpoint", options->command_endpoint,
                       "Command (ROUTER) endpoint of the probe, instead of deriving it from --endpoint")
       ->type_name("ENDPOINT");
+  add_command_auth_options(*history, options->server_key, options->key);
   history->add_option("-n,--count", options->count, "Most recent N steps (default: all the probe keeps)")
       ->type_name("N")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

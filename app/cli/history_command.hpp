@@ -30,6 +30,8 @@ struct HistoryOptions {
   // How long to listen for the run description before printing without layer names.
   double describe_wait_secs = 2;
   bool json = false;
+  std::string server_key;        // --server-key and --key (net/command_auth.hpp); "" = none
+  std::string key;
 };
 
 int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& err);

@@ -6,6 +6,7 @@
 
 #include "cli/command.hpp"
 #include "cli/history_command.hpp"
+#include "cli/keygen_command.hpp"
 #include "cli/send_command.hpp"
 #include "cli/tail_command.hpp"
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
       keel::app::add_tail_command(app),
       keel::app::add_send_command(app),
       keel::app::add_history_command(app),
+      keel::app::add_keygen_command(app),
   };
 
   CLI11_PARSE(app, argc, argv);

@@ -10,11 +10,11 @@
 #include <variant>
 #include <vector>
 
-#include <zmq.hpp>
-
 #include "cli/json_format.hpp"
 #include "cli/layer_names.hpp"
 #include "keel/wire/codec.hpp"
+#include "net/command_auth.hpp"
+#include "net/command_socket.hpp"
 
 namespace keel::app {
 namespace {
@@ -58,50 +58,35 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
   keel::wire::Command command = options.command;
   if (command.id == 0) command.id = random_id();
 
-  zmq::context_t context{1};
-  zmq::socket_t socket{context, zmq::socket_type::dealer};
-  // A client that gave up has nothing left to deliver; exiting must not wait for the probe.
-  socket.set(zmq::sockopt::linger, 0);
+  std::unique_ptr<CommandSocket> socket;
+  std::string error;
   try {
-    socket.connect(command_endpoint);
-    const std::vector<char> payload = keel::wire::encode(command);
-    const std::string_view topic(keel::wire::kTopicCommand);
-    // connect() has already made the pipe, so these queue even before the probe is reachable.
-    socket.send(zmq::buffer(topic), zmq::send_flags::sndmore);
-    socket.send(zmq::buffer(payload), zmq::send_flags::none);
-  } catch (const zmq::error_t& error) {
-    err << "keel-cli: cannot send to " << command_endpoint << ": " << error.what() << '\n';
+    socket = std::make_unique<CommandSocket>(command_endpoint,
+                                             CommandAuth::from_options(options.server_key, options.key));
+  } catch (const std::exception& failure) {
+    err << "keel-cli: " << failure.what() << '\n';
+    return 1;
+  }
+  // connect() has already made the pipe, so this queues even before the probe is reachable.
+  if (!socket->send(command, error)) {
+    err << "keel-cli: " << error << '\n';
     return 1;
   }
 
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options.timeout_secs * 1000.0)));
-  zmq::message_t frame;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
-    zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
-    try {
-      zmq::poll(&item, 1, left);
-    } catch (const zmq::error_t&) {
-      continue;   // EINTR: the deadline still bounds the wait
-    }
-    if (!(item.revents & ZMQ_POLLIN)) continue;
-    std::vector<zmq::message_t> frames;
-    while (socket.recv(frame, zmq::recv_flags::dontwait)) {
-      const bool more = frame.more();
-      frames.push_back(std::move(frame));
-      if (!more) break;
-    }
-    if (frames.size() != 2) {
-      err << "keel-cli: warning: ignored a reply of " << frames.size() << " frames (expected 2)\n";
+    const ReceiveResult reply = socket->receive(static_cast<int>(left.count()));
+    if (reply.status == ReceiveStatus::kDecodeError) {
+      err << "keel-cli: warning: ignored a reply that does not decode: " << reply.error << '\n';
       continue;
     }
-    const keel::wire::DecodeResult decoded = keel::wire::decode(frames[1].data(), frames[1].size());
-    const auto* ack = decoded.ok ? std::get_if<keel::wire::Ack>(&decoded.message) : nullptr;
+    if (reply.status != ReceiveStatus::kMessage) continue;   // timeout or EINTR: the deadline bounds it
+    const auto* ack = std::get_if<keel::wire::Ack>(&reply.message);
     if (ack == nullptr) {
-      err << "keel-cli: warning: ignored a reply that is not an ack"
-          << (decoded.ok ? std::string() : ": " + decoded.error) << '\n';
+      err << "keel-cli: warning: ignored a reply that is not an ack\n";
       continue;
     }
     // A refusal of bytes the probe could not parse carries id 0; ours always parse, so any
@@ -113,7 +98,8 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
     return ack->ok ? 0 : 1;
   }
   err << "keel-cli: no acknowledgement from " << command_endpoint << " within " << seconds_text(options.timeout_secs)
-      << " s (command id " << command.id << "; it may still be applied, it is not resent)\n";
+      << " s (command id " << command.id << "; it may still be applied, it is not resent"
+      << (options.server_key.empty() ? "" : "; or the probe refused this client's key at the handshake") << ")\n";
   return 2;
 }
 
@@ -137,6 +123,7 @@ CliCommand add_send_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   options->command.rank = -1;
+  add_command_auth_options(*send, options->server_key, options->key);
   send->add_option("-r,--rank", options->command.rank, "Target rank; -1 = whichever probe listens there")
       ->type_name("RANK")
       ->capture_default_str();

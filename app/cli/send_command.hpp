@@ -29,6 +29,8 @@ struct SendOptions {
   std::string endpoint;          // telemetry endpoint; "" = keel::wire::kDefaultPubEndpoint
   std::string command_endpoint;  // overrides the one derived from `endpoint`
   double timeout_secs = 10;
+  std::string server_key;        // --server-key and --key (net/command_auth.hpp); "" = none
+  std::string key;
   keel::wire::Command command;   // kind and arguments; id is chosen by run_send when 0
 };
 

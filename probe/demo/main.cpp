@@ -8,8 +8,10 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "keel/wire/curve_keys.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -83,6 +85,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--history", options.history_steps, "recent steps the probe keeps for late-attaching clients")
       ->capture_default_str();
+  std::string command_key;
+  std::vector<std::string> allowed_keys;
+  app.add_option("--command-key", command_key,
+                 "the probe's secret key file (keel-cli keygen): only clients with an allowed key may send commands");
+  app.add_option("--allow-key", allowed_keys, "a client's public key (Z85 text or .pub file) allowed to send commands")
+      ->type_name("KEY|FILE");
   app.add_option("--pace", pace, "at most this many steps per second (0 = as fast as possible)")->capture_default_str();
   app.add_flag("--list-layers", list_layers, "print the parameter names and shapes, then exit");
   CLI11_PARSE(app, argc, argv);
@@ -131,6 +139,8 @@ int main(int argc, char** argv) {
     options.endpoint = endpoint;
     options.skip_on_nonfinite = !no_skip;
     options.dump_on_nonfinite = !no_dump_nonfinite;
+    if (!command_key.empty()) options.command_secret_key = keel::wire::read_curve_key(command_key);
+    for (const std::string& key : allowed_keys) options.allowed_client_keys.push_back(keel::wire::read_curve_key(key));
     keel::probe::Probe probe(*trainer.model(), trainer.optimizer(), options);
     keel::probe::GradScaler scaler;
     if (use_scaler) probe.use_scaler(&scaler);
@@ -156,6 +166,8 @@ int main(int argc, char** argv) {
         std::printf("keel-demo: step %lld event %s %s: %s\n", static_cast<long long>(e.step), e.kind.c_str(),
                     e.layer.c_str(), e.detail.c_str());
       }
+      // Events are rare and are what a watching person (or test) waits for: never buffered.
+      if (!probe.last_events().empty()) std::fflush(stdout);
       if (log_every > 0 && (step % log_every == 0 || step + 1 == steps)) {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::printf("step %6lld  loss %.4f  grad_norm %.3g  %s  %.1f steps/s\n", static_cast<long long>(step),

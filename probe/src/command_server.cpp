@@ -83,6 +83,13 @@ CommandServer::CommandServer(CommandServerOptions options)
   options_.queue_capacity = std::max<size_t>(options_.queue_capacity, 1);
   auto& s = socket_->socket;
   try {
+    if (!options_.secret_key.empty()) {
+      // The handler must be bound before the socket it guards accepts a connection.
+      zap_ = std::make_unique<ZapAuthenticator>(socket_->context, options_.allowed_client_keys);
+      s.set(zmq::sockopt::curve_server, true);
+      s.set(zmq::sockopt::curve_secretkey, options_.secret_key);
+      s.set(zmq::sockopt::zap_domain, "keel");
+    }
     s.set(zmq::sockopt::linger, kLingerMs);
     s.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
     // An ack for a client that has gone away fails visibly instead of queueing forever.
@@ -257,12 +264,44 @@ void CommandServer::send_replies() {
   }
 }
 
+void CommandServer::collect_refusals() {
+  std::vector<AuthRefusal> fresh;
+  zap_->take_refusals(fresh);
+  if (fresh.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (AuthRefusal& r : fresh) {
+    const auto same = std::find_if(refusals_.begin(), refusals_.end(), [&](const AuthRefusal& known) {
+      return known.client_key == r.client_key && known.address == r.address;
+    });
+    if (same != refusals_.end()) {
+      same->attempts += r.attempts;
+    } else if (refusals_.size() < ZapAuthenticator::kMaxRefusalKinds) {
+      refusals_.push_back(std::move(r));
+    }
+  }
+  has_refusals_.store(true, std::memory_order_release);
+}
+
+bool CommandServer::take_refusals(std::vector<AuthRefusal>& out) {
+  out.clear();
+  if (!has_refusals_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.swap(refusals_);
+  has_refusals_.store(false, std::memory_order_release);
+  return !out.empty();
+}
+
 void CommandServer::run() {
   auto& s = socket_->socket;
   while (!stop_.load(std::memory_order_relaxed)) {
     try {
-      zmq::pollitem_t item{static_cast<void*>(s), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, kPollInterval);
+      zmq::pollitem_t items[2] = {{static_cast<void*>(s), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0}};
+      if (zap_) items[1].socket = static_cast<void*>(zap_->socket());
+      zmq::poll(items, zap_ ? 2 : 1, kPollInterval);
+      if (zap_) {
+        zap_->handle_requests();
+        collect_refusals();
+      }
       receive_all();
       send_replies();
     } catch (const std::exception&) {

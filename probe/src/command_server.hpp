@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "zap_authenticator.hpp"
 
 namespace keel::probe {
 
@@ -51,6 +52,10 @@ struct CommandServerOptions {
   // The publisher's ring of encoded step records, oldest first (called on the command
   // thread); empty: history requests are refused.
   std::function<std::vector<std::shared_ptr<const std::vector<char>>>()> history;
+  // Command authentication (CURVE): the server's Z85 secret key, and the Z85 public keys of the
+  // clients allowed to connect. "" = no authentication.
+  std::string secret_key;
+  std::vector<std::string> allowed_client_keys;
 };
 
 // A command that passed the command thread's checks, with an opaque ticket that routes the
@@ -81,6 +86,8 @@ class CommandServer {
   bool take(std::vector<PendingCommand>& out);
   // The training thread's answer to a command returned by take(). Sent within a few ms.
   void reply(uint64_t ticket, const wire::Ack& ack);
+  // Clients refused by authentication since the last call; false when none.
+  bool take_refusals(std::vector<AuthRefusal>& out);
 
   const std::string& bound_endpoint() const { return bound_endpoint_; }
 
@@ -92,6 +99,7 @@ class CommandServer {
   struct Socket;
 
   void run();
+  void collect_refusals();
   void receive_all();
   void handle(std::vector<std::string>& frames);
   void send_ack(const std::string& identity, wire::Ack ack, bool may_wait = false);
@@ -111,6 +119,9 @@ class CommandServer {
   uint64_t next_ticket_ = 1;
   uint64_t next_seq_ = 0;
 
+  std::unique_ptr<ZapAuthenticator> zap_;   // command thread; null without authentication
+  std::vector<AuthRefusal> refusals_;       // guarded by mutex_; bounded by the authenticator
+  std::atomic<bool> has_refusals_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

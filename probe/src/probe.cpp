@@ -10,6 +10,7 @@
 #include "checkpoint_capture.hpp"
 #include "checkpoint_writer.hpp"
 #include "command_server.hpp"
+#include "keel/wire/curve_keys.hpp"
 #include "layer_reducer.hpp"
 #include "publisher.hpp"
 #include "run_description.hpp"
@@ -66,6 +67,7 @@ class Probe::Impl {
   std::optional<Clock::time_point> last_command_dump_;
   std::optional<int64_t> last_auto_dump_step_;
   std::vector<CheckpointResult> dump_results_;        // reused
+  std::vector<AuthRefusal> refusals_;                 // reused
   uint64_t next_dump_token_ = 0;
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
@@ -107,6 +109,42 @@ NamedParams named_params(torch::nn::Module& model) {
   return out;
 }
 
+bool is_loopback_endpoint(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0) return true;
+  for (const char* host : {"tcp://127.", "tcp://localhost:", "tcp://[::1]:", "tcp://lo:"}) {
+    if (endpoint.rfind(host, 0) == 0) return true;
+  }
+  return false;
+}
+
+// Throws AttachError for a command channel that anyone on the network could use, or keys
+// that ZeroMQ would reject later with a less clear message.
+void check_command_security(const ProbeOptions& options) {
+  if (options.endpoint.empty() || !options.accept_commands) return;
+  if (options.command_secret_key.empty()) {
+    if (!is_loopback_endpoint(options.endpoint) && !options.allow_unauthenticated_remote) {
+      throw AttachError("keel probe: refusing to take unauthenticated commands on " + options.endpoint +
+                        " (not loopback): give command keys (keel-cli keygen; ProbeOptions::command_secret_key "
+                        "and allowed_client_keys), set accept_commands = false, or allow_unauthenticated_remote");
+    }
+    return;
+  }
+  if (!wire::curve_available()) {
+    throw AttachError("keel probe: command authentication needs ZeroMQ with CURVE (libsodium), which this libzmq lacks");
+  }
+  if (!wire::is_curve_key(options.command_secret_key)) {
+    throw AttachError("keel probe: the command secret key is not a 40-character Z85 key");
+  }
+  if (options.allowed_client_keys.empty()) {
+    throw AttachError("keel probe: command authentication is on but no client key is allowed");
+  }
+  for (const std::string& key : options.allowed_client_keys) {
+    if (!wire::is_curve_key(key)) {
+      throw AttachError("keel probe: allowed client key \"" + key.substr(0, 48) + "\" is not a 40-character Z85 key");
+    }
+  }
+}
+
 template <class Field>
 auto column(const NamedParams& params, Field field) {
   std::vector<std::decay_t<decltype(params.front().*field)>> out;
@@ -126,6 +164,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::op
       order_(params_),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(params, options_);
+  check_command_security(options_);
   if (!options_.endpoint.empty()) {
     PublisherOptions po;
     po.endpoint = options_.endpoint;
@@ -139,6 +178,8 @@ Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::op
       CommandServerOptions co;
       co.endpoint = command_at;
       co.rank = options_.rank;
+      co.secret_key = options_.command_secret_key;
+      co.allowed_client_keys = options_.allowed_client_keys;
       if (options_.history_steps > 0) {
         Publisher* publisher = publisher_.get();
         co.history = [publisher] { return publisher->history(); };
@@ -360,6 +401,13 @@ void Probe::Impl::add_event(const std::string& kind, const std::string& layer, c
 void Probe::Impl::apply_commands() {
   if (!commands_) return;
   try {
+    if (commands_->take_refusals(refusals_)) {
+      for (const AuthRefusal& r : refusals_) {
+        add_event("auth_refused", "", "refused " + std::to_string(r.attempts) + " command connection attempt(s) from " +
+                                          r.address + " with client key " + (r.client_key.empty() ? "(none)" : r.client_key) +
+                                          ": not on the allowed list");
+      }
+    }
     if (!commands_->take(taken_)) return;
     for (const PendingCommand& pending : taken_) {
       if (auto ack = apply_command(pending)) acks_.emplace_back(pending.ticket, std::move(*ack));

@@ -28,8 +28,10 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
   try {
     s.set(zmq::sockopt::sndhwm, options_.send_high_water_mark);
     s.set(zmq::sockopt::linger, kLingerMs);
-    // NODROP makes a full subscriber pipe visible (EAGAIN) so the drop is counted, not silent.
-    s.set(zmq::sockopt::xpub_nodrop, 1);
+    // No ZMQ_XPUB_NODROP: with it a single full subscriber pipe refused each message for every
+    // subscriber, so one frozen client starved the healthy ones. Without it ZeroMQ drops per
+    // subscriber; that subscriber sees the loss as a seq gap (PROTOCOL §5), the others lose
+    // nothing. `dropped` counts what the probe itself could not queue.
     // Every subscription reaches us, so each new client gets the run description at once.
     s.set(zmq::sockopt::xpub_verbose, 1);
     s.bind(options_.endpoint);

@@ -5,8 +5,8 @@
 // socket, keeps a ring of recent encoded step records for backfill, and (re)sends the run
 // description to every new subscriber and periodically.
 // Threads: publish() and describe() from the training thread only (single producer); the
-// socket belongs to the publisher thread. Never: blocks the producer (a full ring or a full
-// socket drops the message and counts it); throws from publish(); waits on the network in the
+// socket belongs to the publisher thread. Never: blocks the producer (a full ring drops the
+// message and counts it; a subscriber whose pipe is full loses it alone and sees a seq gap); throws from publish(); waits on the network in the
 // destructor beyond a short linger.
 #pragma once
 

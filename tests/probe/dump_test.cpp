@@ -32,6 +32,7 @@ using keel::wire::Command;
 keel::probe::ProbeOptions dumping_into(const fs::path& dir) {
   keel::probe::ProbeOptions options = listening();
   options.dump_dir = dir.string();
+  options.dump_on_nonfinite = true;
   return options;
 }
 

@@ -401,7 +401,7 @@ TEST(FusedReduceUpdate, SumsSquaredDifferenceAndRollsTheSnapshot) {
     ASSERT_EQ(weight.size(), 1u);
     expect_sum_near(update[0], ref_update(after.data(), before.data(), n), "n=" + std::to_string(n));
     expect_sum_near(weight[0], ref_sumsq(after.data(), n), "n=" + std::to_string(n));
-    EXPECT_EQ(std::memcmp(snapshot.data(), after.data(), sizeof(float) * static_cast<size_t>(n)), 0);
+    EXPECT_EQ(snapshot, after) << "n=" << n;
   }
 }
 

@@ -92,6 +92,7 @@ TEST(ProbeMetrics, EveryMetricMatchesDoubleReference) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
   options.endpoint = "";
   keel::probe::Probe probe(*net, opt, options);
   for (int64_t step = 0; step < 3; ++step) {
@@ -119,6 +120,7 @@ TEST(ProbeMetrics, UpdateRatioStaysRightAcrossSkippedSteps) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
   options.endpoint = "";
   keel::probe::Probe probe(*net, opt, options);
   for (int64_t step = 0; step < 6; ++step) {
@@ -139,6 +141,7 @@ TEST(ProbeMetrics, NonFiniteGradientsAreCountedAndPropagate) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
   options.endpoint = "";
   options.skip_on_nonfinite = false;   // apply anyway, so update_ratio is checked too
   keel::probe::Probe probe(*net, opt, options);
@@ -161,6 +164,7 @@ TEST(ProbeMetrics, WatchedTensorStatsMatchReference) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
   options.endpoint = "";
   keel::probe::Probe probe(*net, opt, options);
   torch::manual_seed(3);
@@ -195,6 +199,7 @@ TEST(ProbeMetrics, CadenceLeavesMetricsOutOfTheRecord) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
   options.endpoint = "";
   options.cadence[static_cast<int>(LayerMetric::kUpdateRatio)] = 2;
   options.cadence[static_cast<int>(LayerMetric::kGradZeroFrac)] = 0;
@@ -213,9 +218,9 @@ TEST(ProbeMetrics, GlobalGradNormIsNotStaleWhenNoGradientPassRan) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
   options.endpoint = "";
   options.skip_on_nonfinite = false;   // no policy needs the gradient pass on odd steps
-  options.dump_on_nonfinite = false;
   for (int m = 0; m < 4; ++m) options.cadence[m] = 2;   // gradient metrics every other step
   keel::probe::Probe probe(*net, opt, options);
   backward(net, opt, probe, 1);

@@ -36,7 +36,8 @@
 // acks with it through bounded queues, and never waits for a client.
 // Never: throws from watch() or step() because of keel (a failure inside the probe's own work
 // is counted and the update is still applied; exceptions of the user's optimizer propagate);
-// blocks on the network (a full queue or socket drops the record and counts it); calls
+// blocks on the network (a full queue drops the record and counts it; a slow subscriber loses
+// records alone, as seq gaps it shows); calls
 // .item() or synchronises per layer. The constructor throws AttachError, with a clear
 // message, on setup errors (address in use, bad endpoint, no parameters).
 #pragma once
@@ -97,6 +98,13 @@ struct ProbeOptions {
   size_t history_steps = 4096;      // ring of recent step records kept for backfill
   // Bind the command socket (telemetry port + 1). Off: the run can be watched, not steered.
   bool accept_commands = true;
+  // Command authentication (ZeroMQ CURVE): the probe's Z85 secret key and the Z85 public keys
+  // of the clients allowed to send commands (`keel-cli keygen` makes both). Others are refused
+  // at the handshake and each refusal is an "auth_refused" event. "" = no authentication,
+  // which is allowed only on a loopback address unless allow_unauthenticated_remote is set.
+  std::string command_secret_key;
+  std::vector<std::string> allowed_client_keys;
+  bool allow_unauthenticated_remote = false;
 };
 
 // What step() did.
@@ -138,7 +146,8 @@ class Probe {
   // Events raised by the last step (first non-finite layer / watch, skip), in order.
   const std::vector<wire::Event>& last_events() const;
   const ProbeTiming& last_timing() const;
-  // Step records dropped because the queue or the socket was full.
+  // Messages dropped because the publisher's queue was full (per-subscriber losses show as
+  // seq gaps on that subscriber).
   uint64_t dropped() const;
   // Where the publisher is bound (resolves a "tcp://127.0.0.1:*" wildcard port).
   std::string bound_endpoint() const;
