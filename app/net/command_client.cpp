@@ -103,7 +103,7 @@ void CommandClient::run() {
       std::unique_ptr<CommandSocket>& socket = sockets[outgoing.command_endpoint];
       if (!socket) {
         try {
-          socket = std::make_unique<CommandSocket>(outgoing.command_endpoint);
+          socket = std::make_unique<CommandSocket>(outgoing.command_endpoint, options_.auth);
         } catch (const std::exception& failure) {
           error = failure.what();
         }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "net/command_auth.hpp"
 
 namespace keel::app {
 
@@ -55,6 +56,8 @@ struct CommandClientOptions {
   double timeout_secs = 10.0;
   // A dump writes the whole model and optimizer state before it is acknowledged.
   double dump_timeout_secs = 120.0;
+  // Keys for a probe that requires authenticated commands (keel --server-key --key).
+  CommandAuth auth;
 };
 
 class CommandClient {

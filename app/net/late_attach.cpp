@@ -13,8 +13,8 @@ constexpr int kRepliesPerPoll = 8192;
 
 }  // namespace
 
-LateAttach::LateAttach(std::string command_endpoint, BackfillOptions options)
-    : command_endpoint_(std::move(command_endpoint)), backfill_(options) {}
+LateAttach::LateAttach(std::string command_endpoint, BackfillOptions options, CommandAuth auth)
+    : command_endpoint_(std::move(command_endpoint)), auth_(std::move(auth)), backfill_(options) {}
 
 void LateAttach::on_live(keel::wire::Message&& message, std::vector<keel::wire::Message>& out) {
   backfill_.on_live(std::move(message), Backfill::Clock::now(), out);
@@ -29,7 +29,7 @@ void LateAttach::poll(std::vector<keel::wire::Message>& out) {
     }
     std::string error;
     try {
-      socket_ = std::make_unique<CommandSocket>(command_endpoint_);
+      socket_ = std::make_unique<CommandSocket>(command_endpoint_, auth_);
     } catch (const std::exception& failure) {
       backfill_.request_failed(failure.what(), out);
       return;

@@ -42,7 +42,7 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
   subscribers.reserve(endpoints.size());
   for (const std::string& endpoint : endpoints) {
     subscribers.emplace_back(std::vector<std::string>{endpoint});
-    attaches.emplace_back(keel::wire::command_endpoint_for(endpoint), options_.backfill_options);
+    attaches.emplace_back(keel::wire::command_endpoint_for(endpoint), options_.backfill_options, options_.command_auth);
     Link link;
     link.endpoint = endpoint;
     links_.push_back(std::move(link));

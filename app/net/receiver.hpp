@@ -26,6 +26,7 @@
 
 #include "keel/wire/messages.hpp"
 #include "net/backfill.hpp"
+#include "net/command_auth.hpp"
 
 namespace keel::app {
 
@@ -60,6 +61,8 @@ struct ReceiverOptions {
   // stream. A backfill is delivered whole even past queue_capacity: it is bounded by the ring.
   bool backfill = true;
   BackfillOptions backfill_options;
+  // Keys for the history request when the probe requires authenticated commands.
+  CommandAuth command_auth;
   // Called on the receiver thread after it queued one or more messages, so the UI can wake
   // and draw them now rather than at its next idle frame. Must be cheap and thread-safe (keel
   // passes FramePacer::notify_data); empty: nobody is told.

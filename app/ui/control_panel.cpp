@@ -175,7 +175,11 @@ void ControlPanel::send(const std::string& control, keel::wire::Command command,
     }
   }
   command.rank = links.size() > 1 ? run.rank() : -1;
-  if (!client_) client_ = std::make_unique<CommandClient>();
+  if (!client_) {
+    CommandClientOptions options;
+    options.auth = auth_;
+    client_ = std::make_unique<CommandClient>(options);
+  }
   const uint64_t id = client_->submit(keel::wire::command_endpoint_for(target->endpoint), command);
   state_.submitted(control, id, command);
   if (const auto status = client_->status(id)) state_.update(*status);

@@ -36,6 +36,9 @@ class ControlPanel {
   // One row of controls for `run` (nullptr: nothing to control yet, the buttons are disabled).
   void draw(const RunModel* run, const std::vector<EndpointState>& links);
 
+  // Keys for a probe that requires authenticated commands; before the first command.
+  void set_command_auth(CommandAuth auth) { auth_ = std::move(auth); }
+
   // Finished commands for the events pane, newest first.
   const std::deque<CommandEntry>& commands() const { return state_.log(); }
 
@@ -45,6 +48,7 @@ class ControlPanel {
   void read_statuses();
   void draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run);
 
+  CommandAuth auth_;
   std::unique_ptr<CommandClient> client_;
   ControlState state_;
   const RunModel* run_seen_ = nullptr;

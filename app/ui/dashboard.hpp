@@ -25,6 +25,7 @@ class Dashboard {
  public:
   // Selects the layer called `name` as soon as a run describes it (the --select option).
   void request_select(const std::string& name) { pending_select_ = name; }
+  void set_command_auth(CommandAuth auth) { controls_.set_command_auth(std::move(auth)); }
 
   void draw(const Model& model, const std::vector<EndpointState>& links, uint64_t queue_dropped);
 

@@ -13,6 +13,7 @@
 
 #include "keel/wire/codec.hpp"
 #include "model/model.hpp"
+#include "net/command_auth.hpp"
 #include "net/receiver.hpp"
 #include "ui/dashboard.hpp"
 #include "ui/frame_pacer.hpp"
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot-after", options.screenshot_after_secs,
                  "with --screenshot: wait at least this many seconds after start")->check(CLI::NonNegativeNumber);
   cli.add_option("--select", options.select_layer, "select this layer once the run names it");
+  std::string server_key_option, key_option;
+  keel::app::add_command_auth_options(cli, server_key_option, key_option);
   cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
   cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
   CLI11_PARSE(cli, argc, argv);
@@ -58,13 +61,16 @@ int main(int argc, char** argv) {
   try {
     keel::app::ui::Window window("keel", options.width, options.height);
     keel::app::ui::FramePacer pacer(window);
+    const keel::app::CommandAuth auth = keel::app::CommandAuth::from_options(server_key_option, key_option);
     keel::app::ReceiverOptions receiver_options;
+    receiver_options.command_auth = auth;
     receiver_options.on_data = [&pacer] { pacer.notify_data(); };
     // Declared after the window and the pacer: it is stopped before they go away.
     keel::app::Receiver receiver(options.endpoints, receiver_options);
     keel::app::Model model;
     keel::app::ui::Dashboard dashboard;
     if (!options.select_layer.empty()) dashboard.request_select(options.select_layer);
+    dashboard.set_command_auth(auth);
 
     const Clock::time_point start = Clock::now();
     std::vector<keel::wire::Message> inbox;

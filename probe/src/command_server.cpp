@@ -89,6 +89,14 @@ CommandServer::CommandServer(CommandServerOptions options)
       s.set(zmq::sockopt::curve_server, true);
       s.set(zmq::sockopt::curve_secretkey, options_.secret_key);
       s.set(zmq::sockopt::zap_domain, "keel");
+      // Clients that fail before ZAP is consulted (no keys, wrong server key) are refusals too.
+      const std::string monitor_at = "inproc://keel-command-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+      if (zmq_socket_monitor(static_cast<void*>(s), monitor_at.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
+        monitor_ = std::make_unique<zmq::socket_t>(socket_->context, zmq::socket_type::pair);
+        monitor_->set(zmq::sockopt::linger, 0);
+        monitor_->connect(monitor_at);
+      }
     }
     s.set(zmq::sockopt::linger, kLingerMs);
     s.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
@@ -108,6 +116,7 @@ CommandServer::CommandServer(CommandServerOptions options)
 CommandServer::~CommandServer() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  if (monitor_) zmq_socket_monitor(static_cast<void*>(socket_->socket), nullptr, 0);
 }
 
 bool CommandServer::take(std::vector<PendingCommand>& out) {
@@ -295,11 +304,23 @@ void CommandServer::run() {
   auto& s = socket_->socket;
   while (!stop_.load(std::memory_order_relaxed)) {
     try {
-      zmq::pollitem_t items[2] = {{static_cast<void*>(s), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0}};
-      if (zap_) items[1].socket = static_cast<void*>(zap_->socket());
-      zmq::poll(items, zap_ ? 2 : 1, kPollInterval);
+      zmq::pollitem_t items[3] = {{static_cast<void*>(s), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0},
+                                  {nullptr, 0, ZMQ_POLLIN, 0}};
+      size_t polled = 1;
+      if (zap_) items[polled++].socket = static_cast<void*>(zap_->socket());
+      if (monitor_) items[polled++].socket = static_cast<void*>(*monitor_);
+      zmq::poll(items, polled, kPollInterval);
       if (zap_) {
         zap_->handle_requests();
+        if (monitor_) {
+          // Each event is two frames: event id + value, then the endpoint.
+          zmq::message_t frame;
+          while (monitor_->recv(frame, zmq::recv_flags::dontwait)) {
+            if (frame.more()) zap_->note_failed_handshake();
+            while (frame.more() && monitor_->recv(frame, zmq::recv_flags::dontwait)) {
+            }
+          }
+        }
         collect_refusals();
       }
       receive_all();

@@ -120,6 +120,7 @@ class CommandServer {
   uint64_t next_seq_ = 0;
 
   std::unique_ptr<ZapAuthenticator> zap_;   // command thread; null without authentication
+  std::unique_ptr<zmq::socket_t> monitor_;  // handshake failures of the command socket, with zap_
   std::vector<AuthRefusal> refusals_;       // guarded by mutex_; bounded by the authenticator
   std::atomic<bool> has_refusals_{false};
   std::atomic<bool> stop_{false};

@@ -36,6 +36,9 @@ class ZapAuthenticator {
   zmq::socket_t& socket() { return socket_; }
   // Answers every ZAP request waiting on the socket.
   void handle_requests();
+  // A client that failed the handshake before authentication (no CURVE keys at all, or a
+  // bad server key): ZeroMQ never asks us about it, its socket monitor tells.
+  void note_failed_handshake() { remember_refusal("", "(handshake failed before authentication)"); }
   // Moves the refusals seen since the last call into `out`.
   void take_refusals(std::vector<AuthRefusal>& out);
 

@@ -100,13 +100,19 @@ TEST(CommandAuth, AnAllowedKeyIsServedAndAStrangersIsRefusedAndReported) {
   EXPECT_EQ(ack->id, 67u);
 }
 
-TEST(CommandAuth, AClientWithoutKeysGetsNothingThrough) {
+TEST(CommandAuth, AClientWithoutKeysGetsNothingThroughAndIsReported) {
   const Keys keys;
   Rig rig(authenticated(keys));
   keel::test::Client plain(rig.probe.bound_command_endpoint());
   keel::wire::Command skip = command(1, "skip");
   plain.send(skip);
-  for (int i = 0; i < 10; ++i) rig.step();
+  bool reported = false;
+  for (int i = 0; i < 40 && !reported; ++i) {
+    rig.step();
+    for (const auto& e : rig.seen.rbegin()->second.events) reported = reported || e.kind == "auth_refused";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(reported) << "a client without keys was not reported";
   EXPECT_FALSE(plain.receive(200));
   for (const auto& [step, seen] : rig.seen) EXPECT_TRUE(seen.outcome.applied) << "step " << step;
 }
