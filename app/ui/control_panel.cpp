@@ -6,6 +6,7 @@
 #include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
 
 #include "keel/wire/codec.hpp"
+#include "ui/key_presses.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -157,7 +158,7 @@ void ControlPanel::draw_dump_popup(const std::vector<EndpointState>& links, cons
     ImGui::CloseCurrentPopup();
   }
   ImGui::SameLine();
-  if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) {
+  if (ImGui::Button("Cancel") || key_pressed(ImGuiKey_Escape, false)) {
     log_click("Cancel (no dump)");
     ImGui::CloseCurrentPopup();
   }

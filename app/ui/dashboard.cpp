@@ -7,6 +7,7 @@
 
 #include "ui/events_view.hpp"
 #include "ui/global_charts.hpp"
+#include "ui/key_presses.hpp"
 #include "ui/layer_detail.hpp"
 #include "ui/status_bar.hpp"
 
@@ -158,10 +159,10 @@ void Dashboard::log_backfills(const std::vector<EndpointState>& links) {
 void Dashboard::handle_keys(const RunModel& run) {
   const ImGuiIO& io = ImGui::GetIO();
   if (io.WantTextInput) return;
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) state_.toggle_follow_live();
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home), false)) state_.reset_view();
-  const bool up = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow));
-  const bool down = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow));
+  if (key_pressed(ImGuiKey_Space, false)) state_.toggle_follow_live();
+  if (key_pressed(ImGuiKey_Home, false)) state_.reset_view();
+  const bool up = key_pressed(ImGuiKey_UpArrow);
+  const bool down = key_pressed(ImGuiKey_DownArrow);
   const std::vector<int>& order = layer_list_.display_order();
   if ((up || down) && !order.empty()) {
     const auto at = std::find(order.begin(), order.end(), state_.selected_layer());

@@ -11,6 +11,7 @@
 
 #include "ui/fonts.hpp"
 #include "ui/gl_image_texture.hpp"
+#include "ui/key_presses.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -72,6 +73,12 @@ Window::Window(const std::string& title, int width, int height) {
   ImGui::GetStyle().ScaleAllSizes(content_scale_);
   load_fonts(content_scale_);
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
+  // After the backend's own callbacks: ours records each press, then hands the event on.
+  glfwSetKeyCallback(window_, [](GLFWwindow* window, int key, int scancode, int action, int mods) {
+    if (action == GLFW_PRESS || action == GLFW_REPEAT) record_key_press(key, action == GLFW_REPEAT);
+    ImGui_ImplGlfw_KeyCallback(window, key, scancode, action, mods);
+  });
+  enable_key_press_log();
   ImGui_ImplOpenGL3_Init(glsl);
   install_image_texture_factory(&gl_image_texture_factory());
 }
@@ -91,6 +98,7 @@ void Window::wait(double max_secs) { glfwWaitEventsTimeout(max_secs); }
 void Window::wake() { glfwPostEmptyEvent(); }
 
 void Window::begin_frame() {
+  begin_frame_key_presses();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   ImGui::NewFrame();

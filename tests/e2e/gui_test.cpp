@@ -211,13 +211,17 @@ TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
   const std::string selected = keel.wait_for("keel: selected layer", 20);
   EXPECT_NE(selected.find(std::string("selected layer ") + kClickLayer + " step "), std::string::npos)
       << keel.output();
-  // Down moves the selection to the next layer of the list (model order). A synthetic key
-  // press was sometimes not seen by the window on a loaded machine (cause not found), so the
-  // press is repeated a few times; waiting for that layer's own line keeps a late first press
-  // or a second line from the click from passing for it.
+  // Down moves the selection to the next layer of the list (model order). xdotool sends a
+  // key's press and release back to back; ImGui 1.86 samples key state per frame and missed
+  // such taps whenever both landed in one event wait (ui/key_presses.hpp now records them).
+  // The press is still repeated if it did not arrive at all; waiting for that layer's
+  // own line keeps a late first press or a second line from the click from passing for it.
   bool moved = false;
   for (int attempt = 0; attempt < 4 && !moved; ++attempt) {
-    run_command("xdotool mousemove --window " + window + " 5 5 sleep 0.2 key --delay 100 Down");
+    // Keys go to the X input focus, and without a window manager nothing gives it to a new
+    // window reliably (the previous test's window took it with it): give it explicitly.
+    run_command("xdotool windowfocus --sync " + window + " mousemove --window " + window +
+                " 5 5 sleep 0.2 key --delay 100 Down");
     moved = !keel.wait_for(std::string("selected layer ") + kNextLayer, 5).empty();
   }
   EXPECT_TRUE(moved) << keel.output();

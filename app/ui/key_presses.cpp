@@ -1,0 +1,41 @@
+#include "ui/key_presses.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace keel::app::ui {
+namespace {
+
+struct Press {
+  int key = 0;
+  bool repeat = false;
+};
+
+// Both bounded by the number of key events of one frame's wait; UI thread only.
+bool log_enabled = false;
+std::vector<Press> pending;
+std::vector<Press> this_frame;
+
+}  // namespace
+
+void record_key_press(int glfw_key, bool repeat) {
+  if (pending.size() < 256) pending.push_back(Press{glfw_key, repeat});
+}
+
+void enable_key_press_log() { log_enabled = true; }
+
+void begin_frame_key_presses() {
+  this_frame.clear();
+  std::swap(this_frame, pending);
+}
+
+bool key_pressed(ImGuiKey key, bool repeat) {
+  // The GLFW backend maps ImGui's named keys to GLFW key codes (io.KeyMap).
+  const int index = ImGui::GetKeyIndex(key);
+  if (!log_enabled) return ImGui::IsKeyPressed(index, repeat);
+  return std::any_of(this_frame.begin(), this_frame.end(),
+                     [&](const Press& p) { return p.key == index && (repeat || !p.repeat); });
+}
+
+}  // namespace keel::app::ui

@@ -1,0 +1,25 @@
+// Key presses as GLFW delivered them, counted per frame.
+//
+// What it is for: Dear ImGui 1.86 reads the keyboard as a state (io.KeysDown) sampled at
+// NewFrame, so a press and its release handled in the same event wait (a quick tap, or
+// xdotool's synthetic key, which sends both back to back) never shows as "pressed". The
+// window's GLFW key callback records every press here (and still forwards it to ImGui), and
+// the dashboard asks key_pressed() instead of ImGui::IsKeyPressed. Without the callback (the
+// benchmark's window-less ImGui context) key_pressed() falls back to ImGui.
+// Threads: the UI thread only (GLFW calls key callbacks on the thread that waits for events).
+#pragma once
+
+#include <imgui.h>
+
+namespace keel::app::ui {
+
+// From the GLFW key callback: `glfw_key` went down (`repeat`: an auto-repeat while held).
+void record_key_press(int glfw_key, bool repeat);
+// The window calls this once the callback is installed.
+void enable_key_press_log();
+// Before ImGui::NewFrame: presses recorded since the last call become this frame's.
+void begin_frame_key_presses();
+// Whether `key` was pressed this frame (with `repeat`, auto-repeats count too).
+bool key_pressed(ImGuiKey key, bool repeat = true);
+
+}  // namespace keel::app::ui

@@ -1,0 +1,49 @@
+// A key pressed and released within one event wait still counts as pressed, once, in the next
+// frame (ImGui 1.86 alone would miss it: it samples the key state at NewFrame).
+#include <gtest/gtest.h>
+
+#include <imgui.h>
+
+#include "ui/key_presses.hpp"
+
+namespace {
+
+using keel::app::ui::begin_frame_key_presses;
+using keel::app::ui::key_pressed;
+using keel::app::ui::record_key_press;
+
+constexpr int kGlfwDown = 264;   // GLFW_KEY_DOWN
+constexpr int kGlfwSpace = 32;   // GLFW_KEY_SPACE
+
+class KeyPresses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    // As the GLFW backend maps them.
+    ImGui::GetIO().KeyMap[ImGuiKey_DownArrow] = kGlfwDown;
+    ImGui::GetIO().KeyMap[ImGuiKey_Space] = kGlfwSpace;
+    keel::app::ui::enable_key_press_log();
+    begin_frame_key_presses();   // nothing left from another test
+  }
+  void TearDown() override { ImGui::DestroyContext(); }
+};
+
+TEST_F(KeyPresses, ATapBetweenFramesCountsOnceInTheNextFrame) {
+  record_key_press(kGlfwDown, false);   // press and release in the same wait
+  EXPECT_FALSE(key_pressed(ImGuiKey_DownArrow)) << "counted before its frame began";
+  begin_frame_key_presses();
+  EXPECT_TRUE(key_pressed(ImGuiKey_DownArrow));
+  EXPECT_TRUE(key_pressed(ImGuiKey_DownArrow)) << "asking twice in a frame is the same press";
+  EXPECT_FALSE(key_pressed(ImGuiKey_Space));
+  begin_frame_key_presses();
+  EXPECT_FALSE(key_pressed(ImGuiKey_DownArrow)) << "the press leaked into a second frame";
+}
+
+TEST_F(KeyPresses, AutoRepeatCountsOnlyWhenAskedFor) {
+  record_key_press(kGlfwSpace, true);
+  begin_frame_key_presses();
+  EXPECT_TRUE(key_pressed(ImGuiKey_Space, true));
+  EXPECT_FALSE(key_pressed(ImGuiKey_Space, false)) << "a held space toggled follow-live repeatedly";
+}
+
+}  // namespace
