@@ -2,8 +2,6 @@
 // and `keel-cli tail --json`. A skip acknowledged at step S shows in the telemetry as step S
 // skipped by "command" with no update in any layer, and training goes on around it.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,39 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "child_process.hpp"
+
 namespace {
 
-// Binds a loopback port; the kernel picks it when `port` is 0. Returns the port, or -1.
-int bind_port(int port, int* fd_out) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  *fd_out = fd;
-  return ntohs(addr.sin_port);
-}
-
-// A port P such that P and P + 1 (the command socket) are both free right now.
-int free_port_pair() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    int a = -1, b = -1;
-    const int port = bind_port(0, &a);
-    const bool pair = port > 0 && port < 65535 && bind_port(port + 1, &b) == port + 1;
-    if (port > 0) close(a);
-    if (pair) {
-      close(b);
-      return port;
-    }
-  }
-  return -1;
-}
+using keel::e2e::free_port_pair;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
