@@ -125,6 +125,9 @@ LatencyResult measure_step_to_pixel(HeadlessUi& ui, int layer_count, double step
     app::ui::FramePacer pacer(platform);
     app::ReceiverOptions receiver_options;
     receiver_options.on_data = [&pacer] { pacer.notify_data(); };
+    // This publisher has no command socket: a late-attach history request would hold the live
+    // stream for the backfill timeout (2 s) and put the first steps' latency in the p99.
+    receiver_options.backfill = false;
     app::Receiver receiver({endpoint}, receiver_options);
     app::Model model;
     app::ui::Dashboard dashboard;
