@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,13 @@ class ChildProcess {
     }
     return "";
   }
+  bool alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  // Waits for the process to end by itself; its exit status, -1 when it did not exit normally.
+  int wait_exit() {
+    int status = 0;
+    if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
   // Every line read so far (by wait_for).
   const std::string& output() const { return output_; }
 
@@ -81,6 +89,18 @@ class ChildProcess {
   std::string buffer_;
   std::string output_;
 };
+
+// Runs a shell command and returns its stdout without the trailing newline (xdotool ids).
+inline std::string run_command(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char chunk[256];
+    while (std::fgets(chunk, sizeof chunk, pipe)) out += chunk;
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
 
 // Binds a loopback port (the kernel picks it when `port` is 0); returns it, or -1.
 inline int bind_loopback_port(int port, int* fd_out) {

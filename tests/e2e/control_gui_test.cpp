@@ -14,17 +14,7 @@
 namespace {
 
 using keel::e2e::ChildProcess;
-
-std::string run_command(const std::string& command) {
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char chunk[256];
-    while (std::fgets(chunk, sizeof chunk, pipe)) out += chunk;
-    pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
+using keel::e2e::run_command;
 
 TEST(ControlGui, ClickOnSkipIsAcknowledgedAndTheStepIsSkippedByCommand) {
   const int port = keel::e2e::free_port_pair();

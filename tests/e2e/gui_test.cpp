@@ -2,12 +2,6 @@
 // its screenshot has data in the heatmap and the plots, an injected NaN shows as a non-finite
 // cell and an event, a real click (xdotool) on a heatmap row selects that layer, and the
 // dashboard keeps running when the trainer stops. Run under xvfb-run (see CMakeLists.txt).
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,95 +14,21 @@
 
 #include <gtest/gtest.h>
 
+#include "child_process.hpp"
+
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb_image.h>
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using keel::e2e::ChildProcess;
+using keel::e2e::run_command;
+
 constexpr const char* kNanLayer = "blocks.1.mlp.fc.weight";
 constexpr int kNanLayerRow = 22;  // its index in the demo's named_parameters() order
 constexpr const char* kClickLayer = "blocks.0.mlp.fc.weight";
 constexpr int kClickLayerRow = 10;
 constexpr const char* kNextLayer = "blocks.0.mlp.fc.bias";
-
-// A child process with its stdout (and stderr) on a pipe we read line by line.
-class Process {
- public:
-  explicit Process(const std::vector<std::string>& argv) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      close(fds[1]);
-      std::vector<char*> args;
-      for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    fd_ = fds[0];
-  }
-  ~Process() {
-    stop();
-    if (fd_ >= 0) close(fd_);
-  }
-  // Waits for a line containing `needle` (the whole line is returned), "" on timeout or EOF.
-  std::string wait_for(const std::string& needle, double timeout_secs) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_secs);
-    while (Clock::now() < deadline) {
-      size_t newline;
-      while ((newline = buffer_.find('\n')) != std::string::npos) {
-        std::string line = buffer_.substr(0, newline);
-        buffer_.erase(0, newline + 1);
-        output_ += line + "\n";
-        if (line.find(needle) != std::string::npos) return line;
-      }
-      pollfd item{fd_, POLLIN, 0};
-      if (poll(&item, 1, 100) <= 0) continue;
-      char chunk[4096];
-      const ssize_t got = read(fd_, chunk, sizeof chunk);
-      if (got <= 0) return "";
-      buffer_.append(chunk, size_t(got));
-    }
-    return "";
-  }
-  bool alive() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-  int wait_exit() {
-    int status = 0;
-    if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  void stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  const std::string& output() const { return output_; }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string buffer_;
-  std::string output_;
-};
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 struct HeatmapGeometry {
   float x0 = 0, x1 = 0, y0 = 0, row = 0;
@@ -125,8 +45,8 @@ bool parse_geometry(const std::string& line, HeatmapGeometry& g) {
 class GuiTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    endpoint_ = "tcp://127.0.0.1:" + std::to_string(free_port());
-    demo_ = new Process({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10",
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(keel::e2e::free_port_pair());
+    demo_ = new ChildProcess({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10",
                          "--inject-nan", std::string("30:") + kNanLayer});
   }
   static void TearDownTestSuite() {
@@ -134,27 +54,16 @@ class GuiTest : public testing::Test {
     demo_ = nullptr;
   }
   static std::string endpoint_;
-  static Process* demo_;
+  static ChildProcess* demo_;
 };
 std::string GuiTest::endpoint_;
-Process* GuiTest::demo_ = nullptr;
-
-std::string run_command(const std::string& command) {
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char chunk[256];
-    while (std::fgets(chunk, sizeof chunk, pipe)) out += chunk;
-    pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
+ChildProcess* GuiTest::demo_ = nullptr;
 
 // Runs first, while the trainer is young: the app must see step 30 live to show its NaN.
 TEST_F(GuiTest, ScreenshotShowsDataAndTheInjectedNan) {
   const std::string png = testing::TempDir() + "keel_gui_test.png";
   std::remove(png.c_str());
-  Process keel({KEEL_PATH, "--connect", endpoint_, "--screenshot", png, "--screenshot-after", "12"});
+  ChildProcess keel({KEEL_PATH, "--connect", endpoint_, "--screenshot", png, "--screenshot-after", "12"});
   HeatmapGeometry g;
   ASSERT_TRUE(parse_geometry(keel.wait_for("keel: heatmap", 60), g)) << keel.output();
   EXPECT_EQ(g.layers, 42);
@@ -198,7 +107,7 @@ TEST_F(GuiTest, ScreenshotShowsDataAndTheInjectedNan) {
 }
 
 TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
-  Process keel({KEEL_PATH, "--connect", endpoint_});
+  ChildProcess keel({KEEL_PATH, "--connect", endpoint_});
   HeatmapGeometry g;
   ASSERT_TRUE(parse_geometry(keel.wait_for("keel: heatmap", 60), g)) << keel.output();
   const std::string window = run_command("xdotool search --sync --limit 1 --name '^keel$'");
@@ -230,7 +139,7 @@ TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
   demo_->stop();
   std::this_thread::sleep_for(std::chrono::seconds(4));
   EXPECT_TRUE(keel.alive()) << keel.output();
-  Process again({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10"});
+  ChildProcess again({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10"});
   // Its first two progress lines (steps 0 and 10) mean it is publishing again.
   ASSERT_FALSE(again.wait_for("loss ", 60).empty()) << again.output();
   ASSERT_FALSE(again.wait_for("loss ", 60).empty()) << again.output();
