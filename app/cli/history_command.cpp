@@ -10,7 +10,7 @@
 
 #include "cli/json_format.hpp"
 #include "cli/layer_names.hpp"
-#include "net/command_auth.hpp"
+#include "cli/send_request.hpp"
 #include "cli/table_format.hpp"
 #include "keel/wire/codec.hpp"
 #include "net/command_auth.hpp"
@@ -76,24 +76,14 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
     return 1;
   }
 
-  std::unique_ptr<CommandSocket> socket;
   keel::wire::Command command;
   command.rank = -1;
   command.id = 1;
   command.kind = "history";
   command.count = options.count;
-  std::string error;
-  try {
-    socket = std::make_unique<CommandSocket>(command_endpoint,
-                                             CommandAuth::from_options(options.server_key, options.key));
-  } catch (const std::exception& failure) {
-    err << "keel-cli: " << failure.what() << '\n';
-    return 1;
-  }
-  if (!socket->send(command, error)) {
-    err << "keel-cli: " << error << '\n';
-    return 1;
-  }
+  const std::unique_ptr<CommandSocket> socket =
+      send_request(command_endpoint, options.server_key, options.key, command, err);
+  if (!socket) return 1;
 
   // Silence, not the whole answer, is bounded: a large ring keeps arriving for a while.
   Clock::time_point deadline = Clock::now() + duration_of(options.timeout_secs);

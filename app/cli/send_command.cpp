@@ -13,6 +13,7 @@
 #include "cli/json_format.hpp"
 #include "cli/layer_names.hpp"
 #include "keel/wire/codec.hpp"
+#include "cli/send_request.hpp"
 #include "net/command_auth.hpp"
 #include "net/command_socket.hpp"
 
@@ -58,20 +59,9 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
   keel::wire::Command command = options.command;
   if (command.id == 0) command.id = random_id();
 
-  std::unique_ptr<CommandSocket> socket;
-  std::string error;
-  try {
-    socket = std::make_unique<CommandSocket>(command_endpoint,
-                                             CommandAuth::from_options(options.server_key, options.key));
-  } catch (const std::exception& failure) {
-    err << "keel-cli: " << failure.what() << '\n';
-    return 1;
-  }
-  // connect() has already made the pipe, so this queues even before the probe is reachable.
-  if (!socket->send(command, error)) {
-    err << "keel-cli: " << error << '\n';
-    return 1;
-  }
+  const std::unique_ptr<CommandSocket> socket =
+      send_request(command_endpoint, options.server_key, options.key, command, err);
+  if (!socket) return 1;
 
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, std::llround(options.timeout_secs * 1000.0)));
