@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -34,8 +35,8 @@ void probed_step(keel::demo::Trainer& trainer, keel::probe::Probe& probe, int64_
   probe.step(loss);
 }
 
-// Waits for the ack of command `id`; false on timeout.
-bool await_ack(zmq::socket_t& socket, uint64_t id, std::chrono::milliseconds timeout) {
+// Waits for the ack of command `id`; false on timeout. `step` gets the step it took effect at.
+bool await_ack(zmq::socket_t& socket, uint64_t id, std::chrono::milliseconds timeout, int64_t* step) {
   const auto deadline = Clock::now() + timeout;
   zmq::message_t frame;
   while (Clock::now() < deadline) {
@@ -50,7 +51,10 @@ bool await_ack(zmq::socket_t& socket, uint64_t id, std::chrono::milliseconds tim
     if (frames.size() != 2) continue;
     const auto decoded = wire::decode(frames[1].data(), frames[1].size());
     const auto* ack = decoded.ok ? std::get_if<wire::Ack>(&decoded.message) : nullptr;
-    if (ack != nullptr && ack->id == id) return ack->ok;
+    if (ack != nullptr && ack->id == id) {
+      *step = ack->step;
+      return ack->ok;
+    }
   }
   return false;
 }
@@ -87,12 +91,24 @@ RoundTrip measure_command_round_trip(double steps_per_s, int samples) {
   keel::probe::Probe probe(*trainer.model(), trainer.optimizer(), options);
   const auto interval = std::chrono::duration<double>(1.0 / steps_per_s);
 
+  // When each step reached its boundary (probe.step, where commands are applied), so that a
+  // round trip splits into the wait for the boundary (the step clock's) and what follows it
+  // (keel's: applying, acknowledging, the socket).
+  std::mutex boundaries_mutex;
+  std::vector<Clock::time_point> boundaries;
   std::atomic<bool> stop{false};
   std::thread training([&] {
     const auto start = Clock::now();
     for (int64_t step = 0; !stop.load(); ++step) {
       std::this_thread::sleep_until(start + step * interval);
-      probed_step(trainer, probe, step);
+      trainer.schedule(step, keel::demo::Faults{});
+      auto loss = trainer.forward_backward([&](const torch::Tensor& logits) { probe.watch("logits", logits); },
+                                           nullptr);
+      {
+        std::lock_guard<std::mutex> lock(boundaries_mutex);
+        boundaries.push_back(Clock::now());
+      }
+      probe.step(loss);
     }
   });
 
@@ -104,7 +120,7 @@ RoundTrip measure_command_round_trip(double steps_per_s, int samples) {
   std::uniform_real_distribution<double> phase(0.0, 1.0);
   RoundTrip result;
   result.step_interval_ms = 1000.0 / steps_per_s;
-  std::vector<double> rtts;
+  std::vector<double> rtts, after_boundary;
   for (int i = 0; i < samples + 3; ++i) {
     // A random phase against the step clock, as a user's click would have.
     std::this_thread::sleep_for(interval * (0.5 + phase(rng)));
@@ -118,9 +134,16 @@ RoundTrip measure_command_round_trip(double steps_per_s, int samples) {
     const auto sent = Clock::now();
     socket.send(zmq::buffer(std::string_view(wire::kTopicCommand)), zmq::send_flags::sndmore);
     socket.send(zmq::buffer(payload), zmq::send_flags::none);
-    const bool acked = await_ack(socket, command.id, std::chrono::milliseconds(2000));
+    int64_t step = -1;
+    const bool acked = await_ack(socket, command.id, std::chrono::milliseconds(2000), &step);
+    const auto received = Clock::now();
     // The first few warm up the connection (TCP handshake, ZeroMQ greeting).
-    if (acked && i >= 3) rtts.push_back(ms_between(sent, Clock::now()));
+    if (!acked || i < 3) continue;
+    rtts.push_back(ms_between(sent, received));
+    std::lock_guard<std::mutex> lock(boundaries_mutex);
+    if (step >= 0 && size_t(step) < boundaries.size() && boundaries[size_t(step)] >= sent) {
+      after_boundary.push_back(ms_between(boundaries[size_t(step)], received));
+    }
   }
   stop.store(true);
   training.join();
@@ -128,6 +151,11 @@ RoundTrip measure_command_round_trip(double steps_per_s, int samples) {
   result.p50_ms = percentile_of(rtts, 0.5);
   result.p99_ms = percentile_of(rtts, 0.99);
   result.max_ms = rtts.empty() ? 0 : *std::max_element(rtts.begin(), rtts.end());
+  result.after_boundary_samples = static_cast<int>(after_boundary.size());
+  result.after_boundary_p50_ms = percentile_of(after_boundary, 0.5);
+  result.after_boundary_p99_ms = percentile_of(after_boundary, 0.99);
+  result.after_boundary_max_ms =
+      after_boundary.empty() ? 0 : *std::max_element(after_boundary.begin(), after_boundary.end());
   return result;
 }
 

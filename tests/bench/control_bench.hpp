@@ -2,7 +2,8 @@
 //
 // - command round trip: a DEALER client sends a command that the training thread applies at
 //   a step boundary ("policy skip_nonfinite on": no effect on training) while a keel-demo
-//   trainer steps at a fixed rate, and times send -> ack;
+//   trainer steps at a fixed rate, and times send -> ack, and the boundary that applied the
+//   command -> ack (keel's own part; the rest is waiting for the next step);
 // - dump vs write: a dump of keel-demo's model and AdamW state (capture on the training
 //   thread + the writer's fsync'ed files + rename) against writing the same number of bytes
 //   to one file with write + fsync;
@@ -22,6 +23,12 @@ struct RoundTrip {
   double max_ms = 0;
   double step_interval_ms = 0;
   int samples = 0;
+  // From the boundary of the step that applied the command to the ack in the client's hands:
+  // the part of the round trip that is keel's, not the wait for the step clock.
+  double after_boundary_p50_ms = 0;
+  double after_boundary_p99_ms = 0;
+  double after_boundary_max_ms = 0;
+  int after_boundary_samples = 0;
 };
 RoundTrip measure_command_round_trip(double steps_per_s, int samples);
 

@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f\n", "command round trip p99 (ms)", round_trip.p99_ms);
   std::printf("%-44s %12.1f\n", "command round trip max (ms)", round_trip.max_ms);
   std::printf("%-44s %12d\n", "command round trips measured", round_trip.samples);
+  std::printf("%-44s %12.2f\n", "  boundary -> ack p50 (ms)", round_trip.after_boundary_p50_ms);
+  std::printf("%-44s %12.2f\n", "  boundary -> ack p99 (ms)", round_trip.after_boundary_p99_ms);
+  std::printf("%-44s %12.2f\n", "  boundary -> ack max (ms)", round_trip.after_boundary_max_ms);
   std::printf("%-44s %12.2f\n", "dump size (MB)", dump.bytes / 1e6);
   std::printf("%-44s %12.1f\n", "dump, capture on training thread (ms)", dump.capture_ms);
   std::printf("%-44s %12.1f\n", "dump throughput (MB/s)", dump.dump_mb_per_s);
@@ -157,9 +160,10 @@ int main(int argc, char** argv) {
       "\"train_thread_us\":%.1f,\"probe_us\":%.1f,\"step_ms_plain\":%.3f,\"step_ms_probe\":%.3f,"
       "\"step_ms_naive\":%.3f,\"reduce_gbps\":%.2f,\"memcpy_gbps\":%.2f,\"rounds\":%d,"
       "\"command_rtt_p50_ms\":%.2f,\"command_rtt_p99_ms\":%.2f,\"command_rtt_max_ms\":%.2f,"
+      "\"command_boundary_to_ack_p99_ms\":%.2f,"
       "\"dump_vs_write\":%.3f,\"dump_mb_per_s\":%.1f,\"dump_capture_ms\":%.2f,\"control_overhead_pct\":%.3f}\n",
       overhead_pct, self_pct, naive_pct, bandwidth.ratio, median(outside_us), median(probe_us), plain_med,
       probe_med, naive_med, bandwidth.reduce_gbps, bandwidth.memcpy_gbps, pairs, round_trip.p50_ms,
-      round_trip.p99_ms, round_trip.max_ms, dump.ratio, dump.dump_mb_per_s, dump.capture_ms, control.pct);
+      round_trip.p99_ms, round_trip.max_ms, round_trip.after_boundary_p99_ms, dump.ratio, dump.dump_mb_per_s, dump.capture_ms, control.pct);
   return 0;
 }
