@@ -118,14 +118,11 @@ int frame_columns(const PlotFrame& frame) {
   return std::max(1, int(frame.max.x - frame.min.x));
 }
 
-void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title) {
-  const float font = ImGui::GetFontSize();
-  draw->AddRectFilled(frame.min, frame.max, kBackground);
-  draw->AddText(ImVec2(frame.min.x, frame.min.y - font * 1.2f), kLabelColour, title);
-
-  // y ticks: whole decades on a log axis when it spans at least one, otherwise 1-2-5 steps.
+std::vector<AxisTick> y_axis_ticks(const PlotFrame& frame, float font_px) {
+  std::vector<AxisTick> ticks;
+  // Whole decades on a log axis when it spans at least one, otherwise 1-2-5 steps.
   const double y_range = frame.y_high - frame.y_low;
-  const int target = std::max(2, int((frame.max.y - frame.min.y) / (font * 2.5f)));
+  const int target = std::max(2, int((frame.max.y - frame.min.y) / (font_px * 2.5f)));
   // On a log axis of less than two decades, powers of ten are too sparse: tick 1-2-5 values
   // of the data's own range instead (placed logarithmically).
   const bool decades = frame.log_y && y_range >= 2.0;
@@ -135,21 +132,42 @@ void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title) {
   double step = decades ? std::max(1.0, std::ceil(y_range / target)) : nice_step(high - low, target);
   // Labels must not overlap on a short plot: widen the step until they are a line apart.
   const double px_per_unit = (frame.max.y - frame.min.y) / std::max(1e-12, decades || !log_linear ? y_range : high - low);
-  while (step * px_per_unit < font * 1.3 && step < 1e30) step *= 2;
+  while (step * px_per_unit < font_px * 1.3 && step < 1e30) step *= 2;
+  // Ticks placed logarithmically still crowd together towards the top (0.2, 0.4, 0.6 within
+  // a line): a label closer than a line to the one below it is left out; its grid line stays.
+  float last_label_y = std::numeric_limits<float>::infinity();
   for (double t = std::ceil(low / step) * step; t <= high; t += step) {
     const double value = decades ? std::pow(10.0, t) : t;
     if (frame.log_y && value <= 0) continue;
-    const float y = frame.y_px(value);
-    draw->AddLine(ImVec2(frame.min.x, y), ImVec2(frame.max.x, y), kGridColour);
-    char label[32];
-    if (decades) {
-      std::snprintf(label, sizeof label, "1e%d", int(std::lround(t)));
-    } else {
-      std::snprintf(label, sizeof label, "%s", format_value(std::abs(value) < step * 1e-6 ? 0 : value).c_str());
+    AxisTick tick;
+    tick.value = value;
+    tick.y = frame.y_px(value);
+    if (last_label_y - tick.y >= font_px * 1.1f) {
+      last_label_y = tick.y;
+      char label[32];
+      if (decades) {
+        std::snprintf(label, sizeof label, "1e%d", int(std::lround(t)));
+      } else {
+        std::snprintf(label, sizeof label, "%s", format_value(std::abs(value) < step * 1e-6 ? 0 : value).c_str());
+      }
+      tick.label = label;
     }
-    const ImVec2 text_size = ImGui::CalcTextSize(label);
-    draw->AddText(ImVec2(frame.min.x - text_size.x - font * 0.3f, y - text_size.y * 0.5f),
-                  kLabelColour, label);
+    ticks.push_back(std::move(tick));
+  }
+  return ticks;
+}
+
+void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title) {
+  const float font = ImGui::GetFontSize();
+  draw->AddRectFilled(frame.min, frame.max, kBackground);
+  draw->AddText(ImVec2(frame.min.x, frame.min.y - font * 1.2f), kLabelColour, title);
+
+  for (const AxisTick& tick : y_axis_ticks(frame, font)) {
+    draw->AddLine(ImVec2(frame.min.x, tick.y), ImVec2(frame.max.x, tick.y), kGridColour);
+    if (tick.label.empty()) continue;
+    const ImVec2 text_size = ImGui::CalcTextSize(tick.label.c_str());
+    draw->AddText(ImVec2(frame.min.x - text_size.x - font * 0.3f, tick.y - text_size.y * 0.5f),
+                  kLabelColour, tick.label.c_str());
   }
 
   // x ticks: whole steps.

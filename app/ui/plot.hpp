@@ -45,6 +45,15 @@ PlotFrame begin_plot(const char* title, ImVec2 size, double x_first, double x_la
 void fit_y(PlotFrame& frame, const std::vector<const std::vector<Summary>*>& series);
 int frame_columns(const PlotFrame& frame);
 
+// One y tick of a plot: a grid line at `y`, and a label unless it would overlap the one below.
+struct AxisTick {
+  double value = 0;
+  float y = 0;
+  std::string label;   // empty: grid line only
+};
+// The y ticks of `frame` for a font of `font_px`, from the bottom up; labels at least 1.1 lines apart.
+std::vector<AxisTick> y_axis_ticks(const PlotFrame& frame, float font_px);
+
 void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title);
 void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& columns,
                  ImU32 colour);
