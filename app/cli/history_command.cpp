@@ -87,7 +87,7 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
 
   // Silence, not the whole answer, is bounded: a large ring keeps arriving for a while.
   Clock::time_point deadline = Clock::now() + duration_of(options.timeout_secs);
-  int64_t printed = 0, first_step = 0, last_step = 0;
+  int64_t printed = 0, first_step = 0, last_step = 0, events = 0;
   while (Clock::now() < deadline) {
     ReceiveResult reply = socket->receive(wait_ms(deadline));
     if (reply.status == ReceiveStatus::kDecodeError) {
@@ -103,6 +103,11 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
       print(reply.message);
       continue;
     }
+    if (std::holds_alternative<keel::wire::Event>(reply.message)) {
+      ++events;
+      print(reply.message);
+      continue;
+    }
     const auto* ack = std::get_if<keel::wire::Ack>(&reply.message);
     if (ack == nullptr || (ack->id != command.id && ack->id != 0)) continue;
     out.flush();
@@ -112,6 +117,7 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
     }
     err << "keel-cli: " << printed << " steps from the probe's history";
     if (printed > 0) err << " (" << first_step << ".." << last_step << ")";
+    if (events > 0) err << " and " << events << " events";
     if (ack->count != printed) err << "; the probe sent " << ack->count;
     err << '\n';
     return 0;
@@ -125,7 +131,7 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
 CliCommand add_history_command(CLI::App& app) {
   auto options = std::make_shared<HistoryOptions>();
   CLI::App* history = app.add_subcommand(
-      "history", "Print the recent steps a probe keeps in its ring (what a late client backfills)");
+      "history", "Print the recent steps and events a probe keeps (what a late client backfills)");
   history->add_option("-e,--endpoint", options->endpoint,
                       std::string("PUB endpoint of the probe; the request goes to its port + 1 (default ") +
                           keel::wire::kDefaultPubEndpoint + ")")

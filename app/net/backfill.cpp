@@ -23,13 +23,16 @@ void Backfill::start(Clock::time_point now) {
   request_id_ = 0;
   last_activity_ = now;
   history_.clear();
+  history_events_.clear();
   dropping_overlap_ = false;
+  dropping_event_overlap_ = false;
 }
 
 void Backfill::go_live(const std::string& status, std::vector<keel::wire::Message>& out) {
   for (keel::wire::Message& message : held_) out.push_back(std::move(message));
   held_.clear();
   history_.clear();
+  history_events_.clear();
   phase_ = BackfillPhase::kLive;
   request_due_ = false;
   request_id_ = 0;
@@ -77,6 +80,12 @@ void Backfill::on_live(keel::wire::Message&& message, Clock::time_point now,
       dropping_overlap_ = false;
     }
   }
+  if (dropping_event_overlap_) {
+    if (const auto* event = std::get_if<keel::wire::Event>(&message)) {
+      if (event->seq <= event_overlap_through_seq_) return;
+      dropping_event_overlap_ = false;
+    }
+  }
   out.push_back(std::move(message));
 }
 
@@ -94,6 +103,7 @@ void Backfill::request_sent(uint64_t id, Clock::time_point now) {
   request_id_ = id;
   last_activity_ = now;
   history_.clear();
+  history_events_.clear();
 }
 
 void Backfill::request_failed(const std::string& why, std::vector<keel::wire::Message>& out) {
@@ -109,24 +119,51 @@ void Backfill::on_history_step(keel::wire::StepRecord&& record, Clock::time_poin
   }
 }
 
+void Backfill::on_history_event(keel::wire::Event&& event, Clock::time_point now) {
+  if (phase_ != BackfillPhase::kWaiting || request_id_ == 0) return;
+  last_activity_ = now;
+  // The probe keeps at most a few thousand; the bound only guards against a peer that lies.
+  if (history_events_.size() < options_.max_held) history_events_.push_back(std::move(event));
+}
+
 void Backfill::on_ack(const keel::wire::Ack& ack, std::vector<keel::wire::Message>& out) {
   if (phase_ != BackfillPhase::kWaiting || request_id_ == 0 || ack.id != request_id_) {
     // The records before this ack answered some other request (one given up on).
     history_.clear();
+    history_events_.clear();
     return;
   }
   if (!ack.ok) {
     go_live("no backfill: the probe refused the history request: " + ack.error, out);
     return;
   }
-  bool has_live_step = false;
+  bool has_live_step = false, has_live_seq = false;
   int64_t first_live_step = 0;
+  uint64_t first_live_seq = 0;
   for (const keel::wire::Message& message : held_) {
-    if (const auto* record = std::get_if<keel::wire::StepRecord>(&message)) {
+    const auto* record = std::get_if<keel::wire::StepRecord>(&message);
+    const auto* event = std::get_if<keel::wire::Event>(&message);
+    if (record != nullptr && !has_live_step) {
       has_live_step = true;
       first_live_step = record->step;
-      break;
     }
+    if ((record != nullptr || event != nullptr) && !has_live_seq) {
+      has_live_seq = true;
+      first_live_seq = record != nullptr ? record->seq : event->seq;
+    }
+  }
+  size_t events_delivered = 0;
+  uint64_t newest_event_seq = 0;
+  for (keel::wire::Event& event : history_events_) {
+    if (has_live_seq && event.seq >= first_live_seq) continue;
+    if (events_delivered > 0 && event.seq <= newest_event_seq) continue;
+    newest_event_seq = event.seq;
+    ++events_delivered;
+    out.emplace_back(std::move(event));
+  }
+  if (!has_live_seq && events_delivered > 0) {
+    dropping_event_overlap_ = true;
+    event_overlap_through_seq_ = newest_event_seq;
   }
   const size_t received = history_.size();
   size_t delivered = 0;
@@ -152,6 +189,9 @@ void Backfill::on_ack(const keel::wire::Ack& ack, std::vector<keel::wire::Messag
     status = "backfilled no steps: the probe's history was empty";
   } else {
     status = "backfilled no steps: the live stream already began before the probe's history";
+  }
+  if (events_delivered > 0) {
+    status += ", " + std::to_string(events_delivered) + (events_delivered == 1 ? " event" : " events");
   }
   if (ack.count != static_cast<int64_t>(received)) {
     status += "; the probe sent " + std::to_string(ack.count) + " records, " +

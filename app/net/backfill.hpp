@@ -13,7 +13,10 @@
 //   3. on the ack, the history records whose step is older than the first held live step are
 //      delivered (oldest first), then the held live messages, and the stream goes live; when
 //      no live step was held yet, live steps up to the newest history step are dropped until
-//      one newer arrives (they were in the history already);
+//      one newer arrives (they were in the history already). The history's events (sent after
+//      its steps) go first, those whose seq is older than every held live step or event: steps
+//      and events share the probe's sequence, so seq finds their seam exactly; when none was
+//      held, live events up to the newest history event's seq are dropped likewise;
 //   4. a refusal, silence for `timeout_secs`, or more held messages than `max_held` ends the
 //      wait without backfill: the held messages are delivered and status() says why;
 //   5. a description with another run id (the trainer restarted) starts the whole thing again
@@ -72,15 +75,17 @@ class Backfill {
   void request_sent(uint64_t id, Clock::time_point now);
   void request_failed(const std::string& why, std::vector<keel::wire::Message>& out);
 
-  // Replies from the command socket: history step records, then the ack that closes them.
+  // Replies from the command socket: history step records and events, then the ack that
+  // closes them.
   void on_history_step(keel::wire::StepRecord&& record, Clock::time_point now);
+  void on_history_event(keel::wire::Event&& event, Clock::time_point now);
   void on_ack(const keel::wire::Ack& ack, std::vector<keel::wire::Message>& out);
 
   // Ends the wait when the probe has been silent for timeout_secs.
   void on_tick(Clock::time_point now, std::vector<keel::wire::Message>& out);
 
   BackfillPhase phase() const { return phase_; }
-  // What the last attempt came to, e.g. "backfilled 4096 steps (1200..5295)" or
+  // What the last attempt came to, e.g. "backfilled 4096 steps (1200..5295), 3 events" or
   // "no backfill: the probe refused the history request: ..."; "" before the first outcome.
   const std::string& status() const { return status_; }
   // Increments with every outcome, so a reader notices a new one with the same text.
@@ -100,9 +105,13 @@ class Backfill {
   std::string run_id_;  // of the newest description seen; "" before one
   std::vector<keel::wire::Message> held_;
   std::vector<keel::wire::StepRecord> history_;
+  std::vector<keel::wire::Event> history_events_;
   // After a backfill that met no live step: live steps up to this one were in the history.
   bool dropping_overlap_ = false;
   int64_t overlap_through_step_ = 0;
+  // After a backfill that met no live step or event: live events up to this seq were in it.
+  bool dropping_event_overlap_ = false;
+  uint64_t event_overlap_through_seq_ = 0;
   std::string status_;
   uint64_t outcomes_ = 0;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <string_view>
 
 #include <zmq.hpp>
 
@@ -29,6 +31,13 @@ constexpr int kSendHighWaterMark = 20000;
 // How long one message of a history reply may wait for a slow client before the reply is
 // abandoned (the command thread serves nobody else meanwhile; training never waits on it).
 constexpr std::chrono::milliseconds kHistorySendTimeout{1000};
+
+// The step of an encoded step record from the ring; -1 if it is not one.
+int64_t step_of(const std::vector<char>& payload) {
+  const wire::DecodeResult decoded = wire::decode(payload.data(), payload.size());
+  const auto* record = decoded.ok ? std::get_if<wire::StepRecord>(&decoded.message) : nullptr;
+  return record != nullptr ? record->step : -1;
+}
 }  // namespace
 
 std::string command_endpoint_of(const std::string& pub_endpoint) {
@@ -173,25 +182,34 @@ void CommandServer::send_history(const std::string& identity, const wire::Comman
   const auto deadline_per_message = static_cast<int>(kHistorySendTimeout.count());
   s.set(zmq::sockopt::sndtimeo, deadline_per_message);
   int64_t sent = 0;
+  auto send_one = [&](std::string_view topic_of_message, const std::vector<char>& payload) {
+    if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore)) return false;
+    s.send(zmq::buffer(topic_of_message), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::none);
+    return true;
+  };
   try {
     for (size_t i = first; i < ring.size(); ++i) {
-      if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore)) break;
-      s.send(zmq::buffer(topic), zmq::send_flags::sndmore);
-      s.send(zmq::buffer(ring[i]->data(), ring[i]->size()), zmq::send_flags::none);
+      if (!send_one(topic, *ring[i])) break;
       ++sent;
+    }
+    // The events follow: all the probe keeps when the whole ring was asked for (the first
+    // non-finite gradient may be older than every step kept), else those of the steps sent.
+    if (options_.event_history && sent == static_cast<int64_t>(ring.size() - first)) {
+      const int64_t since = first == 0 ? std::numeric_limits<int64_t>::min() : step_of(*ring[first]);
+      for (const auto& event : options_.event_history()) {
+        const wire::DecodeResult decoded = wire::decode(event->data(), event->size());
+        const auto* e = decoded.ok ? std::get_if<wire::Event>(&decoded.message) : nullptr;
+        if (e == nullptr || e->step < since) continue;
+        if (!send_one(wire::kTopicEvent, *event)) break;
+      }
     }
   } catch (const zmq::error_t&) {
     // The client went away or stopped reading: the ack below says how much it got.
   }
   ack.ok = true;
   ack.count = sent;
-  if (sent > 0) {
-    const auto& newest = ring[first + static_cast<size_t>(sent) - 1];
-    const wire::DecodeResult decoded = wire::decode(newest->data(), newest->size());
-    if (const auto* record = decoded.ok ? std::get_if<wire::StepRecord>(&decoded.message) : nullptr) {
-      ack.step = record->step;
-    }
-  }
+  if (sent > 0) ack.step = step_of(*ring[first + static_cast<size_t>(sent) - 1]);
   // Behind thousands of step messages the pipe may be full: wait (bounded) rather than drop.
   send_ack(identity, ack, /*may_wait=*/true);
   s.set(zmq::sockopt::sndtimeo, -1);

@@ -52,6 +52,9 @@ struct CommandServerOptions {
   // The publisher's ring of encoded step records, oldest first (called on the command
   // thread); empty: history requests are refused.
   std::function<std::vector<std::shared_ptr<const std::vector<char>>>()> history;
+  // The publisher's ring of encoded events, oldest first (command thread); sent with every
+  // history answer, after its steps. Empty: none are sent.
+  std::function<std::vector<std::shared_ptr<const std::vector<char>>>()> event_history;
   // Command authentication (CURVE): the server's Z85 secret key, and the Z85 public keys of the
   // clients allowed to connect. "" = no authentication.
   std::string secret_key;

@@ -183,6 +183,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::op
       if (options_.history_steps > 0) {
         Publisher* publisher = publisher_.get();
         co.history = [publisher] { return publisher->history(); };
+        co.event_history = [publisher] { return publisher->event_history(); };
       }
       commands_ = std::make_unique<CommandServer>(co);
     }

@@ -82,6 +82,11 @@ std::vector<Publisher::Payload> Publisher::history() const {
   return {history_.begin(), history_.end()};
 }
 
+std::vector<Publisher::Payload> Publisher::event_history() const {
+  std::lock_guard<std::mutex> lock(history_mutex_);
+  return {event_history_.begin(), event_history_.end()};
+}
+
 bool Publisher::send(const char* topic, const std::vector<char>& payload) {
   auto& s = socket_->socket;
   try {
@@ -118,13 +123,16 @@ void Publisher::drain() {
     }
     wire::encode(slot, scratch_);
     if (!send(wire::topic_of(slot), scratch_)) dropped_.fetch_add(1, std::memory_order_relaxed);
-    if (std::holds_alternative<wire::StepRecord>(slot) && options_.history_steps > 0) {
+    const bool is_step = std::holds_alternative<wire::StepRecord>(slot);
+    const size_t keep = is_step ? options_.history_steps : options_.history_steps > 0 ? options_.history_events : 0;
+    if (keep > 0 && (is_step || std::holds_alternative<wire::Event>(slot))) {
       // Allocated outside the lock; a reader (history request, dump) may still hold the
       // payload that falls out of the ring, so it is never recycled in place.
       Payload payload = std::make_shared<const std::vector<char>>(scratch_);
       std::lock_guard<std::mutex> lock(history_mutex_);
-      if (history_.size() >= options_.history_steps) history_.pop_front();
-      history_.push_back(std::move(payload));
+      std::deque<Payload>& ring = is_step ? history_ : event_history_;
+      if (ring.size() >= keep) ring.pop_front();
+      ring.push_back(std::move(payload));
     }
     tail_.store(tail + 1, std::memory_order_release);
   }

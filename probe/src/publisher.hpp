@@ -2,7 +2,7 @@
 //
 // What it is for: the training thread only copies a record into a bounded single-producer /
 // single-consumer ring; this thread encodes it (shared/PROTOCOL.md), sends it on an XPUB
-// socket, keeps a ring of recent encoded step records for backfill, and (re)sends the run
+// socket, keeps rings of recent encoded step records and events for backfill, and (re)sends the run
 // description to every new subscriber and periodically.
 // Threads: publish() and describe() from the training thread only (single producer); the
 // socket belongs to the publisher thread. Never: blocks the producer (a full ring drops the
@@ -30,6 +30,9 @@ struct PublisherOptions {
   int send_high_water_mark = 1000;
   std::chrono::milliseconds describe_interval{2000};
   size_t history_steps = 4096;
+  // Recent events kept beside the steps (when history_steps > 0): a late client learns of the
+  // first non-finite gradient, skips and dumps it did not see live.
+  size_t history_events = 1024;
 };
 
 class Publisher {
@@ -53,6 +56,8 @@ class Publisher {
   // payloads are shared and immutable, so a copy of the ring costs pointers, not megabytes.
   using Payload = std::shared_ptr<const std::vector<char>>;
   std::vector<Payload> history() const;
+  // Encoded payloads of the most recent events, oldest first (any thread).
+  std::vector<Payload> event_history() const;
 
  private:
   template <class T>
@@ -80,6 +85,7 @@ class Publisher {
 
   mutable std::mutex history_mutex_;
   std::deque<Payload> history_;
+  std::deque<Payload> event_history_;
 
   std::vector<char> scratch_;
   std::atomic<bool> stop_{false};

@@ -276,5 +276,73 @@ TEST_F(BackfillTest, AReSentDescriptionOfTheSameRunChangesNothing) {
   EXPECT_TRUE(std::holds_alternative<wire::RunDescription>(out.back()));
 }
 
+wire::Event event(int64_t at_step, uint64_t seq, const std::string& kind) {
+  wire::Event e;
+  e.step = at_step;
+  e.seq = seq;
+  e.kind = kind;
+  e.layer = "fc.weight";
+  return e;
+}
+
+std::vector<std::string> events_of(const std::vector<wire::Message>& messages) {
+  std::vector<std::string> kinds;
+  for (const wire::Message& message : messages) {
+    if (const auto* e = std::get_if<wire::Event>(&message)) {
+      kinds.push_back(e->kind + "@" + std::to_string(e->step));
+    }
+  }
+  return kinds;
+}
+
+// The probe's one sequence over steps 0..9 and two events: step s has seq s, or s + 1 after
+// the event of step 3, or s + 2 after the event of step 7.
+uint64_t seq_of_step(int64_t s) { return uint64_t(s) + (s > 3 ? 1 : 0) + (s > 7 ? 1 : 0); }
+
+TEST_F(BackfillTest, EventsFromBeforeTheAttachAreBackfilledOnce) {
+  attach("run-a", 100);
+  // Live from step 6 on: the event of step 7 arrives live and in the history.
+  for (int64_t s = 6; s <= 9; ++s) {
+    live(step(s, seq_of_step(s)), t0);
+    if (s == 7) live(event(7, 9, "skip"), t0);
+  }
+  history(0, 8);  // (their seqs do not matter to the step seam)
+  backfill.on_history_event(event(3, 4, "first_nonfinite"), t0);
+  backfill.on_history_event(event(7, 9, "skip"), t0);
+  backfill.on_ack(history_ack(7, 9, 8), out);
+  EXPECT_EQ(events_of(out), (std::vector<std::string>{"first_nonfinite@3", "skip@7"}));
+  EXPECT_EQ(steps_of(out), range(0, 9));
+  EXPECT_EQ(backfill.status(), "backfilled 6 steps (0..5), 1 event");
+
+  Model model;
+  for (const wire::Message& message : out) model.ingest(message);
+  ASSERT_NE(model.current_run(0), nullptr);
+  ASSERT_EQ(model.current_run(0)->events().size(), 2u);
+  EXPECT_EQ(model.current_run(0)->events().front().kind, "skip") << "newest first";
+}
+
+TEST_F(BackfillTest, NoLiveMessageYetDropsLiveEventsTheHistoryHad) {
+  attach("run-a", 100);
+  history(0, 9);
+  backfill.on_history_event(event(3, 4, "first_nonfinite"), t0);
+  backfill.on_history_event(event(7, 9, "skip"), t0);
+  backfill.on_ack(history_ack(7, 10, 9), out);
+  EXPECT_EQ(events_of(out), (std::vector<std::string>{"first_nonfinite@3", "skip@7"}));
+  // Still on their way on the telemetry socket when the ack came, then news.
+  live(event(7, 9, "skip"), t0);
+  live(step(9, seq_of_step(9)), t0);
+  live(event(10, 12, "dump"), t0);
+  live(event(7, 9, "skip"), t0);   // a true replay after news is not the seam's business
+  EXPECT_EQ(events_of(out), (std::vector<std::string>{"first_nonfinite@3", "skip@7", "dump@10", "skip@7"}));
+}
+
+TEST_F(BackfillTest, HistoryEventsOfAnAbandonedRequestAreThrownAway) {
+  attach();
+  backfill.on_history_event(event(3, 4, "first_nonfinite"), t0);
+  backfill.on_ack(history_ack(99, 0, -1), out);   // another request's ack
+  backfill.on_ack(history_ack(7, 0, -1), out);
+  EXPECT_TRUE(events_of(out).empty());
+}
+
 }  // namespace
 }  // namespace keel::app

@@ -68,6 +68,7 @@ class Client {
     if (last_topic_ != "ack") {
       // A step record of a history reply: kept for the caller, not an ack.
       if (last_topic_ == "step") steps_.emplace_back(frames.back().data<char>(), frames.back().size());
+      if (last_topic_ == "event") events_.emplace_back(frames.back().data<char>(), frames.back().size());
       return receive(timeout_ms);
     }
     auto decoded = keel::wire::decode(frames.back().data(), frames.back().size());
@@ -79,10 +80,13 @@ class Client {
 
   // Payloads of "step" messages received so far (history replies), oldest first.
   const std::vector<std::string>& steps() const { return steps_; }
+  // Payloads of "event" messages received so far (history replies), oldest first.
+  const std::vector<std::string>& events() const { return events_; }
 
  private:
   std::string last_topic_;
   std::vector<std::string> steps_;
+  std::vector<std::string> events_;
   zmq::context_t context_{1};
   zmq::socket_t socket_{context_, zmq::socket_type::dealer};
 };

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -247,6 +248,60 @@ TEST(Commands, HistoryIsAnsweredAtOnceWithTheRingOldestFirst) {
   ASSERT_TRUE(whole && whole->ok);
   EXPECT_EQ(whole->count, 16);
   EXPECT_EQ(client.steps().size() - before, 16u);
+}
+
+// The events the probe keeps follow the steps of a history answer: all of them for the whole
+// ring (a first non-finite gradient older than every step kept still reaches a late client),
+// only those of the steps sent for a shorter answer. Neither counts in the ack.
+TEST(Commands, HistoryAnswerCarriesTheEventsTheProbeKeeps) {
+  keel::probe::ProbeOptions options = listening();
+  options.history_steps = 16;
+  Rig rig(options);
+  for (int i = 0; i < 5; ++i) rig.step();
+  rig.step(/*nan=*/true);   // step 5: first_nonfinite and skip events
+  ASSERT_TRUE(Rig::has_event(rig.seen[5], "first_nonfinite"));
+  for (int i = 0; i < 34; ++i) rig.step();   // steps 6..39: the ring holds 24..39
+  Client client(rig.probe.bound_command_endpoint());
+  auto ask = [&](uint64_t id, int64_t count) {
+    std::optional<Ack> ack;
+    for (int attempt = 0; attempt < 50; ++attempt) {   // the publisher may trail the last step
+      const size_t before = client.events().size();
+      Command history = command(id * 100 + uint64_t(attempt), "history");
+      history.count = count;
+      client.send(history);
+      ack = client.receive(2000);
+      if (!ack || ack->step == 39) {
+        return std::make_pair(ack, std::vector<std::string>(client.events().begin() + long(before), client.events().end()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::make_pair(ack, std::vector<std::string>{});
+  };
+
+  const auto [whole, whole_events] = ask(1, keel::probe::kMaxHistoryCount);
+  ASSERT_TRUE(whole && whole->ok);
+  EXPECT_EQ(whole->count, 16) << "events are not counted as steps";
+  std::vector<std::string> kinds;
+  uint64_t last_seq = 0;
+  for (const std::string& payload : whole_events) {
+    const auto decoded = keel::wire::decode(payload.data(), payload.size());
+    ASSERT_TRUE(decoded.ok) << decoded.error;
+    const auto& event = std::get<keel::wire::Event>(decoded.message);
+    EXPECT_GT(event.seq, last_seq) << "oldest first, with their original seq";
+    last_seq = event.seq;
+    if (event.step == 5) kinds.push_back(event.kind);
+  }
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "first_nonfinite"), kinds.end());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "skip"), kinds.end());
+
+  const auto [recent, recent_events] = ask(2, 10);
+  ASSERT_TRUE(recent && recent->ok);
+  EXPECT_EQ(recent->count, 10);
+  for (const std::string& payload : recent_events) {
+    const auto decoded = keel::wire::decode(payload.data(), payload.size());
+    ASSERT_TRUE(decoded.ok);
+    EXPECT_GE(std::get<keel::wire::Event>(decoded.message).step, 30) << "only events of the steps sent";
+  }
 }
 
 TEST(Commands, DescribeResendsTheRunDescription) {
