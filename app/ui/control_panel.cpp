@@ -73,7 +73,10 @@ void ControlPanel::draw(const RunModel* run, const std::vector<EndpointState>& l
     run_seen_ = run;
     state_.new_run();
   }
-  if (run) state_.note_events(run->events());
+  if (run) {
+    state_.note_events(run->events());
+    state_.note_description(run->description());
+  }
   read_statuses();
 
   ImGui::BeginDisabled(run == nullptr || links.empty());
@@ -111,7 +114,7 @@ void ControlPanel::draw(const RunModel* run, const std::vector<EndpointState>& l
     if (unknown) ImGui::PopItemFlag();
     if (ImGui::IsItemHovered()) {
       ImGui::SetTooltip("%s: %s%s", name, pending ? "pending" : policy_state_name(known),
-                        unknown ? " (the probe does not report it until it changes; set it to know)" : "");
+                        unknown ? " (this probe does not report it until it changes; set it to know)" : "");
     }
     if (clicked && run != nullptr) {
       log_click(control + (enabled ? " on" : " off"));

@@ -1,5 +1,6 @@
 #include "ui/control_state.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -112,10 +113,24 @@ void ControlState::note_events(const std::deque<keel::wire::Event>& events) {
   }
 }
 
+void ControlState::note_description(const keel::wire::RunDescription& description) {
+  if (!description.policies_known) return;
+  if (description_seen_any_ && description.seq == description_seen_seq_) return;
+  description_seen_any_ = true;
+  description_seen_seq_ = description.seq;
+  for (const char* name : kPolicyNames) {
+    const bool on = std::find(description.policies_on.begin(), description.policies_on.end(), name) !=
+                    description.policies_on.end();
+    policies_[name] = on ? PolicyState::kOn : PolicyState::kOff;
+  }
+}
+
 void ControlState::new_run() {
   policies_.clear();
   events_seen_any_ = false;
   events_seen_seq_ = 0;
+  description_seen_any_ = false;
+  description_seen_seq_ = 0;
 }
 
 std::vector<uint64_t> ControlState::unsettled() const {

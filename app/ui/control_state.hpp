@@ -6,8 +6,10 @@
 // stdout when sent ("keel: sent command skip id 3") and at each outcome ("keel: command skip
 // id 3 acknowledged at step 812: ..."), like the selection log, so a user's terminal and a
 // test see what the user's click led to.
-// Policy state: the run description does not carry it, so each policy starts "unknown" and
-// follows the user's acknowledged commands and the probe's `policy` events.
+// Policy state: the run description reports which policies are on (re-sent by the probe at
+// once after a change and every few seconds); between two descriptions the user's
+// acknowledged commands and the probe's `policy` events update it. A probe whose description
+// does not report them leaves each "unknown" until an ack or an event says.
 // Threads: the UI thread only.
 // Never: touches a socket or ImGui.
 #pragma once
@@ -54,6 +56,9 @@ class ControlState {
   // Reads the probe's `policy` events (newest first, as RunModel keeps them); each is looked
   // at once.
   void note_events(const std::deque<keel::wire::Event>& events);
+  // Reads the policies a run description reports (when it does); each description (by seq)
+  // is looked at once, so an ack that arrives before the next one is not undone.
+  void note_description(const keel::wire::RunDescription& description);
 
   // The shown run changed (another run, or the trainer restarted): its policies are unknown
   // again and its events are read from the start.
@@ -74,6 +79,8 @@ class ControlState {
   std::deque<CommandEntry> log_;
   uint64_t events_seen_seq_ = 0;
   bool events_seen_any_ = false;
+  uint64_t description_seen_seq_ = 0;
+  bool description_seen_any_ = false;
 };
 
 }  // namespace keel::app::ui

@@ -483,6 +483,8 @@ bool Probe::Impl::set_policy(const std::string& name, bool enable) {
   } else {
     return false;
   }
+  description_.policies_on = policies_on(options_);
+  if (publisher_) publisher_->describe(description_);
   return true;
 }
 

@@ -6,6 +6,7 @@
 
 #include <torch/version.h>
 
+#include "command_server.hpp"
 #include "keel_version.hpp"
 
 namespace keel::probe {
@@ -31,6 +32,14 @@ std::string default_run_id() {
   return std::string(host[0] ? host : "host") + "-" + std::to_string(getpid()) + "-" + std::to_string(ms);
 }
 
+std::vector<std::string> policies_on(const ProbeOptions& options) {
+  std::vector<std::string> on;
+  if (options.skip_on_nonfinite) on.push_back(kPolicySkipNonfinite);
+  if (options.skip_on_spike) on.push_back(kPolicySkipSpike);
+  if (options.dump_on_nonfinite) on.push_back(kPolicyDumpNonfinite);
+  return on;
+}
+
 wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch::Tensor>>& params,
                                   const ProbeOptions& options) {
   wire::RunDescription d;
@@ -40,6 +49,8 @@ wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch
   d.keel_version = kKeelVersion;
   d.torch_version = TORCH_VERSION;
   d.device = params.empty() ? "cpu" : params.front().second.device().str();
+  d.policies_known = true;
+  d.policies_on = policies_on(options);
   d.start_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();

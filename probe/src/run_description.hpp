@@ -15,6 +15,8 @@ namespace keel::probe {
 
 std::string dtype_name(torch::ScalarType type);
 std::string default_run_id();
+// The names of the policies (command_server.hpp) that `options` has on, for the description.
+std::vector<std::string> policies_on(const ProbeOptions& options);
 wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch::Tensor>>& params,
                                   const ProbeOptions& options);
 

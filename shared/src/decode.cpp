@@ -250,6 +250,13 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
       .optional("torch_version", m.torch_version)
       .optional("device", m.device)
       .optional("start_unix_ms", m.start_unix_ms);
+  if (const msgpack::object_array* policies = r.array("policies_on", kMaxPolicies)) {
+    m.policies_known = true;
+    m.policies_on.resize(policies->size);
+    for (uint32_t i = 0; i < policies->size && r.ok(); ++i) {
+      r.read_item("policies_on", i, policies->ptr[i], m.policies_on[i]);
+    }
+  }
 }
 
 // The per-layer block: popcount(mask) * layer_count little-endian float32, nothing more or less.

@@ -112,5 +112,36 @@ TEST(ControlState, PoliciesAreUnknownUntilAnAckOrAnEventSays) {
   EXPECT_EQ(state.policy("skip_spike"), PolicyState::kUnknown);
 }
 
+// A probe that reports its policies in the run description: known from the first one, each
+// description read once, so an ack that lands before the next description is not undone.
+TEST(ControlState, TheRunDescriptionTellsThePoliciesAtOnce) {
+  ControlState state;
+  wire::RunDescription run;
+  run.seq = 1;
+  state.note_description(run);
+  EXPECT_EQ(state.policy("skip_nonfinite"), PolicyState::kUnknown) << "this probe does not report them";
+
+  run.seq = 2;
+  run.policies_known = true;
+  run.policies_on = {"skip_nonfinite", "dump_nonfinite"};
+  state.note_description(run);
+  EXPECT_EQ(state.policy("skip_nonfinite"), PolicyState::kOn);
+  EXPECT_EQ(state.policy("skip_spike"), PolicyState::kOff);
+  EXPECT_EQ(state.policy("dump_nonfinite"), PolicyState::kOn);
+
+  state.submitted("policy skip_spike", 5, policy("skip_spike", true));
+  state.update(answered(5, policy("skip_spike", true), CommandState::kAcknowledged, 7));
+  state.note_description(run);   // the same description, read again next frame
+  EXPECT_EQ(state.policy("skip_spike"), PolicyState::kOn);
+  run.seq = 3;
+  run.policies_on = {"skip_spike"};   // re-sent after the change (and another client's)
+  state.note_description(run);
+  EXPECT_EQ(state.policy("skip_spike"), PolicyState::kOn);
+  EXPECT_EQ(state.policy("skip_nonfinite"), PolicyState::kOff);
+
+  state.new_run();
+  EXPECT_EQ(state.policy("skip_spike"), PolicyState::kUnknown);
+}
+
 }  // namespace
 }  // namespace keel::app::ui

@@ -22,6 +22,8 @@ inline constexpr size_t kMaxPayloadBytes = 64u << 20;
 // Upper bounds on counts inside a payload (layers, watches, string bytes).
 inline constexpr uint32_t kMaxLayers = 1u << 20;
 inline constexpr uint32_t kMaxWatches = 1024;
+// Most entries of a run description's policies_on.
+inline constexpr uint32_t kMaxPolicies = 64;
 inline constexpr uint32_t kMaxStringBytes = 64u << 10;
 
 // Topic frames. Subscribers filter on these prefixes.

@@ -53,6 +53,10 @@ struct RunDescription {
   std::string torch_version;
   std::string device;                  // "cpu", "cuda:0", ...
   int64_t start_unix_ms = 0;
+  // The probe's policies (PROTOCOL §6) that are on, when policies_known: a dashboard that
+  // attaches late shows their state without waiting for a change.
+  bool policies_known = false;
+  std::vector<std::string> policies_on;
 };
 
 struct ScalerState {
