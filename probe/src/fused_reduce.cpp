@@ -40,8 +40,11 @@ constexpr int32_t kInfBits = 0x7f800000;  // smallest non-finite |pattern|: +Inf
 
 // KEEL_NO_TARGET_CLONES builds only the baseline code, which is how the baseline clone gets
 // tested on a machine that would otherwise always pick AVX2 (and for toolchains without ifunc).
+// ThreadSanitizer builds do too: the ifunc resolvers run while the dynamic loader relocates
+// the program, before the TSan runtime exists, and their instrumentation crashes there
+// (every test binary holding a kernel died with SIGSEGV before main).
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && \
-    !defined(KEEL_NO_TARGET_CLONES)
+    !defined(KEEL_NO_TARGET_CLONES) && !defined(__SANITIZE_THREAD__)
 #define KEEL_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
 #else
 #define KEEL_KERNEL

@@ -46,8 +46,10 @@ class GuiTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     endpoint_ = "tcp://127.0.0.1:" + std::to_string(keel::e2e::free_port_pair());
+    // Paced: the screenshot comes 12 s in, and step 30 must still be inside the live view's
+    // 400 steps then (an unpaced trainer on a fast machine was past step 460).
     demo_ = new ChildProcess({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10",
-                         "--inject-nan", std::string("30:") + kNanLayer});
+                         "--pace", "20", "--inject-nan", std::string("30:") + kNanLayer});
   }
   static void TearDownTestSuite() {
     delete demo_;
