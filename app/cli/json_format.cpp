@@ -37,7 +37,7 @@ Json run_json(const wire::RunDescription& run) {
   out["keel_version"] = run.keel_version;
   out["torch_version"] = run.torch_version;
   out["start_unix_ms"] = run.start_unix_ms;
-  if (run.policies_known) out["policies_on"] = run.policies_on;
+  if (run.policies_on) out["policies_on"] = *run.policies_on;
   return out;
 }
 

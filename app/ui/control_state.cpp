@@ -114,13 +114,13 @@ void ControlState::note_events(const std::deque<keel::wire::Event>& events) {
 }
 
 void ControlState::note_description(const keel::wire::RunDescription& description) {
-  if (!description.policies_known) return;
+  if (!description.policies_on) return;
   if (description_seen_any_ && description.seq == description_seen_seq_) return;
   description_seen_any_ = true;
   description_seen_seq_ = description.seq;
   for (const char* name : kPolicyNames) {
-    const bool on = std::find(description.policies_on.begin(), description.policies_on.end(), name) !=
-                    description.policies_on.end();
+    const std::vector<std::string>& on_list = *description.policies_on;
+    const bool on = std::find(on_list.begin(), on_list.end(), name) != on_list.end();
     policies_[name] = on ? PolicyState::kOn : PolicyState::kOff;
   }
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <string_view>
 
 #include <zmq.hpp>
@@ -32,12 +31,15 @@ constexpr int kSendHighWaterMark = 20000;
 // abandoned (the command thread serves nobody else meanwhile; training never waits on it).
 constexpr std::chrono::milliseconds kHistorySendTimeout{1000};
 
-// The step of an encoded step record from the ring; -1 if it is not one.
-int64_t step_of(const std::vector<char>& payload) {
+// The step of an encoded step record (event) from the publisher's rings; -1 if it is not one.
+template <class Message>
+int64_t step_of_payload(const std::vector<char>& payload) {
   const wire::DecodeResult decoded = wire::decode(payload.data(), payload.size());
-  const auto* record = decoded.ok ? std::get_if<wire::StepRecord>(&decoded.message) : nullptr;
-  return record != nullptr ? record->step : -1;
+  const auto* message = decoded.ok ? std::get_if<Message>(&decoded.message) : nullptr;
+  return message != nullptr ? message->step : -1;
 }
+int64_t step_of(const std::vector<char>& payload) { return step_of_payload<wire::StepRecord>(payload); }
+int64_t event_step_of(const std::vector<char>& payload) { return step_of_payload<wire::Event>(payload); }
 }  // namespace
 
 std::string command_endpoint_of(const std::string& pub_endpoint) {
@@ -196,11 +198,10 @@ void CommandServer::send_history(const std::string& identity, const wire::Comman
     // The events follow: all the probe keeps when the whole ring was asked for (the first
     // non-finite gradient may be older than every step kept), else those of the steps sent.
     if (options_.event_history && sent == static_cast<int64_t>(ring.size() - first)) {
-      const int64_t since = first == 0 ? std::numeric_limits<int64_t>::min() : step_of(*ring[first]);
+      const bool whole_ring = first == 0;
+      const int64_t since = whole_ring ? 0 : step_of(*ring[first]);
       for (const auto& event : options_.event_history()) {
-        const wire::DecodeResult decoded = wire::decode(event->data(), event->size());
-        const auto* e = decoded.ok ? std::get_if<wire::Event>(&decoded.message) : nullptr;
-        if (e == nullptr || e->step < since) continue;
+        if (!whole_ring && event_step_of(*event) < since) continue;
         if (!send_one(wire::kTopicEvent, *event)) break;
       }
     }

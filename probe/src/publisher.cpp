@@ -123,9 +123,14 @@ void Publisher::drain() {
     }
     wire::encode(slot, scratch_);
     if (!send(wire::topic_of(slot), scratch_)) dropped_.fetch_add(1, std::memory_order_relaxed);
+    // Events are kept only beside a step ring: history requests are served only then.
     const bool is_step = std::holds_alternative<wire::StepRecord>(slot);
-    const size_t keep = is_step ? options_.history_steps : options_.history_steps > 0 ? options_.history_events : 0;
-    if (keep > 0 && (is_step || std::holds_alternative<wire::Event>(slot))) {
+    const bool is_event = std::holds_alternative<wire::Event>(slot);
+    const size_t keep = options_.history_steps == 0 ? 0
+                        : is_step                    ? options_.history_steps
+                        : is_event                   ? options_.history_events
+                                                     : 0;
+    if (keep > 0) {
       // Allocated outside the lock; a reader (history request, dump) may still hold the
       // payload that falls out of the ring, so it is never recycled in place.
       Payload payload = std::make_shared<const std::vector<char>>(scratch_);

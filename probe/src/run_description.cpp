@@ -49,7 +49,6 @@ wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch
   d.keel_version = kKeelVersion;
   d.torch_version = TORCH_VERSION;
   d.device = params.empty() ? "cpu" : params.front().second.device().str();
-  d.policies_known = true;
   d.policies_on = policies_on(options);
   d.start_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch())

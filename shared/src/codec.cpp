@@ -100,7 +100,7 @@ void header(Encoder& e, uint32_t entries, const char* type, int32_t rank, uint64
 }
 
 void encode_run(Encoder& e, const RunDescription& m) {
-  header(e, m.policies_known ? 13 : 12, kTopicRun, m.rank, m.seq);
+  header(e, m.policies_on ? 13 : 12, kTopicRun, m.rank, m.seq);
   e.key("run_id");
   e.str(m.run_id);
   e.key("world_size");
@@ -130,10 +130,10 @@ void encode_run(Encoder& e, const RunDescription& m) {
   e.str(m.device);
   e.key("start_unix_ms");
   e.sint(m.start_unix_ms);
-  if (m.policies_known) {
+  if (m.policies_on) {
     e.key("policies_on");
-    e.array(static_cast<uint32_t>(m.policies_on.size()));
-    for (const std::string& name : m.policies_on) e.str(name);
+    e.array(static_cast<uint32_t>(m.policies_on->size()));
+    for (const std::string& name : *m.policies_on) e.str(name);
   }
 }
 

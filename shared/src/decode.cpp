@@ -251,10 +251,9 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
       .optional("device", m.device)
       .optional("start_unix_ms", m.start_unix_ms);
   if (const msgpack::object_array* policies = r.array("policies_on", kMaxPolicies)) {
-    m.policies_known = true;
-    m.policies_on.resize(policies->size);
+    m.policies_on.emplace(policies->size);
     for (uint32_t i = 0; i < policies->size && r.ok(); ++i) {
-      r.read_item("policies_on", i, policies->ptr[i], m.policies_on[i]);
+      r.read_item("policies_on", i, policies->ptr[i], (*m.policies_on)[i]);
     }
   }
 }

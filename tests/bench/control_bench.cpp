@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -28,10 +29,13 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// One training step of keel-demo's model through the probe.
-void probed_step(keel::demo::Trainer& trainer, keel::probe::Probe& probe, int64_t step) {
+// One training step of keel-demo's model through the probe; `at_boundary` runs just before
+// probe.step(), where the probe applies commands.
+void probed_step(keel::demo::Trainer& trainer, keel::probe::Probe& probe, int64_t step,
+                 const std::function<void()>& at_boundary = {}) {
   trainer.schedule(step, keel::demo::Faults{});
   auto loss = trainer.forward_backward([&](const torch::Tensor& logits) { probe.watch("logits", logits); }, nullptr);
+  if (at_boundary) at_boundary();
   probe.step(loss);
 }
 
@@ -101,14 +105,10 @@ RoundTrip measure_command_round_trip(double steps_per_s, int samples) {
     const auto start = Clock::now();
     for (int64_t step = 0; !stop.load(); ++step) {
       std::this_thread::sleep_until(start + step * interval);
-      trainer.schedule(step, keel::demo::Faults{});
-      auto loss = trainer.forward_backward([&](const torch::Tensor& logits) { probe.watch("logits", logits); },
-                                           nullptr);
-      {
+      probed_step(trainer, probe, step, [&] {
         std::lock_guard<std::mutex> lock(boundaries_mutex);
         boundaries.push_back(Clock::now());
-      }
-      probe.step(loss);
+      });
     }
   });
 

@@ -41,7 +41,7 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
   EXPECT_EQ(out.torch_version, in.torch_version);
   EXPECT_EQ(out.device, in.device);
   EXPECT_EQ(out.start_unix_ms, in.start_unix_ms);
-  EXPECT_TRUE(out.policies_known);
+  ASSERT_TRUE(out.policies_on.has_value());
   EXPECT_EQ(out.policies_on, in.policies_on);
 }
 
@@ -49,16 +49,12 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
 // policies are all off sends an empty list. The two must stay apart.
 TEST(CodecRoundTrip, RunDescriptionTellsUnreportedPoliciesFromAllOff) {
   RunDescription in = sample_run();
-  in.policies_known = false;
-  in.policies_on = {"ignored"};
-  const RunDescription unreported = round_trip(in);
-  EXPECT_FALSE(unreported.policies_known);
-  EXPECT_TRUE(unreported.policies_on.empty());
-  in.policies_known = true;
-  in.policies_on.clear();
+  in.policies_on.reset();
+  EXPECT_FALSE(round_trip(in).policies_on.has_value());
+  in.policies_on.emplace();
   const RunDescription all_off = round_trip(in);
-  EXPECT_TRUE(all_off.policies_known);
-  EXPECT_TRUE(all_off.policies_on.empty());
+  ASSERT_TRUE(all_off.policies_on.has_value());
+  EXPECT_TRUE(all_off.policies_on->empty());
 }
 
 void expect_same_step(const StepRecord& out, const StepRecord& in) {

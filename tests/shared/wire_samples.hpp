@@ -31,8 +31,7 @@ inline RunDescription sample_run() {
   m.torch_version = "1.13.1";
   m.device = "cuda:1";
   m.start_unix_ms = 1717210800123;
-  m.policies_known = true;
-  m.policies_on = {"skip_nonfinite", "dump_nonfinite"};
+  m.policies_on = std::vector<std::string>{"skip_nonfinite", "dump_nonfinite"};
   return m;
 }
 

@@ -122,8 +122,7 @@ TEST(ControlState, TheRunDescriptionTellsThePoliciesAtOnce) {
   EXPECT_EQ(state.policy("skip_nonfinite"), PolicyState::kUnknown) << "this probe does not report them";
 
   run.seq = 2;
-  run.policies_known = true;
-  run.policies_on = {"skip_nonfinite", "dump_nonfinite"};
+  run.policies_on = std::vector<std::string>{"skip_nonfinite", "dump_nonfinite"};
   state.note_description(run);
   EXPECT_EQ(state.policy("skip_nonfinite"), PolicyState::kOn);
   EXPECT_EQ(state.policy("skip_spike"), PolicyState::kOff);
@@ -134,7 +133,7 @@ TEST(ControlState, TheRunDescriptionTellsThePoliciesAtOnce) {
   state.note_description(run);   // the same description, read again next frame
   EXPECT_EQ(state.policy("skip_spike"), PolicyState::kOn);
   run.seq = 3;
-  run.policies_on = {"skip_spike"};   // re-sent after the change (and another client's)
+  run.policies_on = std::vector<std::string>{"skip_spike"};   // re-sent after the change (and another client's)
   state.note_description(run);
   EXPECT_EQ(state.policy("skip_spike"), PolicyState::kOn);
   EXPECT_EQ(state.policy("skip_nonfinite"), PolicyState::kOff);

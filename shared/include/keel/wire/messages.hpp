@@ -53,10 +53,10 @@ struct RunDescription {
   std::string torch_version;
   std::string device;                  // "cpu", "cuda:0", ...
   int64_t start_unix_ms = 0;
-  // The probe's policies (PROTOCOL §6) that are on, when policies_known: a dashboard that
-  // attaches late shows their state without waiting for a change.
-  bool policies_known = false;
-  std::vector<std::string> policies_on;
+  // The probe's policies (PROTOCOL §6) that are on; empty when the probe does not report them
+  // (an older probe), an empty list when all are off. A dashboard that attaches late shows
+  // their state without waiting for a change.
+  std::optional<std::vector<std::string>> policies_on;
 };
 
 struct ScalerState {
