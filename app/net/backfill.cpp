@@ -190,6 +190,9 @@ void Backfill::on_ack(const keel::wire::Ack& ack, std::vector<keel::wire::Messag
   } else {
     status = "backfilled no steps: the live stream already began before the probe's history";
   }
+  // Where the run starts in the dashboard when the history added nothing before it: a user
+  // (and the fault test) can tell "from step 0" apart from "the start of the run is missing".
+  if (delivered == 0 && has_live_step) status += "; live from step " + std::to_string(first_live_step);
   if (events_delivered > 0) {
     status += ", " + std::to_string(events_delivered) + (events_delivered == 1 ? " event" : " events");
   }

@@ -136,9 +136,21 @@ TEST_F(BackfillTest, EmptyHistoryDeliversTheLiveStream) {
   live(step(3, 1001), t0);
   backfill.on_ack(history_ack(7, 0, -1), out);
   EXPECT_EQ(steps_of(out), std::vector<int64_t>{3});
-  EXPECT_EQ(backfill.status(), "backfilled no steps: the probe's history was empty");
+  EXPECT_EQ(backfill.status(), "backfilled no steps: the probe's history was empty; live from step 3");
   live(step(4, 1002), t0);
   EXPECT_EQ(steps_of(out), range(3, 4));
+}
+
+// The ring's oldest step is not older than the first live one (the ring was read after the
+// live stream began and nothing older was kept): the status says where the run starts.
+TEST_F(BackfillTest, HistoryNoOlderThanTheLiveStreamSaysWhereTheRunStarts) {
+  attach();
+  live(step(5, 1001), t0);
+  history(5, 6);
+  backfill.on_ack(history_ack(7, 2, 6), out);
+  EXPECT_EQ(steps_of(out), std::vector<int64_t>{5});
+  EXPECT_EQ(backfill.status(),
+            "backfilled no steps: the live stream already began before the probe's history; live from step 5");
 }
 
 TEST_F(BackfillTest, SilenceGoesLiveWithoutBackfillAndIgnoresALateAnswer) {

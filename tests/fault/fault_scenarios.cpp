@@ -157,14 +157,20 @@ FaultOutcome run_trainer_restart(const Binaries& binaries, const FaultTiming& ti
     out.detail = "no late attach to the new run: " + out.detail;
     return out;
   }
-  // The new run is complete in the dashboard when its backfill reaches back to step 0, or
-  // when the live stream itself began before anything in the probe's ring (nothing to add).
+  // The new run is complete in the dashboard when its backfill reaches back to step 0, or,
+  // when the backfill added nothing, when the live stream starts at step 0. The app says where
+  // it starts ("live from step N") when a live step came before the answer; when none had and
+  // the ring was empty, the run had published nothing yet, so its first step arrives live.
   const std::string last_outcome = log.substr(log.rfind("keel: backfill"));
   const std::vector<BackfillLine> lines = backfill_lines(last_outcome);
+  static const std::regex live_from(R"(live from step (\d+))");
+  std::smatch live_match;
   out.steps_checked = ring.last_step() + 1;
   if (!lines.empty()) {
     out.steps_missing = lines.front().first;
-  } else if (last_outcome.find("the live stream already began") == std::string::npos) {
+  } else if (std::regex_search(last_outcome, live_match, live_from)) {
+    out.steps_missing = std::stoll(live_match[1]);
+  } else if (last_outcome.find("the probe's history was empty") == std::string::npos) {
     out.steps_missing = out.steps_checked;   // the backfill failed: the start of the run is not shown
   }
   return out;
