@@ -1,5 +1,7 @@
 #include "publisher.hpp"
 
+#include <variant>
+
 #include <zmq.hpp>
 
 #include "keel/probe/probe.hpp"
@@ -52,9 +54,9 @@ template <class T>
 void Publisher::enqueue(const T& message) {
   const uint64_t head = head_.load(std::memory_order_relaxed);
   if (head - tail_.load(std::memory_order_acquire) >= ring_.size()) {
-    // The sequence number is still consumed, so subscribers see the gap as well as the count.
-    next_seq_.fetch_add(1, std::memory_order_relaxed);
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    // Its sequence number is still consumed (by the publisher thread, in send order), so
+    // subscribers see the gap as well as the count.
+    ring_dropped_.fetch_add(1, std::memory_order_release);
     return;
   }
   auto& slot = ring_[head % ring_.size()];
@@ -63,9 +65,16 @@ void Publisher::enqueue(const T& message) {
   } else {
     slot = message;
   }
-  auto& stored = std::get<T>(slot);
-  stored.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   head_.store(head + 1, std::memory_order_release);
+}
+
+uint64_t Publisher::take_seq() {
+  // Records the ring refused since the last message take their seqs first: the gap sits where
+  // the publisher learnt of them, which is never later than the record that follows them.
+  const uint64_t refused = ring_dropped_.load(std::memory_order_acquire);
+  next_seq_ += refused - ring_drops_numbered_;
+  ring_drops_numbered_ = refused;
+  return next_seq_++;
 }
 
 void Publisher::publish(const wire::StepRecord& record) { enqueue(record); }
@@ -108,9 +117,9 @@ void Publisher::send_description() {
     std::lock_guard<std::mutex> lock(description_mutex_);
     description = description_;
   }
-  description.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  description.seq = take_seq();
   wire::encode(description, scratch_);
-  if (!send(wire::kTopicRun, scratch_)) dropped_.fetch_add(1, std::memory_order_relaxed);
+  if (!send(wire::kTopicRun, scratch_)) send_dropped_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Publisher::drain() {
@@ -118,11 +127,10 @@ void Publisher::drain() {
   const uint64_t head = head_.load(std::memory_order_acquire);
   for (; tail < head; ++tail) {
     auto& slot = ring_[tail % ring_.size()];
-    if (auto* record = std::get_if<wire::StepRecord>(&slot)) {
-      record->dropped = dropped_.load(std::memory_order_relaxed);
-    }
+    std::visit([this](auto& message) { message.seq = take_seq(); }, slot);
+    if (auto* record = std::get_if<wire::StepRecord>(&slot)) record->dropped = dropped();
     wire::encode(slot, scratch_);
-    if (!send(wire::topic_of(slot), scratch_)) dropped_.fetch_add(1, std::memory_order_relaxed);
+    if (!send(wire::topic_of(slot), scratch_)) send_dropped_.fetch_add(1, std::memory_order_relaxed);
     // Events are kept only beside a step ring: history requests are served only then.
     const bool is_step = std::holds_alternative<wire::StepRecord>(slot);
     const bool is_event = std::holds_alternative<wire::Event>(slot);

@@ -43,13 +43,18 @@ class Publisher {
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
 
-  // Stamps rank and sequence number, then queues a copy (or drops it when the ring is full).
+  // Queues a copy (or drops it when the ring is full). The publisher thread stamps its
+  // sequence number when it sends it, so seq rises in send order across every topic.
   void publish(const wire::StepRecord& record);
   void publish(const wire::Event& event);
   // Replaces the run description (e.g. a new watched tensor) and sends it soon.
   void describe(const wire::RunDescription& description);
 
-  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Messages lost before any subscriber could have them: refused by the full ring, or not
+  // taken by the socket.
+  uint64_t dropped() const {
+    return ring_dropped_.load(std::memory_order_relaxed) + send_dropped_.load(std::memory_order_relaxed);
+  }
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
   const std::string& bound_endpoint() const { return bound_endpoint_; }
   // Encoded payloads of the most recent step records, oldest first (any thread). The
@@ -65,6 +70,8 @@ class Publisher {
   void run();
   void drain();
   void send_description();
+  // The next sequence number, after those of records the ring refused (publisher thread).
+  uint64_t take_seq();
   bool send(const char* topic, const std::vector<char>& payload);
 
   PublisherOptions options_;
@@ -75,8 +82,11 @@ class Publisher {
   std::vector<wire::Message> ring_;
   std::atomic<uint64_t> head_{0};   // next slot the producer writes
   std::atomic<uint64_t> tail_{0};   // next slot the consumer reads
-  std::atomic<uint64_t> next_seq_{0};
-  std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> ring_dropped_{0};   // written by the producer only
+  std::atomic<uint64_t> send_dropped_{0};   // written by the publisher thread only
+  // Publisher thread only: seq is assigned in send order (PROTOCOL §5).
+  uint64_t next_seq_ = 0;
+  uint64_t ring_drops_numbered_ = 0;
   std::atomic<uint64_t> sent_{0};
 
   std::mutex description_mutex_;

@@ -36,12 +36,14 @@ TEST(ControlGui, ClickOnSkipIsAcknowledgedAndTheStepIsSkippedByCommand) {
 
   const std::string window = run_command("xdotool search --sync --limit 1 --name '^keel$'");
   ASSERT_FALSE(window.empty());
-  // Move first, then click a moment later: the app must see the hover before the press. A
-  // click the window did not see (a loaded machine) is tried again; each one that is seen is
-  // logged, so at most one skip is ever sent.
+  // Focus first (ImGui 1.86's GLFW backend reads the pointer only while the window is focused
+  // or has seen the pointer enter, and without a window manager nothing focuses it), move,
+  // then click a moment later: the app must see the hover before the press. A click the
+  // window did not see (a loaded machine) is tried again; each one that is seen is logged, so
+  // at most one skip is ever sent.
   std::string clicked;
   for (int attempt = 0; attempt < 4 && clicked.empty(); ++attempt) {
-    run_command("xdotool mousemove --window " + window + " " + std::to_string(int((x0 + x1) / 2)) + " " +
+    run_command("xdotool windowfocus --sync " + window + " mousemove --window " + window + " " + std::to_string(int((x0 + x1) / 2)) + " " +
                 std::to_string(int((y0 + y1) / 2)) + " sleep 0.3 click 1");
     clicked = keel.wait_for("keel: clicked Skip next update", 5);
   }

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <variant>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -109,6 +112,134 @@ TEST(PublisherFanOut, AStalledSubscriberDoesNotStarveAReadingOne) {
   }
   EXPECT_EQ(received, kRecords) << "the reading subscriber lost records to the stalled one";
   EXPECT_EQ(last_step, kRecords - 1);
+}
+
+}  // namespace
+
+namespace {
+
+// Every message a subscriber receives, in arrival order: topic and seq.
+struct Received {
+  std::string topic;
+  uint64_t seq = 0;
+};
+
+std::vector<Received> receive_until_quiet(zmq::socket_t& socket, std::chrono::milliseconds quiet) {
+  std::vector<Received> out;
+  zmq::message_t topic, payload;
+  socket.set(zmq::sockopt::rcvtimeo, static_cast<int>(quiet.count()));
+  while (socket.recv(topic)) {
+    if (!socket.recv(payload)) break;
+    const auto decoded = keel::wire::decode(payload.data(), payload.size());
+    if (!decoded.ok) continue;
+    const uint64_t seq = std::visit([](const auto& m) { return m.seq; }, decoded.message);
+    out.push_back({topic.to_string(), seq});
+  }
+  return out;
+}
+
+struct SeqTally {
+  uint64_t gaps = 0, missing = 0, rewinds = 0;
+};
+SeqTally tally(const std::vector<Received>& received) {
+  SeqTally t;
+  for (size_t i = 1; i < received.size(); ++i) {
+    const uint64_t prev = received[i - 1].seq, seq = received[i].seq;
+    if (seq <= prev) {
+      ++t.rewinds;
+    } else if (seq != prev + 1) {
+      ++t.gaps;
+      t.missing += seq - prev - 1;
+    }
+  }
+  return t;
+}
+
+zmq::socket_t subscribe_all(zmq::context_t& context, const std::string& endpoint) {
+  zmq::socket_t s{context, zmq::socket_type::sub};
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvhwm, 0);
+  s.set(zmq::sockopt::subscribe, "");
+  s.connect(endpoint);
+  return s;
+}
+
+// PROTOCOL §5: seq rises by exactly one per message across topics, so a subscriber that gets
+// the whole stream sees no gap and no rewind. The run description is (re)sent by the publisher
+// thread while the training thread's records wait in the ring: its seq must follow theirs in
+// send order. (When it was taken at the description's send time, records still queued went out
+// after it with lower seqs: a dashboard attaching to a fast trainer counted a gap.)
+TEST(PublisherSeq, DescriptionsSentBetweenQueuedRecordsKeepSeqInSendOrder) {
+  keel::probe::PublisherOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.send_high_water_mark = 0;
+  options.queue_capacity = 4096;
+  keel::wire::RunDescription description;
+  description.run_id = "seq-order-test";
+  keel::probe::Publisher publisher(options, description);
+  zmq::context_t context{1};
+  zmq::socket_t subscriber = subscribe_all(context, publisher.bound_endpoint());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  keel::wire::StepRecord record;
+  record.layer_count = 1;
+  record.layer_values.assign(keel::wire::kLayerMetricCount, 0.5f);
+  int64_t step = 0;
+  for (int burst = 0; burst < 200; ++burst) {
+    for (int i = 0; i < 20; ++i) {
+      record.step = step++;
+      publisher.publish(record);
+    }
+    publisher.describe(description);   // re-sent by the publisher thread amid queued records
+  }
+  const std::vector<Received> received = receive_until_quiet(subscriber, std::chrono::milliseconds(1000));
+  ASSERT_EQ(publisher.dropped(), 0u);
+  size_t steps = 0, descriptions = 0;
+  for (const Received& r : received) {
+    steps += r.topic == keel::wire::kTopicStep;
+    descriptions += r.topic == keel::wire::kTopicRun;
+  }
+  EXPECT_EQ(steps, size_t(step));
+  EXPECT_GT(descriptions, 1u);
+  const SeqTally t = tally(received);
+  EXPECT_EQ(t.gaps, 0u);
+  EXPECT_EQ(t.rewinds, 0u);
+}
+
+// A record dropped because the ring was full still consumes its seq (PROTOCOL §5): the
+// subscriber's gaps add up to exactly what the probe counted as dropped.
+TEST(PublisherSeq, RecordsDroppedFromAFullRingShowAsGapsOfTheSameCount) {
+  keel::probe::PublisherOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.send_high_water_mark = 0;
+  options.queue_capacity = 4;
+  keel::wire::RunDescription description;
+  description.run_id = "seq-drop-test";
+  keel::probe::Publisher publisher(options, description);
+  zmq::context_t context{1};
+  zmq::socket_t subscriber = subscribe_all(context, publisher.bound_endpoint());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  keel::wire::StepRecord record;
+  record.layer_count = 1;
+  record.layer_values.assign(keel::wire::kLayerMetricCount, 0.5f);
+  constexpr int64_t kSteps = 5000;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    record.step = step;
+    publisher.publish(record);
+  }
+  // One more after the ring has drained, so a drop at the very end is followed by a record.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  record.step = kSteps;
+  publisher.publish(record);
+  const std::vector<Received> received = receive_until_quiet(subscriber, std::chrono::milliseconds(1000));
+  ASSERT_GT(publisher.dropped(), 0u) << "a 4-slot ring kept up with 5,000 records: nothing tested";
+  size_t steps = 0;
+  for (const Received& r : received) steps += r.topic == keel::wire::kTopicStep;
+  const SeqTally t = tally(received);
+  EXPECT_EQ(t.rewinds, 0u);
+  EXPECT_EQ(t.missing, publisher.dropped());
+  EXPECT_EQ(steps + publisher.dropped(), size_t(kSteps + 1));
 }
 
 }  // namespace
