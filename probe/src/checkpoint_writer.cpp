@@ -165,6 +165,12 @@ void CheckpointWriter::run() {
       result.step = job.step;
       result.error = std::string("dump failed: ") + e.what();
     }
+    // Not busy any more before the ack goes out: a client that asks for the next dump as
+    // soon as it has the ack must meet the rate limit, not "still being written".
+    lock.lock();
+    writing_ = false;
+    done_.push_back(result);
+    lock.unlock();
     if (job.on_written) {
       try {
         job.on_written(result);
@@ -173,8 +179,6 @@ void CheckpointWriter::run() {
       }
     }
     lock.lock();
-    writing_ = false;
-    done_.push_back(std::move(result));
   }
 }
 

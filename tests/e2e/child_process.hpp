@@ -66,6 +66,17 @@ class ChildProcess {
     }
     return "";
   }
+  // Like wait_for, but a line read by an earlier wait (which skipped it) counts too: for
+  // lines whose order against the one waited for before is not fixed.
+  std::string find_or_wait_for(const std::string& needle, double timeout_secs) {
+    const size_t at = output_.find(needle);
+    if (at != std::string::npos) {
+      const size_t begin = output_.rfind('\n', at);
+      const size_t start = begin == std::string::npos ? 0 : begin + 1;
+      return output_.substr(start, output_.find('\n', at) - start);
+    }
+    return wait_for(needle, timeout_secs);
+  }
   bool alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
   // Waits for the process to end by itself; its exit status, -1 when it did not exit normally.
   int wait_exit() {

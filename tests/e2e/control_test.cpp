@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "background_tail.hpp"
 #include "child_process.hpp"
 
 namespace {
@@ -50,19 +51,16 @@ TEST(Control, SkipSentByKeelCliIsAcknowledgedAndShowsInTheTelemetry) {
   ASSERT_GT(port, 0);
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
   const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/keel_e2e_control.jsonl", tail_rc = dir + "/keel_e2e_control_tail.rc";
   const std::string demo_out = dir + "/keel_e2e_control_demo.txt", demo_rc = dir + "/keel_e2e_control_demo.rc";
-  std::remove(tail_rc.c_str());
   std::remove(demo_rc.c_str());
-  std::remove(out.c_str());
 
-  const std::string tail = "(" KEEL_CLI_PATH " tail --json --timeout 5 --endpoint " + endpoint + " > " + out +
-                           " 2>/dev/null; echo $? > " + tail_rc + ") &";
-  ASSERT_EQ(std::system(tail.c_str()), 0);
-  const std::string demo = "(" KEEL_DEMO_PATH " --steps 200 --log-every 0 --endpoint " + endpoint + " > " +
-                           demo_out + " 2>&1; echo $? > " + demo_rc + ") &";
+  keel::e2e::BackgroundTail tail(KEEL_CLI_PATH, endpoint, dir + "/keel_e2e_control_tail");
+  ASSERT_TRUE(tail.started());
+  constexpr int kSteps = 200;
+  const std::string demo = "(" KEEL_DEMO_PATH " --steps " + std::to_string(kSteps) + " --log-every 0 --endpoint " +
+                           endpoint + " > " + demo_out + " 2>&1; echo $? > " + demo_rc + ") &";
   ASSERT_EQ(std::system(demo.c_str()), 0);
-  ASSERT_TRUE(wait_for(out, "\"type\":\"step\"", 60000)) << "no step telemetry: " << read_file(demo_out);
+  ASSERT_FALSE(tail.wait_for("\"type\":\"step\"", 60).empty()) << "no step telemetry: " << read_file(demo_out);
 
   std::string ack_line;
   const int status = run(KEEL_CLI_PATH " send --endpoint " + endpoint + " --timeout 20 skip --count 1", ack_line);
@@ -83,11 +81,13 @@ TEST(Control, SkipSentByKeelCliIsAcknowledgedAndShowsInTheTelemetry) {
 
   ASSERT_TRUE(wait_for(demo_rc, "\n", 120000)) << "keel-demo did not finish";
   EXPECT_EQ(read_file(demo_rc), "0\n") << read_file(demo_out);
-  ASSERT_TRUE(wait_for(tail_rc, "\n", 20000)) << "keel-cli tail did not finish";
+  // The last record may still be on its way when the trainer exits.
+  tail.wait_for("\"type\":\"step\",\"step\":" + std::to_string(kSteps - 1) + ",", 20);
+  ASSERT_TRUE(tail.stop()) << "keel-cli tail did not finish";
 
   std::map<int64_t, nlohmann::json> steps;
   bool skip_event = false;
-  std::istringstream lines(read_file(out));
+  std::istringstream lines(tail.output());
   for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line);
     if (j["type"] == "step") steps[j["step"].get<int64_t>()] = j;

@@ -2,9 +2,6 @@
 // carries every layer, the event names the layer and step, that step is skipped, and the
 // loss stays finite afterwards.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -15,21 +12,10 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "background_tail.hpp"
+#include "child_process.hpp"
 
-// A port the kernel just handed out, so parallel test runs do not collide.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+namespace {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -55,26 +41,27 @@ TEST(DemoTail, InjectedNanIsReportedSkippedAndTrainingRecovers) {
   ASSERT_GT(layers.size(), 10u);
   const std::string injected = "blocks.1.mlp.fc.weight";
   const int64_t nan_step = 30, steps = 60;
-  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const int port = keel::e2e::free_port_pair();   // the probe binds port + 1 for commands
+  ASSERT_GT(port, 0);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
   const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/keel_e2e_tail.jsonl", rc_file = dir + "/keel_e2e_tail.rc";
 
-  // The tail runs in the background and exits (status 2) once the demo has been quiet 4 s.
-  const std::string tail = "(" KEEL_CLI_PATH " tail --json --timeout 4 --endpoint " + endpoint + " > " + out +
-                           " 2>/dev/null; echo $? > " + rc_file + ") &";
-  std::remove(rc_file.c_str());
-  ASSERT_EQ(std::system(tail.c_str()), 0);
-  const std::string demo = KEEL_DEMO_PATH " --steps " + std::to_string(steps) + " --log-every 0 --endpoint " +
+  // Started before the trainer, so it is subscribed before the NaN step; the pace keeps that
+  // true on a fast machine (the subscription goes live some 100 ms after the trainer binds).
+  keel::e2e::BackgroundTail tail(KEEL_CLI_PATH, endpoint, dir + "/keel_e2e_tail");
+  ASSERT_TRUE(tail.started());
+  const std::string demo = KEEL_DEMO_PATH " --steps " + std::to_string(steps) + " --pace 20 --log-every 0 --endpoint " +
                            endpoint + " --inject-nan " + std::to_string(nan_step) + ":" + injected + " > " + dir +
                            "/keel_e2e_demo.txt";
   ASSERT_EQ(std::system(demo.c_str()), 0) << read_file(dir + "/keel_e2e_demo.txt");
-  for (int i = 0; i < 200 && read_file(rc_file).empty(); ++i) usleep(50000);
-  ASSERT_FALSE(read_file(rc_file).empty()) << "keel-cli tail did not finish";
+  // The last record may still be on its way when the trainer exits.
+  tail.wait_for("\"type\":\"step\",\"step\":" + std::to_string(steps - 1) + ",", 20);
+  ASSERT_TRUE(tail.stop()) << "keel-cli tail did not finish";
 
   std::map<int64_t, nlohmann::json> steps_seen;
   std::vector<nlohmann::json> events;
   bool described = false;
-  std::istringstream lines(read_file(out));
+  std::istringstream lines(tail.output());
   for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line);
     if (j["type"] == "run") {

@@ -166,7 +166,9 @@ TEST(DumpE2E, AnInjectedSpikeIsSkippedWithThePolicyOnAndAppliedWithItOff) {
 
 TEST(DumpE2E, AnInjectedNanDumpsExactlyOnce) {
   const fs::path dumps = fresh_dir("dump-nan");
-  ChildProcess demo({KEEL_DEMO_PATH, "--steps", "60", "--log-every", "0", "--endpoint", "", "--inject-nan",
+  // The dump's event is raised at the first step after the writer finished: 180 steps after
+  // the NaN leave it seconds even on a fast CPU beside slow fsyncs.
+  ChildProcess demo({KEEL_DEMO_PATH, "--steps", "200", "--log-every", "0", "--endpoint", "", "--inject-nan",
                      "20:blocks.1.mlp.fc.weight", "--dump-dir", dumps.string()});
   const std::string out = run_to_end(demo, 120);
   EXPECT_EQ(count_of(out, "event dump "), 1) << out;

@@ -22,8 +22,14 @@ using test_support::TestPublisher;
 namespace wire = keel::wire;
 using Clock = std::chrono::steady_clock;
 
+bool is_sentinel(const wire::Message& message) {
+  const auto* run = std::get_if<wire::RunDescription>(&message);
+  return run != nullptr && run->run_id == "sentinel";
+}
+
 // PUB drops what it sends before the subscription reaches it: repeat until the receiver has
-// seen something, then drain so tests start from an empty queue.
+// seen something, then send a sentinel and drain up to it, so tests start from an empty queue
+// however long the repeats were in flight (a fixed settle time was not enough under TSan).
 void wait_until_subscribed(TestPublisher& publisher, Receiver& receiver) {
   const auto give_up = Clock::now() + std::chrono::seconds(10);
   std::vector<wire::Message> got;
@@ -33,8 +39,18 @@ void wait_until_subscribed(TestPublisher& publisher, Receiver& receiver) {
     receiver.drain(got);
   }
   ASSERT_FALSE(got.empty()) << "nothing from " << publisher.endpoint();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  receiver.drain(got);
+  wire::RunDescription sentinel = sample_run();
+  sentinel.run_id = "sentinel";
+  publisher.send(sentinel);
+  const auto sentinel_give_up = Clock::now() + std::chrono::seconds(10);
+  bool seen = false;
+  while (!seen && Clock::now() < sentinel_give_up) {
+    got.clear();
+    receiver.drain(got);
+    for (const wire::Message& message : got) seen = seen || is_sentinel(message);
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(seen) << "the sentinel never arrived from " << publisher.endpoint();
 }
 
 std::vector<wire::Message> drain_until(Receiver& receiver, size_t count) {
@@ -112,7 +128,12 @@ TEST(Receiver, NamesAProtocolMismatchAndSurvivesGarbage) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   publisher.send_frames({"step", with_version(sample_step(2), 7)});
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The last frame sent is the version-7 one: wait until the receiver has read it.
+  const auto mismatch_give_up = Clock::now() + std::chrono::seconds(10);
+  while (receiver.endpoint_states().at(0).last_error.find("protocol version 7") == std::string::npos &&
+         Clock::now() < mismatch_give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   const std::vector<EndpointState> states = receiver.endpoint_states();
   EXPECT_GT(states[0].decode_errors, 0u);
   EXPECT_EQ(states[0].state, LinkState::kProtocolMismatch) << states[0].last_error;
