@@ -113,7 +113,9 @@ CheckpointResult write_checkpoint(const CheckpointJob& job) {
 
 CheckpointWriter::CheckpointWriter() : thread_([this] { run(); }) {}
 
-CheckpointWriter::~CheckpointWriter() {
+CheckpointWriter::~CheckpointWriter() { finish(); }
+
+void CheckpointWriter::finish() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -130,7 +132,7 @@ bool CheckpointWriter::busy() const {
 bool CheckpointWriter::submit(CheckpointJob job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (job_.has_value() || writing_) return false;
+    if (stop_ || job_.has_value() || writing_) return false;
     job_ = std::move(job);
   }
   wake_.notify_all();

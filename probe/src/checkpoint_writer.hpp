@@ -60,6 +60,9 @@ class CheckpointWriter {
   CheckpointWriter();
   // Finishes the dump in flight: the user asked for it and the bytes are already in memory.
   ~CheckpointWriter();
+  // The same, without destroying: the queued or running job is written and the thread ends;
+  // its result is still there for poll(). submit() refuses after it.
+  void finish();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 

@@ -37,6 +37,7 @@ class Probe::Impl {
  public:
   Impl(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& params,
        torch::optim::Optimizer& optimizer, ProbeOptions options);
+  ~Impl();
 
   void watch(const std::string& name, const torch::Tensor& tensor);
   StepOutcome step(const torch::Tensor& loss);
@@ -597,6 +598,22 @@ void Probe::Impl::raise_events(const StepOutcome& outcome) {
 
 Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
     : impl_(std::make_unique<Impl>(model, named_params(model), optimizer, std::move(options))) {}
+
+Probe::Impl::~Impl() {
+  // A dump still being written when the job ends is finished, and its outcome (a failure
+  // above all) goes out as an event before the publisher's last drain: a step would have
+  // reported it, and there is no next step.
+  try {
+    dumps_->finish();
+    events_.clear();
+    report_finished_dumps();
+    if (publisher_) {
+      for (const auto& e : events_) publisher_->publish(e);
+    }
+  } catch (const std::exception&) {
+    // Ending the job must not throw; the dump itself is on disk (or its failure is lost).
+  }
+}
 
 Probe::~Probe() = default;
 

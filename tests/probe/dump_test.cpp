@@ -6,10 +6,13 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <zmq.hpp>
 
 #include "command_rig.hpp"
 #include "keel/wire/codec.hpp"
@@ -183,6 +186,49 @@ TEST(Dump, AnUnwritableDumpDirectoryIsAnEventAndAnErrorAckAndTrainingGoesOn) {
   ASSERT_TRUE(failed);
   EXPECT_NE(failed->detail.find("cannot create dump directory"), std::string::npos) << failed->detail;
   for (const auto& [step, seen] : rig.seen) EXPECT_TRUE(seen.outcome.applied) << "step " << step;
+}
+
+// The job ends (the probe is destroyed) while the automatic dump of its last step is still
+// being written: the dump is finished, and its event still reaches a subscriber, though no
+// later step is there to report it.
+TEST(Dump, ADumpStillBeingWrittenWhenTheJobEndsIsReportedToSubscribers) {
+  TempDir tmp("dump-at-end");
+  auto rig = std::make_unique<Rig>(dumping_into(tmp.path()));
+  zmq::context_t context{1};
+  zmq::socket_t subscriber{context, zmq::socket_type::sub};
+  subscriber.set(zmq::sockopt::linger, 0);
+  subscriber.set(zmq::sockopt::subscribe, "");
+  subscriber.set(zmq::sockopt::rcvtimeo, 10000);
+  subscriber.connect(rig->probe.bound_endpoint());
+  // Live once the description sent to each new subscriber arrives.
+  zmq::message_t topic, payload;
+  ASSERT_TRUE(subscriber.recv(topic));
+  ASSERT_EQ(topic.to_string(), keel::wire::kTopicRun);
+  ASSERT_TRUE(subscriber.recv(payload));
+
+  rig->step();
+  rig->step(/*nan=*/true);   // takes the dump in this step; only a later step would report it
+  ASSERT_FALSE(Rig::has_event(rig->seen.rbegin()->second, "dump"));
+  rig.reset();
+
+  std::vector<std::string> kinds;
+  std::string detail;
+  while (subscriber.recv(topic)) {
+    ASSERT_TRUE(subscriber.recv(payload));
+    if (topic.to_string() != keel::wire::kTopicEvent) continue;
+    const auto decoded = keel::wire::decode(payload.data(), payload.size());
+    ASSERT_TRUE(decoded.ok) << decoded.error;
+    const auto& event = std::get<keel::wire::Event>(decoded.message);
+    kinds.push_back(event.kind);
+    if (event.kind == "dump") {
+      detail = event.detail;
+      EXPECT_EQ(event.step, 1);
+      break;
+    }
+  }
+  EXPECT_NE(detail.find((tmp.path() / "step-1-nonfinite").string()), std::string::npos)
+      << "no dump event; events seen: " << ::testing::PrintToString(kinds);
+  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-1-nonfinite"});
 }
 
 }  // namespace

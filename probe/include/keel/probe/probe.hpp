@@ -125,6 +125,8 @@ struct ProbeTiming {
 class Probe {
  public:
   Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options = {});
+  // Finishes a dump still being written (the user or a policy asked for it) and publishes
+  // its outcome as an event, then closes the sockets after a short linger.
   ~Probe();
   Probe(const Probe&) = delete;
   Probe& operator=(const Probe&) = delete;
