@@ -209,6 +209,10 @@ bool RunModel::add_step(const wire::StepRecord& record) {
 }
 
 bool RunModel::add_event(const wire::Event& event) {
+  // Kept apart from the bounded list, which a long run's later events would push it out of.
+  if (event.kind == kFirstNonfiniteKind && (!first_nonfinite_ || event.step < first_nonfinite_->step)) {
+    first_nonfinite_ = event;
+  }
   events_.push_front(event);
   if (events_.size() > config_.max_events) {
     events_.pop_back();

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -137,6 +138,10 @@ class RunModel {
 
   // --- Events (newest first, at most ModelConfig::max_events) and health.
   const std::deque<wire::Event>& events() const { return events_; }
+  // The earliest "first_nonfinite" event of this run (the probe raises one per episode of
+  // non-finite gradients), however many events came after it; empty before one.
+  static constexpr const char* kFirstNonfiniteKind = "first_nonfinite";
+  const std::optional<wire::Event>& first_nonfinite() const { return first_nonfinite_; }
   const RunCounters& counters() const { return counters_; }
   // Feeds the sequence counters; the Model calls it for every telemetry message of this run.
   void note_seq(uint64_t seq, bool is_description);
@@ -171,6 +176,7 @@ class RunModel {
   std::unordered_map<std::string, size_t> watch_lookup_;
   std::vector<SeriesHistory> watch_series_;  // [watch * kWatchMetricCount + metric]
   std::deque<wire::Event> events_;
+  std::optional<wire::Event> first_nonfinite_;
   // (step, probe stamp) of recent records, oldest first, for steps_per_second().
   std::deque<std::pair<int64_t, int64_t>> stamps_;
 };

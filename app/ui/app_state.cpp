@@ -15,6 +15,23 @@ const char* heat_metric_label(HeatMetric metric) {
   return "?";
 }
 
+wire::LayerMetric layer_metric_of(HeatMetric metric) {
+  switch (metric) {
+    case HeatMetric::kGradNorm: return wire::LayerMetric::kGradNorm;
+    case HeatMetric::kUpdateRatio: return wire::LayerMetric::kUpdateRatio;
+    case HeatMetric::kGradAbsmax: return wire::LayerMetric::kGradAbsmax;
+    case HeatMetric::kGradZeroFrac: return wire::LayerMetric::kGradZeroFrac;
+  }
+  return wire::LayerMetric::kGradNorm;
+}
+
+void AppState::show_rank(int32_t rank) {
+  if (rank == shown_rank_) return;
+  shown_rank_ = rank;
+  std::printf("keel: showing rank %d\n", rank);
+  std::fflush(stdout);
+}
+
 void AppState::select(int layer, const std::string& layer_name, int64_t step) {
   selected_layer_ = layer;
   selected_layer_name_ = layer < 0 ? std::string() : layer_name;

@@ -2,7 +2,7 @@
 //
 // What it is for: one place for the selection (layer, step), the shared step cursor, the
 // visible step range of all step-indexed plots (global charts, heatmap, layer detail) and
-// "follow live". Views read it and change it through these functions, so clicking a heatmap
+// "follow live", and the rank shown when several are connected. Views read it and change it through these functions, so clicking a heatmap
 // cell, an event or a list row all select the same way, and every selection is logged on
 // stdout ("keel: selected layer NAME step N") where a test or a user's terminal can see it.
 // Threads: the UI thread only.
@@ -12,12 +12,15 @@
 #include <cstdint>
 #include <string>
 
+#include "keel/wire/messages.hpp"
+
 namespace keel::app::ui {
 
 // The per-layer metric shown by the heatmap (and sorted by in the layer list by default).
 enum class HeatMetric { kGradNorm = 0, kUpdateRatio, kGradAbsmax, kGradZeroFrac };
 inline constexpr int kHeatMetricCount = 4;
 const char* heat_metric_label(HeatMetric metric);
+wire::LayerMetric layer_metric_of(HeatMetric metric);
 
 class AppState {
  public:
@@ -62,9 +65,15 @@ class AppState {
 
   HeatMetric heat_metric = HeatMetric::kGradNorm;
 
+  // The rank whose run the panes show; -1 (the default) shows the lowest rank that has sent
+  // telemetry. Logged ("keel: showing rank N") like a selection.
+  int32_t shown_rank() const { return shown_rank_; }
+  void show_rank(int32_t rank);
+
  private:
   void clamp_view();
 
+  int32_t shown_rank_ = -1;
   int selected_layer_ = -1;
   std::string selected_layer_name_;
   int64_t selected_step_ = -1;

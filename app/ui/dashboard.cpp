@@ -40,14 +40,17 @@ bool begin_pane(const char* id, ImVec2 size) {
 
 }  // namespace
 
-const RunModel* Dashboard::shown_run(const Model& model) {
+const RunModel* Dashboard::shown_run(const Model& model, int32_t rank) {
+  if (rank >= 0) {
+    if (const RunModel* run = model.current_run(rank)) return run;
+  }
   const std::vector<int32_t> ranks = model.ranks();
   return ranks.empty() ? nullptr : model.current_run(ranks.front());
 }
 
 void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links,
                      uint64_t queue_dropped) {
-  const RunModel* run = shown_run(model);
+  const RunModel* run = shown_run(model, state_.shown_rank());
   if (run) {
     // A new run (or a description naming the layers) may move layers: find the selection again.
     state_.revalidate([&](const std::string& name) { return find_layer(*run, name); });
@@ -77,14 +80,14 @@ void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links
   ImGui::Separator();
   if (run) {
     handle_keys(*run);
-    draw_panes(*run);
+    draw_panes(model, *run);
   } else {
     ImGui::TextDisabled("Waiting for telemetry. Start a trainer with the keel probe, e.g. keel-demo.");
   }
   ImGui::End();
 }
 
-void Dashboard::draw_panes(const RunModel& run) {
+void Dashboard::draw_panes(const Model& model, const RunModel& run) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float spacing = ImGui::GetStyle().ItemSpacing.y;
   const float left_w = std::floor((avail.x - kSplitterPx) * left_frac_);
@@ -98,6 +101,7 @@ void Dashboard::draw_panes(const RunModel& run) {
   ImGui::EndChild();
   splitter("split_charts", false, left_w, column_h, charts_frac_);
   if (begin_pane("heatmap", ImVec2(left_w, std::floor(column_h * heatmap_frac_)))) {
+    ranks_.draw(model, run, state_);
     heatmap_.draw(run, state_);
   }
   ImGui::EndChild();

@@ -2,7 +2,7 @@
 //
 // What it is for: placing the panes (status bar and controls on top; global charts, heatmap and layer detail
 // on the left; layer list and events on the right) with draggable splitters between them,
-// choosing which run the panes show, and the keys: up/down move the layer selection (in the
+// choosing which run the panes show (a rank's, when several are connected), and the keys: up/down move the layer selection (in the
 // list's order), space toggles follow-live, Home resets the view.
 // Threads: the UI thread, between Window::begin_frame() and Window::render().
 // Never: touches a socket or changes the model; it only reads the model.
@@ -17,6 +17,7 @@
 #include "ui/app_state.hpp"
 #include "ui/control_panel.hpp"
 #include "ui/heatmap_view.hpp"
+#include "ui/ranks_view.hpp"
 #include "ui/layer_list.hpp"
 
 namespace keel::app::ui {
@@ -29,8 +30,12 @@ class Dashboard {
 
   void draw(const Model& model, const std::vector<EndpointState>& links, uint64_t queue_dropped);
 
-  // The run the panes show: the current run of the lowest rank, or nullptr before any data.
-  static const RunModel* shown_run(const Model& model);
+  // Shows this rank's run (the --rank option); the ranks view's clicks change it later.
+  void request_rank(int32_t rank) { state_.show_rank(rank); }
+
+  // The run the panes show: the current run of `rank`, else of the lowest rank (before that
+  // rank has sent anything, or for rank -1), or nullptr before any data.
+  static const RunModel* shown_run(const Model& model, int32_t rank = -1);
   const AppState& state() const { return state_; }
 
  private:
@@ -40,10 +45,11 @@ class Dashboard {
   void log_new_events(const RunModel& run);
   // Prints each endpoint's new late-attach outcome ("keel: backfill ENDPOINT: backfilled ...").
   void log_backfills(const std::vector<EndpointState>& links);
-  void draw_panes(const RunModel& run);
+  void draw_panes(const Model& model, const RunModel& run);
 
   AppState state_;
   HeatmapView heatmap_;
+  RanksView ranks_;
   ControlPanel controls_;
   LayerList layer_list_;
   std::string pending_select_;

@@ -21,16 +21,6 @@ constexpr float kMinRowPx = 3.0f;
 constexpr float kMinNonfinitePx = 4.0f;
 constexpr ImU32 kSelectedRowColour = IM_COL32(255, 255, 255, 220);
 
-wire::LayerMetric wire_metric(HeatMetric metric) {
-  switch (metric) {
-    case HeatMetric::kGradNorm: return wire::LayerMetric::kGradNorm;
-    case HeatMetric::kUpdateRatio: return wire::LayerMetric::kUpdateRatio;
-    case HeatMetric::kGradAbsmax: return wire::LayerMetric::kGradAbsmax;
-    case HeatMetric::kGradZeroFrac: return wire::LayerMetric::kGradZeroFrac;
-  }
-  return wire::LayerMetric::kGradNorm;
-}
-
 void draw_legend(double lo, double hi) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize();
@@ -107,7 +97,7 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   };
   const size_t r0 = visible_row(draw->GetClipRectMin().y);
   const size_t r1 = std::max(r0, std::min(rows, visible_row(draw->GetClipRectMax().y) + 1));
-  run.heatmap(wire_metric(state.heat_metric), r0, r1 - r0, grid, cells_);
+  run.heatmap(layer_metric_of(state.heat_metric), r0, r1 - r0, grid, cells_);
   skipped_.resize(columns);
   run.global_series(GlobalSeries::kSkipped).summarize(grid, skipped_.data());
 
@@ -168,7 +158,7 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
     ImGui::Text("steps %lld..%lld", static_cast<long long>(grid.start(c)),
                 static_cast<long long>(grid.start(c + 1) - 1));
     float exact = 0;
-    if (run.layer_series(r, wire_metric(state.heat_metric)).value_at(step, &exact)) {
+    if (run.layer_series(r, layer_metric_of(state.heat_metric)).value_at(step, &exact)) {
       ImGui::Text("%s at step %lld: %s", heat_metric_label(state.heat_metric),
                   static_cast<long long>(step), format_value(exact).c_str());
     } else if (cell.has_finite()) {

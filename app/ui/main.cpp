@@ -35,6 +35,7 @@ struct Options {
   std::string screenshot_path;
   double screenshot_after_secs = 0;
   std::string select_layer;
+  int rank = -1;
   int width = 1600, height = 1000;
 };
 
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot-after", options.screenshot_after_secs,
                  "with --screenshot: wait at least this many seconds after start")->check(CLI::NonNegativeNumber);
   cli.add_option("--select", options.select_layer, "select this layer once the run names it");
+  cli.add_option("--rank", options.rank, "show this rank's run (with one --connect per rank; default: the lowest)")
+      ->check(CLI::NonNegativeNumber);
   std::string server_key_option, key_option;
   keel::app::add_command_auth_options(cli, server_key_option, key_option);
   cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
     keel::app::Model model;
     keel::app::ui::Dashboard dashboard;
     if (!options.select_layer.empty()) dashboard.request_select(options.select_layer);
+    if (options.rank >= 0) dashboard.request_rank(options.rank);
     dashboard.set_command_auth(auth);
 
     const Clock::time_point start = Clock::now();
@@ -82,7 +86,8 @@ int main(int argc, char** argv) {
       window.render();
 
       if (!options.screenshot_path.empty()) {
-        const keel::app::RunModel* run = keel::app::ui::Dashboard::shown_run(model);
+        const keel::app::RunModel* run =
+            keel::app::ui::Dashboard::shown_run(model, dashboard.state().shown_rank());
         if (run && run->has_steps()) ++frames_with_data;
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
         const bool ready = frames_with_data >= kFramesBeforeScreenshot &&

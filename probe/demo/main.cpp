@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
                  "the probe's secret key file (keel-cli keygen): only clients with an allowed key may send commands");
   app.add_option("--allow-key", allowed_keys, "a client's public key (Z85 text or .pub file) allowed to send commands")
       ->type_name("KEY|FILE");
+  app.add_option("--rank", options.rank, "this process's rank in a data-parallel job (one probe and endpoint per rank)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--world-size", options.world_size, "ranks in the job")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--pace", pace, "at most this many steps per second (0 = as fast as possible)")->capture_default_str();
   app.add_flag("--list-layers", list_layers, "print the parameter names and shapes, then exit");
   CLI11_PARSE(app, argc, argv);

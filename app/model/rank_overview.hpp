@@ -1,0 +1,43 @@
+// keel app rank overview: a data-parallel job seen across its ranks (DESIGN §5).
+//
+// What it is for: with one probe per rank, the dashboard must say which rank went non-finite
+// first (the replica whose data or hardware poisoned the step) and show every rank's layers
+// side by side, so that one rank's diverging layer stands out. These are queries over the
+// Model's current run of each rank, without ImGui, so they are unit-tested like the rest of
+// the model.
+// Threads: the model's owner thread (the UI thread).
+// Never: throws, or allocates beyond `out` growing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+#include "model/model.hpp"
+#include "model/value_summary.hpp"
+
+namespace keel::app {
+
+struct FirstNonfiniteRank {
+  int32_t rank = -1;
+  int64_t step = -1;
+  std::string layer;   // the first layer to go non-finite on that rank, in backward order
+  int64_t stamp_unix_ns = 0;
+};
+
+// The rank whose gradients went non-finite first: among the current runs of all ranks, the
+// earliest first_nonfinite event by step, then by the probe's wall-clock stamp (ranks step
+// together, so at one step the earlier stamp is the one that failed first), then by rank.
+std::optional<FirstNonfiniteRank> first_nonfinite_rank(const Model& model);
+
+// Rank x layer cells: row r is ranks[r]'s current run, column l its layer l (model order),
+// each cell the summary of `metric` over steps [first_step, last_step] as one heatmap column
+// holds it (every step covered, non-finite flagged, reaching less than one stored bucket past
+// the edges), row-major into `out` (resized to ranks.size() * layer_count). A rank with no run
+// or fewer layers has cells without data.
+void rank_layer_cells(const Model& model, const std::vector<int32_t>& ranks, wire::LayerMetric metric,
+                      int64_t first_step, int64_t last_step, size_t layer_count, std::vector<Summary>& out);
+
+}  // namespace keel::app

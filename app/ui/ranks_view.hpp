@@ -1,0 +1,46 @@
+// keel app ranks view: a data-parallel job's ranks x layers, and the first rank to go
+// non-finite (DESIGN §5).
+//
+// What it is for: with one endpoint per rank, the panes below show one rank's run; this strip
+// shows every rank at once, one row per rank and one column per layer (model order), colour =
+// log10 of the heatmap's metric over the steps in view (the max, so a spike does not fade),
+// NaN/Inf in the heatmap's non-finite colour. A replica whose layer diverges from the others
+// stands out as one odd cell in its column, and the title names the rank whose gradients went
+// non-finite first. A click on a row shows that rank in every pane (and selects the layer
+// clicked). Drawn only when two or more ranks have sent telemetry.
+// It logs, once per change, where its rows are ("keel: ranks ...") and the first non-finite
+// rank ("keel: first nonfinite rank R step S layer L"), so a test driving the real window can
+// check and click them.
+// Threads: the UI thread, inside an ImGui window.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "model/value_summary.hpp"
+#include "ui/app_state.hpp"
+#include "ui/heatmap_image.hpp"
+#include "ui/image_texture.hpp"
+
+namespace keel::app::ui {
+
+class RanksView {
+ public:
+  // Draws the strip for `model`'s ranks with the layers of `shown` (the run the panes show).
+  // Does nothing, and takes no space, with fewer than two ranks.
+  void draw(const Model& model, const RunModel& shown, AppState& state);
+
+ private:
+  void log_once(std::string& logged, const std::string& text);
+
+  std::vector<int32_t> ranks_;
+  std::vector<Summary> cells_;
+  HeatmapImage image_;
+  std::unique_ptr<ImageTexture> texture_;
+  std::string logged_geometry_;
+  std::string logged_first_;
+};
+
+}  // namespace keel::app::ui
