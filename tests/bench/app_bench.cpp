@@ -4,7 +4,7 @@
 //   - ingest rate in layer-samples per second (time inside ingest() only);
 //   - the UI thread's CPU time to build one frame (NewFrame to Render, no GL) showing the
 //     heatmap and three plots over the whole history, at 10k, 100k and 1M steps, and the same
-//     for the app's whole dashboard;
+//     for the app's whole dashboard, and the whole dashboard watching 8 ranks (10k steps each);
 //   - history memory per layer-metric sample of the full-resolution window, and its bound;
 // then, through a real ZeroMQ socket and the app's Receiver, step-to-pixel latency at 10
 // steps/s. The history grows in place from 10k to 1M steps, so every size is the same run.
@@ -135,6 +135,28 @@ int main(int argc, char** argv) {
   }
   const double ingest_rate = ratio(dense_samples, dense_secs);
 
+  // A data-parallel job: the same dashboard watching kRanks ranks of 10k steps each, which
+  // adds the ranks x layers strip (every rank's layers summarised over the view, each frame).
+  constexpr int kRanks = 8;
+  constexpr int64_t kRankSteps = 10'000;
+  bench::FrameTiming ranks_frame;
+  {
+    keel::app::Model ranks_model(config);
+    for (int rank = 0; rank < kRanks; ++rank) {
+      bench::SyntheticRun rank_run(layers, 100 + uint64_t(rank));
+      wire::RunDescription description = rank_run.description();
+      description.rank = rank;
+      description.world_size = kRanks;
+      ranks_model.ingest(description);
+      for (int64_t step = 0; step < kRankSteps; ++step) {
+        rank_run.fill(step, record);
+        record.rank = rank;
+        ranks_model.ingest(message);
+      }
+    }
+    ranks_frame = bench::time_dashboard_frame(ui, ranks_model, frames);
+  }
+
   const keel::app::RunModel* shown = keel::app::ui::Dashboard::shown_run(model);
   const size_t series_bound = shown->series_count() * keel::app::SeriesHistory::max_bytes(config);
   const bench::LatencyResult latency = bench::measure_step_to_pixel(ui, layers, steps_per_s, latency_secs);
@@ -166,6 +188,9 @@ int main(int argc, char** argv) {
       [](const Measured& m) { return m.bytes_per_sample; });
   std::printf("(model query: RunModel::heatmap() alone, %d rows x %d columns, the views scene's heatmap)\n",
               layers, results.front().views.heatmap_query_columns);
+  std::printf("\n%-52s %10.2f\n", "frame: whole dashboard, 8 ranks x 10k steps, CPU ms", ranks_frame.cpu_ms_median);
+  std::printf("%-52s %10.2f\n", "  vs one rank at 10k (the ranks strip's share)",
+              ratio(ranks_frame.cpu_ms_median, results.front().dashboard.cpu_ms_median));
   std::printf("\n%-52s %10.1f\n", "series memory bound for any run length, MB", double(series_bound) / 1e6);
   std::printf("%-52s %10.2f\n", "ingest, dense records, M layer-samples/s", ingest_rate / 1e6);
   const double growth = ratio(results.back().views.cpu_ms_median, results.front().views.cpu_ms_median);
@@ -190,13 +215,13 @@ int main(int argc, char** argv) {
       "{\"quick\":%s,\"layers\":%d,\"metrics\":%d,\"history_stride_to_100k\":%lld,\"history_stride_to_1m\":%lld,"
       "\"ingest_samples_per_s\":%.0f,\"frame_ms_10k\":%.3f,\"frame_ms_100k\":%.3f,\"frame_ms_1m\":%.3f,"
       "\"frame_growth_10k_to_1m\":%.3f,\"dashboard_frame_ms_10k\":%.3f,\"dashboard_frame_ms_100k\":%.3f,"
-      "\"dashboard_frame_ms_1m\":%.3f,\"heatmap_query_ms_10k\":%.3f,\"heatmap_query_ms_1m\":%.3f,"
+      "\"dashboard_frame_ms_1m\":%.3f,\"dashboard_frame_ms_8_ranks_10k\":%.3f,\"heatmap_query_ms_10k\":%.3f,\"heatmap_query_ms_1m\":%.3f,"
       "\"bytes_per_sample\":%.3f,\"model_bytes_1m\":%zu,\"model_bytes_bound\":%zu,"
       "\"step_to_pixel_p50_ms\":%.2f,\"step_to_pixel_p99_ms\":%.2f,\"steps_drawn\":%d,\"steps_published\":%d}\n",
       quick ? "true" : "false", layers, wire::kLayerMetricCount, static_cast<long long>(m100k.checkpoint.stride),
       static_cast<long long>(m1m.checkpoint.stride), ingest_rate, m10k.views.cpu_ms_median,
       m100k.views.cpu_ms_median, m1m.views.cpu_ms_median, growth, m10k.dashboard.cpu_ms_median,
-      m100k.dashboard.cpu_ms_median, m1m.dashboard.cpu_ms_median, m10k.views.heatmap_query_ms,
+      m100k.dashboard.cpu_ms_median, m1m.dashboard.cpu_ms_median, ranks_frame.cpu_ms_median, m10k.views.heatmap_query_ms,
       m1m.views.heatmap_query_ms, m1m.bytes_per_sample, m1m.bytes_used,
       series_bound, latency.p50_ms, latency.p99_ms, latency.steps_drawn, latency.steps_published);
   return latency.steps_drawn == latency.steps_published ? 0 : 1;
