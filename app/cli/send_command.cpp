@@ -123,6 +123,10 @@ CliCommand add_send_command(CLI::App& app) {
   skip->add_option("-n,--count", options->command.count, "Number of updates to skip")
       ->type_name("COUNT")
       ->capture_default_str();
+  skip->add_option("--at-step", options->command.at_step,
+                   "Skip from this step on instead of the next (send the same step to every rank of a "
+                   "data-parallel job)")
+      ->type_name("STEP");
   skip->callback([options] { options->command.kind = "skip"; });
 
   CLI::App* dump = send->add_subcommand(

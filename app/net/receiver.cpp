@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <variant>
 
 #include "keel/wire/codec.hpp"
 #include "net/late_attach.hpp"
@@ -67,6 +68,8 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
           }
           ++link.messages;
           link.last_message = Clock::now();
+          // Where commands for this rank go (the controls send to the rank they show).
+          link.rank = std::visit([](const auto& m) { return m.rank; }, result.message);
           link.version_error_since_message = false;
           if (!options_.backfill) {
             push(std::move(result.message));
@@ -132,6 +135,7 @@ std::vector<EndpointState> Receiver::endpoint_states() const {
     state.last_error = link.last_error;
     state.backfill = link.backfill;
     state.backfill_outcomes = link.backfill_outcomes;
+    state.rank = link.rank;
     if (link.messages > 0) {
       state.secs_since_message = std::chrono::duration<double>(now - link.last_message).count();
     }

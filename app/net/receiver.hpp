@@ -48,6 +48,7 @@ struct EndpointState {
   double secs_since_message = -1;  // -1 before the first message
   std::string backfill;            // the latest late-attach outcome (backfill.hpp), "" before one
   uint64_t backfill_outcomes = 0;  // increments with each outcome
+  int32_t rank = -1;               // the rank its telemetry carries (one probe per endpoint); -1 before any
 };
 
 struct ReceiverOptions {
@@ -96,6 +97,7 @@ class Receiver {
     Clock::time_point last_message{};
     std::string backfill;
     uint64_t backfill_outcomes = 0;
+    int32_t rank = -1;
   };
 
   void run(std::vector<std::string> endpoints);

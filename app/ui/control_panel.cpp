@@ -6,6 +6,7 @@
 #include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
 
 #include "keel/wire/codec.hpp"
+#include "ui/command_targets.hpp"
 #include "ui/key_presses.hpp"
 
 namespace keel::app::ui {
@@ -68,7 +69,7 @@ const char* policy_state_name(PolicyState state) {
 
 }  // namespace
 
-void ControlPanel::draw(const RunModel* run, const std::vector<EndpointState>& links) {
+void ControlPanel::draw(const Model& model, const RunModel* run, const std::vector<EndpointState>& links) {
   if (run != run_seen_) {
     run_seen_ = run;
     state_.new_run();
@@ -82,16 +83,25 @@ void ControlPanel::draw(const RunModel* run, const std::vector<EndpointState>& l
   ImGui::BeginDisabled(run == nullptr || links.empty());
   if (ImGui::Button("Skip next update")) {
     log_click("Skip next update");
-    keel::wire::Command skip;
-    skip.kind = "skip";
-    skip.count = 1;
-    send("skip", skip, links, *run);
+    send_skip(model, links, *run);
   }
   if (ImGui::IsItemHovered()) {
-    ImGui::SetTooltip("The trainer leaves its parameters and optimizer state untouched at the next step");
+    ImGui::SetTooltip(every_rank(links).size() > 1
+                          ? "Every rank leaves its parameters and optimizer state untouched at the same step, "
+                            "a moment ahead"
+                          : "The trainer leaves its parameters and optimizer state untouched at the next step");
   }
   log_geometry("skip", skip_rect_);
   status_beside(state_.latest("skip"), false);
+  // The other ranks of a skip sent to every rank: only a rank that did not take it is shown.
+  for (const std::string& control : other_rank_skips_) {
+    const CommandStatus* status = state_.latest(control);
+    if (status == nullptr || status->state == CommandState::kAcknowledged) continue;
+    ImGui::SameLine();
+    ImGui::TextColored(status_colour(status->state), "%s: %s", control.c_str() + 5,
+                       command_state_name(status->state));
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", status_text(*status).c_str());
+  }
   separator();
   if (ImGui::Button("Dump checkpoint...")) {
     log_click("Dump checkpoint");
@@ -170,21 +180,38 @@ void ControlPanel::draw_dump_popup(const std::vector<EndpointState>& links, cons
 
 void ControlPanel::send(const std::string& control, keel::wire::Command command,
                         const std::vector<EndpointState>& links, const RunModel& run) {
-  if (links.empty()) return;
-  const EndpointState* target = &links.front();
-  for (const EndpointState& link : links) {
-    if (link.state == LinkState::kLive) {
-      target = &link;
-      break;
-    }
+  const std::optional<CommandTarget> target = target_for_rank(links, run.rank());
+  if (!target) return;
+  command.rank = target->rank;
+  send_to(control, command, target->endpoint);
+}
+
+void ControlPanel::send_skip(const Model& model, const std::vector<EndpointState>& links, const RunModel& run) {
+  keel::wire::Command skip;
+  skip.kind = "skip";
+  skip.count = 1;
+  const std::vector<CommandTarget> ranks = every_rank(links);
+  other_rank_skips_.clear();
+  if (ranks.size() < 2) {
+    send("skip", skip, links, run);
+    return;
   }
-  command.rank = links.size() > 1 ? run.rank() : -1;
+  skip.at_step = synchronized_skip_step(model);
+  for (const CommandTarget& target : ranks) {
+    skip.rank = target.rank;
+    const std::string control = target.rank == run.rank() ? "skip" : "skip rank " + std::to_string(target.rank);
+    if (control != "skip") other_rank_skips_.push_back(control);
+    send_to(control, skip, target.endpoint);
+  }
+}
+
+void ControlPanel::send_to(const std::string& control, keel::wire::Command command, const std::string& endpoint) {
   if (!client_) {
     CommandClientOptions options;
     options.auth = auth_;
     client_ = std::make_unique<CommandClient>(options);
   }
-  const uint64_t id = client_->submit(keel::wire::command_endpoint_for(target->endpoint), command);
+  const uint64_t id = client_->submit(keel::wire::command_endpoint_for(endpoint), command);
   state_.submitted(control, id, command);
   if (const auto status = client_->status(id)) state_.update(*status);
 }

@@ -10,8 +10,11 @@
 // update"), like the selection log, and so is where each button is ("keel: control skip x0 ...
 // y1 ...") when it first shows or moves, for scripted clicks.
 // Commands go to the command socket beside the shown run's endpoint (port + 1): when several
-// endpoints are connected, to the first live one, addressed to the shown run's rank so that a
-// probe of another rank refuses rather than acts.
+// endpoints (ranks) are connected, to the one whose telemetry carries the shown run's rank,
+// addressed to that rank so that a probe of another rank refuses rather than acts. Skip is the
+// exception: with several ranks it goes to every rank, naming one step ahead (at_step) so that
+// all replicas skip the same update (command_targets.hpp); a rank that refuses shows beside the
+// button.
 // Threads: the UI thread, inside an ImGui window. The sockets belong to a CommandClient's own
 // thread, started at the first command.
 // Never: touches a socket or waits on the network.
@@ -24,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "model/model.hpp"
 #include "model/run_model.hpp"
 #include "net/command_client.hpp"
 #include "net/receiver.hpp"
@@ -34,7 +38,7 @@ namespace keel::app::ui {
 class ControlPanel {
  public:
   // One row of controls for `run` (nullptr: nothing to control yet, the buttons are disabled).
-  void draw(const RunModel* run, const std::vector<EndpointState>& links);
+  void draw(const Model& model, const RunModel* run, const std::vector<EndpointState>& links);
 
   // Keys for a probe that requires authenticated commands; before the first command.
   void set_command_auth(CommandAuth auth) { auth_ = std::move(auth); }
@@ -45,10 +49,15 @@ class ControlPanel {
  private:
   void send(const std::string& control, keel::wire::Command command,
             const std::vector<EndpointState>& links, const RunModel& run);
+  void send_to(const std::string& control, keel::wire::Command command, const std::string& endpoint);
+  // Skip: the shown rank alone, or every rank at one step when several are connected.
+  void send_skip(const Model& model, const std::vector<EndpointState>& links, const RunModel& run);
   void read_statuses();
   void draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run);
 
   CommandAuth auth_;
+  // The other ranks' controls of the last skip sent to every rank ("skip rank N").
+  std::vector<std::string> other_rank_skips_;
   std::unique_ptr<CommandClient> client_;
   ControlState state_;
   const RunModel* run_seen_ = nullptr;

@@ -61,7 +61,11 @@ void ControlState::submitted(const std::string& control, uint64_t id,
   status.command = command;
   status.command.id = id;
   statuses_[id] = status;
-  std::printf("keel: sent command %s id %llu\n", command.kind.c_str(), static_cast<unsigned long long>(id));
+  std::string target;
+  if (command.rank >= 0) target += " rank " + std::to_string(command.rank);
+  if (command.at_step >= 0) target += " at step " + std::to_string(command.at_step);
+  std::printf("keel: sent command %s id %llu%s\n", command.kind.c_str(), static_cast<unsigned long long>(id),
+              target.c_str());
   std::fflush(stdout);
 }
 

@@ -76,7 +76,7 @@ void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links
   ImGui::Begin("keel", nullptr, flags);
   draw_status_bar(links, queue_dropped, model, run);
   ImGui::Separator();
-  controls_.draw(run, links);
+  controls_.draw(model, run, links);
   ImGui::Separator();
   if (run) {
     handle_keys(*run);

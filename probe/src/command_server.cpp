@@ -60,6 +60,9 @@ std::string check_command(const wire::Command& command, int32_t rank) {
       return "skip count must be between 1 and " + std::to_string(kMaxSkipCount) + ", got " +
              std::to_string(command.count);
     }
+    if (command.at_step < -1) {
+      return "skip at_step must be a step (or -1 for the next), got " + std::to_string(command.at_step);
+    }
     return {};
   }
   if (command.kind == "policy") {

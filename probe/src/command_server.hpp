@@ -36,6 +36,9 @@ inline constexpr size_t kMaxCommandBytes = 64u << 10;
 // Largest `count` of one skip command, and of skips pending at once: a typo such as 1000000
 // must not silently freeze a run for a day.
 inline constexpr int64_t kMaxSkipCount = 10000;
+// How far ahead an at_step skip may be scheduled: a typo of a few digits is refused, not
+// kept for days.
+inline constexpr int64_t kMaxSkipLead = 1000000;
 // Policies a `policy` command may switch.
 inline constexpr const char* kPolicySkipNonfinite = "skip_nonfinite";
 inline constexpr const char* kPolicySkipSpike = "skip_spike";

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "backward_order.hpp"
 #include "checkpoint_capture.hpp"
@@ -59,6 +60,7 @@ class Probe::Impl {
   std::vector<PendingCommand> taken_;                 // reused: no allocation while idle
   std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered at this step's boundary
   int64_t command_skips_left_ = 0;                    // "skip" updates still to skip, from step_
+  std::set<int64_t> scheduled_skips_;                 // steps an at_step "skip" named (bounded)
   struct DumpRequest {
     uint64_t ticket = 0;
     uint64_t command_id = 0;
@@ -270,9 +272,12 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     stats_ok = false;
   }
 
-  if (command_skips_left_ > 0) {
+  // A step scheduled by an at_step skip is taken off the schedule whether or not a "next
+  // updates" skip also covers it: either way it is skipped once.
+  const bool scheduled_skip = !scheduled_skips_.empty() && scheduled_skips_.erase(step_) > 0;
+  if (command_skips_left_ > 0 || scheduled_skip) {
     // A remote skip holds whatever the gradients look like: the user asked for no update.
-    --command_skips_left_;
+    if (command_skips_left_ > 0) --command_skips_left_;
     outcome.applied = false;
     outcome.skip_reason = "command";
   } else if (stats_ok && scaler_found_inf) {
@@ -427,7 +432,27 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
   const wire::Command& command = pending.command;
   wire::Ack ack;
   ack.id = command.id;
-  if (command.kind == "skip") {
+  if (command.kind == "skip" && command.at_step >= 0) {
+    // Every rank of a data-parallel job is sent the same steps; a rank that can no longer skip
+    // them says so rather than skip others (its replica would diverge either way, and the
+    // dashboard shows which rank refused).
+    if (command.at_step < step_) {
+      ack.error = "step " + std::to_string(command.at_step) + " is already trained (this probe is at step " +
+                  std::to_string(step_) + ")";
+      return ack;
+    }
+    if (command.at_step - step_ > kMaxSkipLead) {
+      ack.error = "step " + std::to_string(command.at_step) + " is more than " + std::to_string(kMaxSkipLead) +
+                  " steps ahead (this probe is at step " + std::to_string(step_) + ")";
+      return ack;
+    }
+    if (int64_t(scheduled_skips_.size()) + command.count > kMaxSkipCount) {
+      ack.error = "skip would leave more than " + std::to_string(kMaxSkipCount) + " steps scheduled";
+      return ack;
+    }
+    for (int64_t s = command.at_step; s < command.at_step + command.count; ++s) scheduled_skips_.insert(s);
+    ack.step = command.at_step;
+  } else if (command.kind == "skip") {
     if (command_skips_left_ + command.count > kMaxSkipCount) {
       ack.error = "skip would leave " + std::to_string(command_skips_left_ + command.count) +
                   " updates pending, more than " + std::to_string(kMaxSkipCount);

@@ -211,7 +211,7 @@ void encode_event(Encoder& e, const Event& m) {
 }
 
 void encode_command(Encoder& e, const Command& m) {
-  header(e, 10, kTopicCommand, m.rank, m.seq);
+  header(e, m.at_step >= 0 ? 11 : 10, kTopicCommand, m.rank, m.seq);
   e.key("id");
   e.uint(m.id);
   e.key("kind");
@@ -224,6 +224,10 @@ void encode_command(Encoder& e, const Command& m) {
   e.str(m.policy);
   e.key("enable");
   e.boolean(m.enable);
+  if (m.at_step >= 0) {
+    e.key("at_step");
+    e.sint(m.at_step);
+  }
 }
 
 void encode_ack(Encoder& e, const Ack& m) {

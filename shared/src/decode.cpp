@@ -352,7 +352,8 @@ void read_command(MapReader& r, Command& m) {
       .optional("count", m.count)
       .optional("label", m.label)
       .optional("policy", m.policy)
-      .optional("enable", m.enable);
+      .optional("enable", m.enable)
+      .optional("at_step", m.at_step);
 }
 
 void read_ack(MapReader& r, Ack& m) {

@@ -136,5 +136,19 @@ TEST(SendCli, PolicyPassesNameAndStateAndARefusalExits1) {
   EXPECT_FALSE(server.received()[1].enable);
 }
 
+TEST(SendCli, SkipAtAStepPassesTheStepForEveryRankToSkip) {
+  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+    return {FakeCommandServer::ack_for(c, true, c.at_step)};
+  });
+  std::string out;
+  EXPECT_EQ(run_cli("send --command-endpoint " + server.endpoint() + " skip --count 2 --at-step 812", out), 0);
+  EXPECT_EQ(run_cli("send --command-endpoint " + server.endpoint() + " skip", out), 0);
+  ASSERT_EQ(server.received().size(), 2u);
+  EXPECT_EQ(server.received()[0].at_step, 812);
+  EXPECT_EQ(server.received()[0].count, 2);
+  EXPECT_EQ(server.received()[1].at_step, -1) << "without --at-step: the next update";
+  EXPECT_EQ(nlohmann::json::parse(lines_of(out).at(0))["ok"], true);
+}
+
 }  // namespace
 }  // namespace keel::app

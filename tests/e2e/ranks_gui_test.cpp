@@ -1,8 +1,9 @@
 // A data-parallel job seen by the real dashboard in a real X window (Xvfb): two keel-demo
 // processes as ranks 0 and 1 (one endpoint each), a NaN injected on rank 1 only. The ranks x
 // layers strip shows the NaN in rank 1's row and nowhere in rank 0's, the dashboard names
-// rank 1 as the first to go non-finite, and a real click (xdotool) on rank 1's row shows that
-// rank in the panes. Run under xvfb-run (see CMakeLists.txt).
+// rank 1 as the first to go non-finite, a real click (xdotool) on rank 1's row shows that
+// rank in the panes, and one click on Skip skips the same step on both ranks. Run under
+// xvfb-run (see CMakeLists.txt).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -122,6 +123,42 @@ TEST_F(RanksGuiTest, AClickOnRankOnesRowShowsThatRankAndLayer) {
   }
   ASSERT_FALSE(shown.empty()) << keel.output();
   EXPECT_FALSE(keel.find_or_wait_for(std::string("selected layer ") + kClickLayer, 10).empty()) << keel.output();
+}
+
+// DESIGN §5: a skip from the dashboard must take effect on the same step on every rank, or
+// the replicas diverge. One real click on Skip sends it to both ranks naming one step ahead,
+// and both trainers skip exactly that step.
+TEST_F(RanksGuiTest, OneClickOnSkipSkipsTheSameStepOnEveryRank) {
+  ChildProcess keel(connect_both());
+  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  const std::string geometry = keel.wait_for("keel: control skip", 60);
+  ASSERT_EQ(std::sscanf(geometry.c_str() + geometry.find("keel: control"), "keel: control skip x0 %f y0 %f x1 %f y1 %f",
+                        &x0, &y0, &x1, &y1),
+            4)
+      << keel.output();
+  // Both ranks heard from: the skip goes to each.
+  ASSERT_FALSE(keel.wait_for("keel: ranks", 60).empty()) << keel.output();
+  const std::string window = run_command("xdotool search --sync --limit 1 --name '^keel$'");
+  ASSERT_FALSE(window.empty());
+  std::string clicked;
+  for (int attempt = 0; attempt < 4 && clicked.empty(); ++attempt) {
+    run_command("xdotool windowfocus --sync " + window + " mousemove --window " + window + " " +
+                std::to_string(int((x0 + x1) / 2)) + " " + std::to_string(int((y0 + y1) / 2)) + " sleep 0.3 click 1");
+    clicked = keel.wait_for("keel: clicked Skip next update", 5);
+  }
+  ASSERT_FALSE(clicked.empty()) << keel.output();
+  long long step[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    const std::string ack = keel.wait_for("keel: command skip", 30);
+    ASSERT_NE(ack.find("acknowledged at step "), std::string::npos) << keel.output();
+    ASSERT_EQ(std::sscanf(ack.c_str() + ack.find("at step "), "at step %lld", &step[i]), 1) << ack;
+  }
+  EXPECT_EQ(step[0], step[1]) << "the ranks were told different steps";
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string skipped = demos_[rank]->wait_for("step " + std::to_string(step[0]) + " event skip", 30);
+    EXPECT_NE(skipped.find("update skipped: command"), std::string::npos)
+        << "rank " << rank << " did not skip step " << step[0] << ": " << demos_[rank]->output().substr(0, 2000);
+  }
 }
 
 }  // namespace

@@ -73,6 +73,47 @@ TEST(Commands, SkipCountTwoSkipsTheAcknowledgedStepAndTheNextThenApplies) {
   EXPECT_FALSE(client.receive(50)) << "one command, one ack";
 }
 
+// A data-parallel client names the steps (at_step), so every rank skips the same ones: the
+// named steps are skipped whenever the command arrived before them, the steps between are
+// applied, and a step already trained is refused with nothing scheduled.
+TEST(Commands, SkipAtAStepSkipsExactlyThatStepAndRefusesAStepAlreadyTrained) {
+  torch::manual_seed(0);
+  Rig rig;
+  for (int i = 0; i < 3; ++i) rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  Command skip = command(7, "skip");
+  skip.at_step = 40;
+  skip.count = 2;
+  client.send(skip);
+  const Ack ack = rig.step_until_ack(client);
+  ASSERT_TRUE(ack.ok) << ack.error;
+  EXPECT_EQ(ack.step, 40);
+  while (rig.seen.size() < 45) rig.step();
+  for (int64_t k = 3; k < 45; ++k) {
+    const bool named = k == 40 || k == 41;
+    EXPECT_EQ(rig.seen[k].outcome.applied, !named) << "step " << k;
+    EXPECT_EQ(rig.seen[k].outcome.skip_reason, named ? "command" : "") << "step " << k;
+  }
+  EXPECT_TRUE(all_identical(rig.seen[40].state_before, rig.seen[42].state_before));
+
+  Command late = command(8, "skip");
+  late.at_step = 10;
+  client.send(late);
+  const Ack refused = rig.step_until_ack(client);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_EQ(refused.step, -1);
+  EXPECT_NE(refused.error.find("already trained"), std::string::npos) << refused.error;
+  Command far = command(9, "skip");
+  far.at_step = int64_t(rig.seen.size()) + 2000000;
+  client.send(far);
+  const Ack too_far = rig.step_until_ack(client);
+  EXPECT_FALSE(too_far.ok);
+  EXPECT_NE(too_far.error.find("ahead"), std::string::npos) << too_far.error;
+  const size_t before = rig.seen.size();
+  for (int i = 0; i < 5; ++i) rig.step();
+  for (size_t k = before; k < rig.seen.size(); ++k) EXPECT_TRUE(rig.seen[int64_t(k)].outcome.applied) << "step " << k;
+}
+
 TEST(Commands, PolicySkipNonfiniteOffAppliesANanStepAndOnSkipsItAgain) {
   Rig rig;
   rig.step();

@@ -156,6 +156,10 @@ TEST(CodecRoundTrip, CommandKeepsEveryField) {
   EXPECT_EQ(out.label, in.label);
   EXPECT_EQ(out.policy, in.policy);
   EXPECT_EQ(out.enable, in.enable);
+  EXPECT_EQ(out.at_step, -1) << "absent: the next step";
+  Command scheduled = in;
+  scheduled.at_step = 812;
+  EXPECT_EQ(round_trip(scheduled).at_step, 812);
 }
 
 TEST(CodecRoundTrip, AckKeepsEveryField) {

@@ -120,6 +120,7 @@ struct Command {
   uint64_t id = 0;        // chosen by the client, echoed in the Ack
   std::string kind;       // "skip", "dump", "policy", "describe", "history"
   int64_t count = 1;      // skip: number of updates; history: most recent steps wanted
+  int64_t at_step = -1;   // skip: the first step to skip (every rank the same); -1 = the next
   std::string label;      // dump: label (sanitised by the probe)
   std::string policy;     // policy: name
   bool enable = false;    // policy: on/off
