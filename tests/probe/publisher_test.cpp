@@ -155,14 +155,37 @@ SeqTally tally(const std::vector<Received>& received) {
   return t;
 }
 
-zmq::socket_t subscribe_all(zmq::context_t& context, const std::string& endpoint) {
-  zmq::socket_t s{context, zmq::socket_type::sub};
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::rcvhwm, 0);
-  s.set(zmq::sockopt::subscribe, "");
-  s.connect(endpoint);
-  return s;
-}
+// A publisher with a queue of `queue_capacity` records and no send limit, a subscriber to
+// every topic whose subscription is live, and a one-layer record to publish.
+struct SeqRig {
+  explicit SeqRig(size_t queue_capacity, const std::string& run_id)
+      : publisher(options(queue_capacity), described(run_id)) {
+    subscriber.set(zmq::sockopt::linger, 0);
+    subscriber.set(zmq::sockopt::rcvhwm, 0);
+    subscriber.set(zmq::sockopt::subscribe, "");
+    subscriber.connect(publisher.bound_endpoint());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    record.layer_count = 1;
+    record.layer_values.assign(keel::wire::kLayerMetricCount, 0.5f);
+  }
+  static keel::probe::PublisherOptions options(size_t queue_capacity) {
+    keel::probe::PublisherOptions o;
+    o.endpoint = "tcp://127.0.0.1:*";
+    o.send_high_water_mark = 0;
+    o.queue_capacity = queue_capacity;
+    return o;
+  }
+  static keel::wire::RunDescription described(const std::string& run_id) {
+    keel::wire::RunDescription d;
+    d.run_id = run_id;
+    return d;
+  }
+
+  keel::probe::Publisher publisher;
+  zmq::context_t context{1};
+  zmq::socket_t subscriber{context, zmq::socket_type::sub};
+  keel::wire::StepRecord record;
+};
 
 // PROTOCOL §5: seq rises by exactly one per message across topics, so a subscriber that gets
 // the whole stream sees no gap and no rewind. The run description is (re)sent by the publisher
@@ -170,20 +193,10 @@ zmq::socket_t subscribe_all(zmq::context_t& context, const std::string& endpoint
 // send order. (When it was taken at the description's send time, records still queued went out
 // after it with lower seqs: a dashboard attaching to a fast trainer counted a gap.)
 TEST(PublisherSeq, DescriptionsSentBetweenQueuedRecordsKeepSeqInSendOrder) {
-  keel::probe::PublisherOptions options;
-  options.endpoint = "tcp://127.0.0.1:*";
-  options.send_high_water_mark = 0;
-  options.queue_capacity = 4096;
-  keel::wire::RunDescription description;
-  description.run_id = "seq-order-test";
-  keel::probe::Publisher publisher(options, description);
-  zmq::context_t context{1};
-  zmq::socket_t subscriber = subscribe_all(context, publisher.bound_endpoint());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-
-  keel::wire::StepRecord record;
-  record.layer_count = 1;
-  record.layer_values.assign(keel::wire::kLayerMetricCount, 0.5f);
+  SeqRig rig(4096, "seq-order-test");
+  keel::probe::Publisher& publisher = rig.publisher;
+  keel::wire::StepRecord& record = rig.record;
+  const keel::wire::RunDescription description = SeqRig::described("seq-order-test");
   int64_t step = 0;
   for (int burst = 0; burst < 200; ++burst) {
     for (int i = 0; i < 20; ++i) {
@@ -192,7 +205,7 @@ TEST(PublisherSeq, DescriptionsSentBetweenQueuedRecordsKeepSeqInSendOrder) {
     }
     publisher.describe(description);   // re-sent by the publisher thread amid queued records
   }
-  const std::vector<Received> received = receive_until_quiet(subscriber, std::chrono::milliseconds(1000));
+  const std::vector<Received> received = receive_until_quiet(rig.subscriber, std::chrono::milliseconds(1000));
   ASSERT_EQ(publisher.dropped(), 0u);
   size_t steps = 0, descriptions = 0;
   for (const Received& r : received) {
@@ -209,20 +222,9 @@ TEST(PublisherSeq, DescriptionsSentBetweenQueuedRecordsKeepSeqInSendOrder) {
 // A record dropped because the ring was full still consumes its seq (PROTOCOL §5): the
 // subscriber's gaps add up to exactly what the probe counted as dropped.
 TEST(PublisherSeq, RecordsDroppedFromAFullRingShowAsGapsOfTheSameCount) {
-  keel::probe::PublisherOptions options;
-  options.endpoint = "tcp://127.0.0.1:*";
-  options.send_high_water_mark = 0;
-  options.queue_capacity = 4;
-  keel::wire::RunDescription description;
-  description.run_id = "seq-drop-test";
-  keel::probe::Publisher publisher(options, description);
-  zmq::context_t context{1};
-  zmq::socket_t subscriber = subscribe_all(context, publisher.bound_endpoint());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-
-  keel::wire::StepRecord record;
-  record.layer_count = 1;
-  record.layer_values.assign(keel::wire::kLayerMetricCount, 0.5f);
+  SeqRig rig(4, "seq-drop-test");
+  keel::probe::Publisher& publisher = rig.publisher;
+  keel::wire::StepRecord& record = rig.record;
   constexpr int64_t kSteps = 5000;
   for (int64_t step = 0; step < kSteps; ++step) {
     record.step = step;
@@ -232,7 +234,7 @@ TEST(PublisherSeq, RecordsDroppedFromAFullRingShowAsGapsOfTheSameCount) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   record.step = kSteps;
   publisher.publish(record);
-  const std::vector<Received> received = receive_until_quiet(subscriber, std::chrono::milliseconds(1000));
+  const std::vector<Received> received = receive_until_quiet(rig.subscriber, std::chrono::milliseconds(1000));
   ASSERT_GT(publisher.dropped(), 0u) << "a 4-slot ring kept up with 5,000 records: nothing tested";
   size_t steps = 0;
   for (const Received& r : received) steps += r.topic == keel::wire::kTopicStep;
