@@ -94,12 +94,11 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const std::vect
   log_geometry("skip", skip_rect_);
   status_beside(state_.latest("skip"), false);
   // The other ranks of a skip sent to every rank: only a rank that did not take it is shown.
-  for (const std::string& control : other_rank_skips_) {
+  for (const auto& [rank, control] : other_rank_skips_) {
     const CommandStatus* status = state_.latest(control);
     if (status == nullptr || status->state == CommandState::kAcknowledged) continue;
     ImGui::SameLine();
-    ImGui::TextColored(status_colour(status->state), "%s: %s", control.c_str() + 5,
-                       command_state_name(status->state));
+    ImGui::TextColored(status_colour(status->state), "rank %d: %s", rank, command_state_name(status->state));
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", status_text(*status).c_str());
   }
   separator();
@@ -200,7 +199,7 @@ void ControlPanel::send_skip(const Model& model, const std::vector<EndpointState
   for (const CommandTarget& target : ranks) {
     skip.rank = target.rank;
     const std::string control = target.rank == run.rank() ? "skip" : "skip rank " + std::to_string(target.rank);
-    if (control != "skip") other_rank_skips_.push_back(control);
+    if (target.rank != run.rank()) other_rank_skips_.emplace_back(target.rank, control);
     send_to(control, skip, target.endpoint);
   }
 }

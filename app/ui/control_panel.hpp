@@ -25,6 +25,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model.hpp"
@@ -56,8 +57,8 @@ class ControlPanel {
   void draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run);
 
   CommandAuth auth_;
-  // The other ranks' controls of the last skip sent to every rank ("skip rank N").
-  std::vector<std::string> other_rank_skips_;
+  // The other ranks of the last skip sent to every rank, and their controls ("skip rank N").
+  std::vector<std::pair<int32_t, std::string>> other_rank_skips_;
   std::unique_ptr<CommandClient> client_;
   ControlState state_;
   const RunModel* run_seen_ = nullptr;
