@@ -120,6 +120,15 @@ bool is_loopback_endpoint(const std::string& endpoint) {
   return false;
 }
 
+// Throws AttachError for a rank that cannot be in the job: the dashboard lays ranks out and
+// names the first to fail by it, so a typo must not pass for another rank.
+void check_rank(const ProbeOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    throw AttachError("keel probe: rank " + std::to_string(options.rank) + " is not in a world of " +
+                      std::to_string(options.world_size) + " (ranks are 0 .. world_size - 1)");
+  }
+}
+
 // Throws AttachError for a command channel that anyone on the network could use, or keys
 // that ZeroMQ would reject later with a less clear message.
 void check_command_security(const ProbeOptions& options) {
@@ -167,6 +176,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::op
       order_(params_),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(params, options_);
+  check_rank(options_);
   check_command_security(options_);
   if (!options_.endpoint.empty()) {
     PublisherOptions po;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "keel/probe/probe.hpp"
 #include "reference_stats.hpp"
@@ -230,6 +231,30 @@ TEST(ProbeMetrics, GlobalGradNormIsNotStaleWhenNoGradientPassRan) {
   probe.step(torch::tensor(1.0));
   EXPECT_TRUE(std::isnan(probe.last_record().grad_norm));
   EXPECT_EQ(probe.last_record().metric_block(LayerMetric::kGradNorm), -1);
+}
+
+// A rank outside 0 .. world_size - 1 is refused at attach: the dashboard lays out and names
+// ranks by it, so a typo must not pass for another rank.
+TEST(ProbeAttach, ARankOutsideTheWorldIsRefused) {
+  MixedNet net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto attach_error = [&](int32_t rank, int32_t world_size) -> std::string {
+    keel::probe::ProbeOptions options;
+    options.endpoint = "";
+    options.dump_on_nonfinite = false;
+    options.rank = rank;
+    options.world_size = world_size;
+    try {
+      keel::probe::Probe probe(*net, opt, options);
+    } catch (const keel::probe::AttachError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(attach_error(3, 4), "");
+  EXPECT_NE(attach_error(4, 4).find("rank 4 is not in a world of 4"), std::string::npos);
+  EXPECT_NE(attach_error(-1, 4).find("is not in a world"), std::string::npos);
+  EXPECT_NE(attach_error(0, 0).find("is not in a world"), std::string::npos);
 }
 
 }  // namespace
