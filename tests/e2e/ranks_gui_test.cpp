@@ -70,6 +70,9 @@ ChildProcess* RanksGuiTest::demos_[2] = {nullptr, nullptr};
 TEST_F(RanksGuiTest, TheStripShowsRankOnesNanAndNamesItFirst) {
   const std::string png = testing::TempDir() + "keel_ranks_gui_test.png";
   std::remove(png.c_str());
+  // Rank 1's NaN has happened before the app starts (it exits at its screenshot), however
+  // slowly the trainers started; the app shows it from its late-attach backfill.
+  ASSERT_FALSE(demos_[1]->wait_for("event first_nonfinite", 120).empty()) << demos_[1]->output();
   std::vector<std::string> argv = connect_both();
   for (const char* arg : {"--screenshot", png.c_str(), "--screenshot-after", "8"}) argv.push_back(arg);
   ChildProcess keel(argv);
