@@ -34,9 +34,10 @@ std::vector<CommandTarget> every_rank(const std::vector<EndpointState>& links);
 
 // The step a skip of every rank names: `lead_secs` of training past the newest step any rank
 // has reported (at that rank's pace), and at least kMinSkipLeadSteps past it. The command's
-// round trip is a step plus a few milliseconds (BENCHMARKS.md), so half a second leaves every
-// rank the step still to come unless the dashboard is far behind, and then the probe refuses.
+// round trip is a step plus a few milliseconds (BENCHMARKS.md) and the dashboard sees a step
+// some tens of milliseconds after it was trained, so a second leaves every rank the step still
+// to come unless the dashboard is far behind (a loaded machine), and then the probe refuses.
 inline constexpr int64_t kMinSkipLeadSteps = 3;
-int64_t synchronized_skip_step(const Model& model, double lead_secs = 0.5);
+int64_t synchronized_skip_step(const Model& model, double lead_secs = 1.0);
 
 }  // namespace keel::app::ui

@@ -1,6 +1,6 @@
 // Command targets with several ranks: a control's command goes to the endpoint carrying the
 // shown rank (a live one first), a skip goes to one endpoint per rank, and the step a skip of
-// every rank names is ahead of the newest step any rank reported, by half a second of
+// every rank names is ahead of the newest step any rank reported, by a second of
 // training at least and never less than kMinSkipLeadSteps.
 #include "ui/command_targets.hpp"
 
@@ -60,12 +60,12 @@ wire::StepRecord record(int32_t rank, int64_t step, int64_t stamp_ns) {
   return r;
 }
 
-TEST(CommandTargets, TheSkipStepIsAheadOfTheNewestRankByHalfASecond) {
+TEST(CommandTargets, TheSkipStepIsAheadOfTheNewestRankByASecond) {
   Model model;
   // Rank 0 at 20 steps/s up to step 100; rank 1 one step behind.
   for (int64_t s = 0; s <= 100; ++s) model.ingest(record(0, s, s * 50'000'000));
   for (int64_t s = 0; s <= 99; ++s) model.ingest(record(1, s, s * 50'000'000));
-  EXPECT_EQ(synchronized_skip_step(model), 100 + 1 + 10);   // half a second is 10 steps
+  EXPECT_EQ(synchronized_skip_step(model), 100 + 1 + 20);   // a second is 20 steps
   // A slow trainer still gets kMinSkipLeadSteps.
   Model slow;
   for (int64_t s = 0; s <= 20; ++s) slow.ingest(record(0, s, s * 2'000'000'000));
