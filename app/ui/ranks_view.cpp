@@ -57,13 +57,12 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
   const ImTextureID texture = texture_->update(image_.pixels().data(), int(layers), int(ranks_.size()));
 
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  const RunModel* shown_run = &shown;
   const float texel_v = 1.0f / float(ranks_.size());
   for (size_t r = 0; r < ranks_.size(); ++r) {
     const float y0 = min.y + float(r) * row_px, y1 = y0 + row_px - (row_px > 6 ? 1 : 0);
     const float v0 = float(r) * texel_v;
     draw->AddImage(texture, ImVec2(min.x, y0), ImVec2(max.x, y1), ImVec2(0, v0), ImVec2(1, v0 + texel_v));
-    const bool is_shown = model.current_run(ranks_[r]) == shown_run;
+    const bool is_shown = model.current_run(ranks_[r]) == &shown;
     if (row_px >= font * 0.6f || is_shown) {
       char label[32];
       std::snprintf(label, sizeof label, "rank %d", ranks_[r]);

@@ -157,6 +157,15 @@ TEST_F(RanksGuiTest, OneClickOnSkipSkipsTheSameStepOnEveryRank) {
     ASSERT_EQ(std::sscanf(ack.c_str() + ack.find("at step "), "at step %lld", &step[i]), 1) << ack;
   }
   EXPECT_EQ(step[0], step[1]) << "the ranks were told different steps";
+  // Each rank was sent that step by name (at_step), not "the next update": two unsynchronised
+  // skips of ranks started together could land on one step by chance.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string sent = keel.find_or_wait_for(" rank " + std::to_string(rank) + " at step ", 5);
+    ASSERT_NE(sent.find("keel: sent command skip id"), std::string::npos) << keel.output();
+    long long named = -1;
+    ASSERT_EQ(std::sscanf(sent.c_str() + sent.find(" at step "), " at step %lld", &named), 1) << sent;
+    EXPECT_EQ(named, step[0]) << sent;
+  }
   for (int rank = 0; rank < 2; ++rank) {
     const std::string skipped = demos_[rank]->wait_for("step " + std::to_string(step[0]) + " event skip", 30);
     EXPECT_NE(skipped.find("update skipped: command"), std::string::npos)
