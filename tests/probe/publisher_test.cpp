@@ -60,12 +60,15 @@ namespace {
 
 // A subscriber that stops reading must cost only itself: with ZMQ_XPUB_NODROP a full pipe
 // refused every send for every subscriber, so one frozen dashboard starved the healthy ones
-// (found by the fault harness, RELIABILITY.md). A small high-water mark and 24 KB records fill
-// the frozen pipe within a few hundred messages; the reading subscriber must still get all.
+// (found by the fault harness, RELIABILITY.md). 24 KB records fill the frozen pipe within a
+// few hundred messages; the reading subscriber must still get all.
 TEST(PublisherFanOut, AStalledSubscriberDoesNotStarveAReadingOne) {
   keel::probe::PublisherOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
-  options.send_high_water_mark = 8;
+  // Per-subscriber pipes of 64 records (1.5 MB): the stalled one still fills within a few
+  // hundred, while the reader's is deep enough that a busy machine's I/O thread falling
+  // behind for a moment does not overflow it (with 8, a loaded ASan run lost 23 of 1,500).
+  options.send_high_water_mark = 64;
   options.history_steps = 0;
   keel::wire::RunDescription description;
   description.run_id = "fan-out-test";
@@ -73,10 +76,13 @@ TEST(PublisherFanOut, AStalledSubscriberDoesNotStarveAReadingOne) {
 
   zmq::context_t context{1};
   zmq::socket_t stalled{context, zmq::socket_type::sub}, reader{context, zmq::socket_type::sub};
+  // Only the stalled one has a tiny receive side; the reader keeps ZeroMQ's defaults (with one
+  // as small it lost records of its own when the test thread was descheduled: 1,497 of 1,500
+  // once under ASan).
+  stalled.set(zmq::sockopt::rcvhwm, 8);
+  stalled.set(zmq::sockopt::rcvbuf, 4096);
   for (auto* s : {&stalled, &reader}) {
     s->set(zmq::sockopt::linger, 0);
-    s->set(zmq::sockopt::rcvhwm, 8);
-    s->set(zmq::sockopt::rcvbuf, 4096);
     s->set(zmq::sockopt::subscribe, "step");
     s->connect(publisher.bound_endpoint());
   }
@@ -110,6 +116,7 @@ TEST(PublisherFanOut, AStalledSubscriberDoesNotStarveAReadingOne) {
     drain();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  EXPECT_EQ(publisher.dropped(), 0u) << "the probe's own queue overflowed: not what this test is about";
   EXPECT_EQ(received, kRecords) << "the reading subscriber lost records to the stalled one";
   EXPECT_EQ(last_step, kRecords - 1);
 }
