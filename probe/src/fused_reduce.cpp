@@ -15,6 +15,11 @@
 // - Sums of squares run in fp32 lanes over blocks of at most kBlock elements (each lane sees
 //   kBlock / kLanes terms), and each block's lanes are added into a double, which keeps the
 //   relative error near 1e-7 whatever the tensor size.
+// - fp32 squares overflow for |x| > 1.8e19 and underflow for |x| < 1e-19, both values a
+//   poisoned batch or a dead layer really produces. A block whose fp32 lane sum left the range
+//   where it is exact is summed again in fp64, in which every finite float squares to a finite
+//   normal number: norms never overflow for finite input, and the extra pass (over 4 KB
+//   already in L1) costs nothing in the common case, where no block needs it.
 // - The kernels are built three times with target_clones (AVX-512 x86-64-v4, AVX2+FMA
 //   haswell, baseline x86-64), so an ordinary build without -march=native still runs wide code.
 //   Measured on the 2-core dev VM: the AVX-512 clone runs the probe's passes ~1.5x and the
@@ -25,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace keel::probe {
 namespace {
@@ -62,6 +68,37 @@ inline float float_from_bits(int32_t b) {
   return x;
 }
 
+// Below this a block's fp32 lane sum may have lost terms: the squares of its largest values
+// were subnormal or flushed to 0 (|x| < 1e-19); 2^-60 leaves them under 1e-17 of the sum.
+constexpr double kFp32TrustedMinSum = 0x1p-60;
+
+// Whether a block's fp32 lane sum (added up in fp64) is the block's sum of squares to fp32
+// lane accuracy. Inf means a lane overflowed; NaN came from a NaN input, which fp64 repeats.
+inline bool fp32_block_sum_trusted(double s) {
+  return s >= kFp32TrustedMinSum && s <= std::numeric_limits<double>::max();
+}
+
+// The fallback: a block's sum of squares in fp64, where no finite float overflows or
+// underflows. Eight independent accumulators keep the dependency chain short.
+template <typename Term>
+inline __attribute__((always_inline)) double sumsq_fp64(int64_t b0, int64_t bn, Term term) {
+  double acc[8] = {};
+  int64_t i = b0;
+  for (; i + 8 <= b0 + bn; i += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const double x = term(i + l);
+      acc[l] += x * x;
+    }
+  }
+  for (int l = 0; i + l < b0 + bn; ++l) {
+    const double x = term(i + l);
+    acc[l] += x * x;
+  }
+  double s = 0;
+  for (double a : acc) s += a;
+  return s;
+}
+
 // Running totals of one kernel call; absmax is kept as its bit pattern until the end.
 struct GradAcc {
   double sumsq = 0;
@@ -84,15 +121,21 @@ struct GradLanes {
     z[l] += a == 0;
   }
 
-  void flush_into(GradAcc& acc) const {
+  // Adds the block's lanes into acc; the block's sum of squares is returned, not added, so the
+  // caller can replace it with the fp64 one.
+  double flush_into(GradAcc& acc, int64_t& block_nonfinite, int64_t& block_zeros) const {
     double s = 0;
+    block_nonfinite = 0;
+    block_zeros = 0;
     for (int l = 0; l < kLanes; ++l) {
       s += sq[l];
       acc.absmax_bits = std::max(acc.absmax_bits, mx[l]);
-      acc.nonfinite += nf[l];
-      acc.zeros += z[l];
+      block_nonfinite += nf[l];
+      block_zeros += z[l];
     }
-    acc.sumsq += s;
+    acc.nonfinite += block_nonfinite;
+    acc.zeros += block_zeros;
+    return s;
   }
 };
 
@@ -124,7 +167,14 @@ inline __attribute__((always_inline)) GradAcc grad_range(T* __restrict p, int64_
       }
       lanes.add(l, x);
     }
-    lanes.flush_into(acc);
+    int64_t nonfinite = 0, zeros = 0;
+    double s = lanes.flush_into(acc, nonfinite, zeros);
+    // A non-finite input makes the sum non-finite in any precision; an all-zero block is 0.
+    if (!fp32_block_sum_trusted(s) && nonfinite == 0 && zeros < bn) {
+      // p already holds the unscaled values.
+      s = sumsq_fp64(b0, bn, [p](int64_t k) { return p[k]; });
+    }
+    acc.sumsq += s;
   }
   return acc;
 }
@@ -137,8 +187,8 @@ KEEL_KERNEL GradAcc unscale_grad_kernel(float* p, int64_t n, float scale) {
   return grad_range<true>(p, n, scale);
 }
 
-// Shared shape of the three sum-of-squares passes: term(i) gives the value to square, and may
-// have a side effect (the snapshot copy).
+// Shared shape of the sum-of-squares passes: term(i) gives the value to square. It may run
+// twice for an element (the fp64 fallback), so a side effect must be idempotent.
 template <typename Term>
 inline __attribute__((always_inline)) double sumsq_range(int64_t n, Term term) {
   double total = 0;
@@ -158,6 +208,7 @@ inline __attribute__((always_inline)) double sumsq_range(int64_t n, Term term) {
     }
     double s = 0;
     for (int l = 0; l < kLanes; ++l) s += sq[l];
+    if (!fp32_block_sum_trusted(s)) s = sumsq_fp64(b0, bn, term);
     total += s;
   }
   return total;
@@ -175,7 +226,9 @@ KEEL_KERNEL double snapshot_kernel(const float* __restrict w, float* __restrict 
 }
 
 // One pass that both measures this step's update and refreshes the snapshot for the next:
-// sum (w - s)^2 and sum w^2 together, then s = w.
+// sum (w - s)^2 and sum w^2 together, then s = w. The snapshot of a block is refreshed only
+// after its sums are final, since the fp64 fallback needs the old values; the copy reads the
+// block back from L1.
 KEEL_KERNEL void update_roll_kernel(const float* __restrict w, float* __restrict s, int64_t n,
                                     double* update_sumsq, double* weight_sumsq) {
   double total_update = 0, total_weight = 0;
@@ -190,7 +243,6 @@ KEEL_KERNEL void update_roll_kernel(const float* __restrict w, float* __restrict
         const float d = x - s[i + l];
         du[l] += d * d;
         ww[l] += x * x;
-        s[i + l] = x;
       }
     }
     for (int l = 0; i + l < b0 + bn; ++l) {
@@ -198,13 +250,19 @@ KEEL_KERNEL void update_roll_kernel(const float* __restrict w, float* __restrict
       const float d = x - s[i + l];
       du[l] += d * d;
       ww[l] += x * x;
-      s[i + l] = x;
     }
     double su = 0, sw = 0;
     for (int l = 0; l < kLanes; ++l) {
       su += du[l];
       sw += ww[l];
     }
+    // w - s itself can overflow fp32 (two finite weights of opposite sign near FLT_MAX): the
+    // fallback subtracts in fp64 too.
+    if (!fp32_block_sum_trusted(su)) {
+      su = sumsq_fp64(b0, bn, [w, s](int64_t k) { return static_cast<double>(w[k]) - s[k]; });
+    }
+    if (!fp32_block_sum_trusted(sw)) sw = sumsq_fp64(b0, bn, [w](int64_t k) { return w[k]; });
+    std::memcpy(s + b0, w + b0, static_cast<size_t>(bn) * sizeof(float));
     total_update += su;
     total_weight += sw;
   }

@@ -30,8 +30,10 @@ void gather_rows(const std::vector<size_t>& layers, const std::vector<torch::Ten
   }
 }
 
+// Squared in fp64: a finite fp32 value above 1.8e19 (a poisoned batch) squares to Inf in
+// fp32, and one below 1e-19 to 0. The fp64 copy costs memory for one tensor at a time.
 torch::Tensor sumsq_on_device(const torch::Tensor& t) {
-  return t.to(torch::kFloat).square().sum(torch::kDouble);
+  return t.to(torch::kDouble).square().sum();
 }
 
 }  // namespace
@@ -103,13 +105,14 @@ void LayerReducer::reduce_generic_grads(const std::vector<size_t>& layers, float
   for (size_t i : layers) {
     auto grad = params_[i].mutable_grad();
     if (unscale != 1.0f) grad.mul_(unscale);
-    auto g = grad.to(torch::kFloat);
+    // fp16/bf16 widen exactly to fp32; fp64 stays fp64, where a value above FLT_MAX is finite.
+    auto g = grad.scalar_type() == torch::kDouble ? grad : grad.to(torch::kFloat);
     auto nonfinite = torch::isfinite(g).logical_not().sum().to(torch::kDouble);
     auto zeros = g.eq(0).sum().to(torch::kDouble);
     // max() propagates NaN, which is the definition of grad_absmax.
     auto absmax = g.numel() > 0 ? g.abs().max().to(torch::kDouble)
                                 : torch::zeros({}, g.options().dtype(torch::kDouble));
-    rows.push_back(torch::stack({g.square().sum(torch::kDouble), absmax, nonfinite, zeros}));
+    rows.push_back(torch::stack({sumsq_on_device(g), absmax, nonfinite, zeros}));
   }
   gather_rows(layers, rows, [this](size_t layer, const double* row) {
     GradStats& s = grad_stats_[layer];
@@ -204,7 +207,7 @@ void LayerReducer::updates_generic(const std::vector<size_t>& layers) {
       rows.push_back(torch::stack({torch::zeros({}, w.options().dtype(torch::kDouble)), sumsq_on_device(w)}));
       continue;
     }
-    rows.push_back(torch::stack({sumsq_on_device(w - snap), sumsq_on_device(w)}));
+    rows.push_back(torch::stack({sumsq_on_device(w.to(torch::kDouble) - snap), sumsq_on_device(w)}));
     snap.copy_(w);
   }
   gather_rows(layers, rows, [this](size_t layer, const double* row) {

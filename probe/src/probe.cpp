@@ -16,6 +16,7 @@
 #include "publisher.hpp"
 #include "run_description.hpp"
 #include "spike_detector.hpp"
+#include "step_health.hpp"
 #include "watch_reducer.hpp"
 
 namespace keel::probe {
@@ -74,12 +75,13 @@ class Probe::Impl {
   uint64_t next_dump_token_ = 0;
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
+  StepHealth health_;                                 // this step's, before the update
 
   int64_t step_ = 0;
   std::optional<Clock::time_point> last_step_enter_;
   double watch_us_ = 0;
   ProbeTiming timing_;
-  bool nonfinite_last_step_ = false;
+  bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
   bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()
   bool watch_nonfinite_last_step_ = false;
   uint64_t probe_errors_ = 0;
@@ -247,26 +249,32 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   bool scaler_found_inf = false;
   bool stats_ok = true;
   double reduce_us = 0;
+  double loss_value = std::numeric_limits<double>::quiet_NaN();
+  health_ = StepHealth{};
   try {
+    // Read before the update: a non-finite loss is a reason to skip it.
+    const bool has_loss = loss.defined() && loss.numel() == 1;
+    if (has_loss) loss_value = loss.item<double>();
     float unscale = 1.0f;
     const bool scaler_active = scaler_ && scaler_->enabled();
     if (scaler_active && !scaler_->unscaled()) unscale = scaler_->inv_scale_value();
     const auto reduce_start = Clock::now();
-    if (grads_due) {
-      reducer_.reduce_grads(unscale);
-      for (const auto& s : reducer_.grad_stats()) {
-        if (s.nonfinite > 0) ++outcome.nonfinite_layers;
-      }
-    }
+    static const std::vector<GradStats> kNoGrads;
+    if (grads_due) reducer_.reduce_grads(unscale);
+    health_ = assess_step(loss_value, has_loss, grads_due ? reducer_.grad_stats() : kNoGrads,
+                          [this](size_t layer) { return order_.position(layer); });
+    outcome.nonfinite_layers = health_.nonfinite_layers;
+    outcome.nonfinite_cause = health_.cause();
     if (scaler_active) {
       if (unscale != 1.0f) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
       scaler_found_inf = scaler_->found_inf();
     }
     spike_verdict_ = SpikeVerdict{};
-    if (grads_due && outcome.nonfinite_layers == 0 && !scaler_found_inf) {
-      double total_sumsq = 0;
-      for (const auto& s : reducer_.grad_stats()) total_sumsq += s.sumsq;
-      spike_verdict_ = spike_.observe(std::sqrt(total_sumsq));
+    // An overflow found by the scaler is its business (backoff), not a spike. A norm that
+    // overflows fp32 is judged as the Inf that fp32 arithmetic makes of it.
+    if (grads_due && !scaler_found_inf) {
+      spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity()
+                                                            : health_.grad_norm);
     }
     if (update_due && snapshot_current_) {
       reducer_.reuse_snapshot();
@@ -293,7 +301,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   } else if (stats_ok && scaler_found_inf) {
     outcome.applied = false;
     outcome.skip_reason = "scaler";
-  } else if (stats_ok && options_.skip_on_nonfinite && outcome.nonfinite_layers > 0) {
+  } else if (stats_ok && options_.skip_on_nonfinite && health_.blown_up()) {
     outcome.applied = false;
     outcome.skip_reason = "nonfinite";
   } else if (stats_ok && options_.skip_on_spike && spike_verdict_.spike) {
@@ -302,7 +310,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   }
 
   // The state the gradients were computed on, before this step's update touches it.
-  const bool nonfinite_starts = stats_ok && outcome.nonfinite_layers > 0 && !nonfinite_last_step_;
+  const bool nonfinite_starts = stats_ok && health_.blown_up() && !nonfinite_last_step_;
   const bool auto_dump_due = options_.dump_on_nonfinite && nonfinite_starts &&
                              (!last_auto_dump_step_ || step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
   if (dump_requested_ || auto_dump_due) {
@@ -326,8 +334,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
         reducer_.keep_snapshot();
       }
       record_.step = step_;
-      record_.loss = loss.defined() ? loss.item<double>()
-                                    : std::numeric_limits<double>::quiet_NaN();
+      record_.loss = loss_value;
       record_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
       record_.skipped = !outcome.applied;
       record_.skip_reason = outcome.skip_reason;
@@ -586,26 +593,12 @@ void Probe::Impl::report_finished_dumps() {
 }
 
 void Probe::Impl::raise_events(const StepOutcome& outcome) {
-  const auto& grads = reducer_.grad_stats();
-  if (outcome.nonfinite_layers > 0 && !nonfinite_last_step_) {
-    // First in backward order; layers whose hook did not fire sort after all that did.
-    size_t first = grads.size();
-    int64_t best = std::numeric_limits<int64_t>::max();
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (grads[i].nonfinite == 0) continue;
-      const int64_t pos = order_.position(i);
-      const int64_t key = pos >= 0 ? pos : std::numeric_limits<int64_t>::max() - 1;
-      if (key < best) {
-        best = key;
-        first = i;
-      }
-    }
-    add_event("first_nonfinite", names_[first],
-              std::to_string(grads[first].nonfinite) + " non-finite gradient values in " + names_[first] +
-                  "; " + std::to_string(outcome.nonfinite_layers) + " of " + std::to_string(grads.size()) +
-                  " layers non-finite this step");
+  if (health_.blown_up() && !nonfinite_last_step_) {
+    const bool named = health_.layer != StepHealth::kNoLayer;
+    add_event("first_nonfinite", named ? names_[health_.layer] : std::string(),
+              describe_health(health_, record_.loss, reducer_.grad_stats(), names_));
   }
-  nonfinite_last_step_ = outcome.nonfinite_layers > 0;
+  nonfinite_last_step_ = health_.blown_up();
 
   bool watch_nonfinite = false;
   for (const auto& w : record_.watches) {
@@ -618,7 +611,8 @@ void Probe::Impl::raise_events(const StepOutcome& outcome) {
   }
   watch_nonfinite_last_step_ = watch_nonfinite;
 
-  if (spike_verdict_.spike) {
+  // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.
+  if (spike_verdict_.spike && std::isfinite(spike_verdict_.z)) {
     char text[160];
     std::snprintf(text, sizeof text, "grad norm %.4g is %.1f sigma above the typical %.4g of the last %zu steps (log scale); ",
                   record_.grad_norm, spike_verdict_.z, spike_verdict_.mean_norm, spike_verdict_.compared_with);
@@ -627,7 +621,8 @@ void Probe::Impl::raise_events(const StepOutcome& outcome) {
                                                                         : "policy skip_spike off: update applied"));
   }
   if (!outcome.applied) {
-    add_event("skip", "", "update skipped: " + outcome.skip_reason);
+    add_event("skip", "", "update skipped: " + outcome.skip_reason +
+                              (outcome.skip_reason == "nonfinite" ? " (" + outcome.nonfinite_cause + ")" : ""));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace keel::probe {
 
@@ -13,13 +14,18 @@ SpikeDetector::SpikeDetector(SpikeRule rule) : rule_(rule) {
 
 SpikeVerdict SpikeDetector::observe(double grad_norm) {
   SpikeVerdict verdict;
-  if (!std::isfinite(grad_norm) || grad_norm <= 0) return verdict;
+  if (!std::isfinite(grad_norm)) {
+    verdict.spike = verdict.decided = true;
+    verdict.z = std::numeric_limits<double>::infinity();
+    verdict.mean_norm = count_ > 0 ? std::exp(mean_log()) : 0.0;
+    verdict.compared_with = count_;
+    return verdict;
+  }
+  if (grad_norm <= 0) return verdict;
   const double x = std::log(grad_norm);
   if (count_ >= rule_.warmup) {
     // Two passes over at most `window` values: exact, and cheap next to one step.
-    double sum = 0;
-    for (size_t i = 0; i < count_; ++i) sum += logs_[i];
-    const double mean = sum / static_cast<double>(count_);
+    const double mean = mean_log();
     double squares = 0;
     for (size_t i = 0; i < count_; ++i) squares += (logs_[i] - mean) * (logs_[i] - mean);
     const double std = std::max(std::sqrt(squares / static_cast<double>(count_ - 1)), rule_.min_std);
@@ -33,6 +39,12 @@ SpikeVerdict SpikeDetector::observe(double grad_norm) {
   next_ = (next_ + 1) % logs_.size();
   count_ = std::min(count_ + 1, logs_.size());
   return verdict;
+}
+
+double SpikeDetector::mean_log() const {
+  double sum = 0;
+  for (size_t i = 0; i < count_; ++i) sum += logs_[i];
+  return sum / static_cast<double>(count_);
 }
 
 }  // namespace keel::probe

@@ -8,7 +8,9 @@
 // the window inflates the standard deviation so much that the next one of the same size passes.
 // Every finite observation enters the window, spikes included, so a lasting change of level
 // (a new phase of training) stops being flagged after a few dozen steps instead of freezing
-// the run; a non-finite norm is not a spike (the non-finite policy owns it) and is not kept.
+// the run. A non-finite norm is always a spike, even during warm-up (a user who turned the
+// non-finite policy off and the spike policy on must still be protected from it), and is not
+// kept; a zero norm is neither judged nor kept (log 0).
 // Threads: the training thread only. Never: allocates after construction, throws.
 #pragma once
 
@@ -27,8 +29,9 @@ struct SpikeRule {
 
 struct SpikeVerdict {
   bool spike = false;
-  bool decided = false;     // false during warm-up or for a non-finite norm
-  double z = 0;             // (log norm - mean) / std of the window before this step
+  bool decided = false;     // false during warm-up (unless non-finite) or for a zero norm
+  double z = 0;             // (log norm - mean) / std of the window before this step; +Inf
+                            // for a non-finite norm
   double mean_norm = 0;     // exp(mean of log norms): the window's typical norm
   size_t compared_with = 0; // steps in the window this step was judged against
 };
@@ -43,6 +46,8 @@ class SpikeDetector {
   size_t observations() const { return count_; }
 
  private:
+  double mean_log() const;   // of the window; count_ > 0
+
   SpikeRule rule_;
   std::vector<double> logs_;   // ring of the last `window` log norms
   size_t next_ = 0;

@@ -31,7 +31,8 @@ void WatchReducer::watch(const std::string& name, const torch::Tensor& tensor) {
     auto absmax = t.numel() > 0 ? f.abs().max().to(torch::kDouble)
                                 : torch::zeros({}, f.options().dtype(torch::kDouble));
     auto meta = torch::tensor({numel, rows}, torch::kDouble).to(t.device());
-    row = torch::cat({torch::stack({absmax, f.square().sum(torch::kDouble),
+    // Squared in fp64, as the layer norms: logits above 1.8e19 are finite and so is their rms.
+    row = torch::cat({torch::stack({absmax, f.to(torch::kDouble).square().sum(),
                                     torch::isfinite(f).logical_not().sum().to(torch::kDouble), lse_sum_aten()}),
                       meta});
   }

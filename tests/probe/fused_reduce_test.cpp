@@ -257,9 +257,9 @@ TEST(FusedReduceGrad, DenormalsAreNeitherZeroNorLost) {
   EXPECT_EQ(s.zeros, 0);
   EXPECT_EQ(s.nonfinite, 0);
   EXPECT_EQ(s.absmax, tiny * 3000);
-  // Squares of denormals underflow in the fp32 accumulation; the norm is ~1e-42 either way.
-  EXPECT_GE(s.sumsq, 0.0);
-  EXPECT_LT(s.sumsq, 1e-70);
+  // Their fp32 squares underflow to 0; the fp64 fallback keeps the sum exact.
+  expect_sum_near(s.sumsq, ref_sumsq(v.data(), v.size()), "denormals");
+  EXPECT_GT(s.sumsq, 0.0);
 
   // Next to normal values they still count, and the sum stays accurate.
   auto mixed = random_floats(3000, 12);
@@ -428,6 +428,91 @@ TEST(FusedReduceSumsq, MatchesReference) {
   for (size_t b = 0; b < bufs.size(); ++b) {
     expect_sum_near(out[b], ref_sumsq(bufs[b].data(), bufs[b].size()),
                     "n=" + std::to_string(bufs[b].size()));
+  }
+}
+
+// ---- the range of float32: no overflow for finite input, no tiny layer lost -------------------
+
+// Finite values whose squares overflow fp32 (|x| > 1.8e19), up to FLT_MAX, both signs, among
+// ordinary ones; every `stride`-th element is huge.
+std::vector<float> with_huge_values(int64_t n, int64_t stride, uint32_t seed) {
+  auto v = random_floats(n, seed);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> exponent(19.5f, 38.5f);
+  for (int64_t i = 0; i < n; i += stride) {
+    const float x = std::min(std::pow(10.0f, exponent(rng)), std::numeric_limits<float>::max());
+    v[i] = (i / stride) % 2 ? -x : x;
+  }
+  return v;
+}
+
+TEST(FusedReduceRange, HugeFiniteGradientsGiveFiniteExactSums) {
+  FusedReducer r;
+  for (const int64_t n : {1, 17, 1025, 40'000, 300'001}) {
+    for (const int64_t stride : {int64_t{1}, int64_t{1000}}) {
+      const auto v = with_huge_values(n, stride, 81 + static_cast<uint32_t>(n + stride));
+      const std::string what = "n=" + std::to_string(n) + " stride=" + std::to_string(stride);
+      const GradStats got = grad_one(r, v);
+      EXPECT_TRUE(std::isfinite(got.sumsq)) << what;
+      expect_matches(got, ref_grad(v.data(), n), what);
+    }
+  }
+  // The largest float squared, many times over, is still far inside fp64.
+  const std::vector<float> max_everywhere(70'000, std::numeric_limits<float>::max());
+  expect_sum_near(grad_one(r, max_everywhere).sumsq, ref_sumsq(max_everywhere.data(), 70'000), "FLT_MAX x 70000");
+}
+
+TEST(FusedReduceRange, UnscaledHugeGradientsToo) {
+  const auto original = with_huge_values(5000, 3, 91);
+  auto data = original;
+  const float scale = 1.0f / 65536.0f;   // leaves values up to 5e33: their squares still overflow
+  std::vector<float> expected(original.size());
+  for (size_t i = 0; i < original.size(); ++i) expected[i] = original[i] * scale;
+  FusedReducer r;
+  std::vector<GradStats> out;
+  r.unscale_and_grad_stats({MutableSpan{data.data(), 5000}}, scale, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(same_bits(data, expected));
+  expect_matches(out[0], ref_grad(expected.data(), 5000), "unscaled");
+}
+
+TEST(FusedReduceRange, HugeWeightsAndUpdatesGiveFiniteExactSums) {
+  const auto w = with_huge_values(3000, 7, 93);
+  // Snapshot of the opposite sign: w - s reaches 2 x FLT_MAX, which fp32 cannot hold either.
+  std::vector<float> old(w.size());
+  for (size_t i = 0; i < w.size(); ++i) old[i] = -w[i];
+  FusedReducer r;
+  std::vector<double> sums;
+  r.sumsq({{w.data(), 3000}}, sums);
+  expect_sum_near(sums[0], ref_sumsq(w.data(), 3000), "sumsq");
+
+  std::vector<float> snap(w.size());
+  r.snapshot_sumsq({{w.data(), snap.data(), 3000}}, sums);
+  expect_sum_near(sums[0], ref_sumsq(w.data(), 3000), "snapshot");
+  EXPECT_TRUE(same_bits(snap, w));
+
+  auto rolling = old;
+  std::vector<double> update, weight;
+  r.update_and_snapshot({{w.data(), rolling.data(), 3000}}, update, weight);
+  EXPECT_TRUE(std::isfinite(update[0]));
+  expect_sum_near(update[0], ref_update(w.data(), old.data(), 3000), "update");
+  expect_sum_near(weight[0], ref_sumsq(w.data(), 3000), "update's weight");
+  EXPECT_TRUE(same_bits(rolling, w)) << "the snapshot rolls forward after the fallback too";
+}
+
+TEST(FusedReduceRange, TinyLayersAreNotLost) {
+  // Squares of 1e-25 are 1e-50: zero in fp32, a normal number in fp64.
+  FusedReducer r;
+  for (const int64_t n : {1, 1025, 300'001}) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = (i % 2 ? -1e-25f : 3e-24f) * (1.0f + float(i % 7));
+    const std::string what = "n=" + std::to_string(n);
+    const GradStats got = grad_one(r, v);
+    EXPECT_GT(got.sumsq, 0.0) << what;
+    expect_matches(got, ref_grad(v.data(), n), what);
+    std::vector<double> sums;
+    r.sumsq({{v.data(), n}}, sums);
+    expect_sum_near(sums[0], ref_sumsq(v.data(), n), what + " sumsq");
   }
 }
 

@@ -69,15 +69,30 @@ TEST(SpikeDetector, ALastingNewLevelStopsBeingFlagged) {
   EXPECT_LT(last_flagged, 64) << "still flagging the new level after " << last_flagged << " steps";
 }
 
-TEST(SpikeDetector, NonFiniteAndZeroNormsAreNeitherJudgedNorKept) {
+TEST(SpikeDetector, ANonFiniteNormIsASpikeEvenInWarmUpAndIsNotKept) {
+  SpikeDetector detector(SpikeRule{8, 4, 6.0, 0.01});
+  detector.observe(1.0);
+  for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    const auto verdict = detector.observe(bad);
+    EXPECT_TRUE(verdict.decided);
+    EXPECT_TRUE(verdict.spike);
+    EXPECT_TRUE(std::isinf(verdict.z));
+  }
+  EXPECT_EQ(detector.observations(), 1u);
+  // The window is as it was: an ordinary norm after warm-up is judged against finite history.
+  for (int i = 0; i < 4; ++i) detector.observe(1.0 + 0.01 * i);
+  const auto after = detector.observe(1.01);
+  EXPECT_TRUE(after.decided);
+  EXPECT_FALSE(after.spike);
+  EXPECT_TRUE(std::isfinite(after.z));
+}
+
+TEST(SpikeDetector, AZeroNormIsNeitherJudgedNorKept) {
   SpikeDetector detector(SpikeRule{8, 4, 6.0, 0.01});
   for (int i = 0; i < 4; ++i) detector.observe(1.0 + 0.01 * i);
-  EXPECT_EQ(detector.observations(), 4u);
-  for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), 0.0}) {
-    const auto verdict = detector.observe(bad);
-    EXPECT_FALSE(verdict.decided);
-    EXPECT_FALSE(verdict.spike);
-  }
+  const auto verdict = detector.observe(0.0);
+  EXPECT_FALSE(verdict.decided);
+  EXPECT_FALSE(verdict.spike);
   EXPECT_EQ(detector.observations(), 4u);
 }
 

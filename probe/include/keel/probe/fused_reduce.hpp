@@ -17,7 +17,10 @@
 namespace keel::probe {
 
 struct GradStats {
-  double sumsq = 0;       // sum of g^2 accumulated in fp32 blocks, summed in fp64; NaN/Inf propagate
+  // sum of g^2: fp32 lanes per block, summed in fp64; a block whose fp32 sum overflowed or
+  // underflowed is summed again in fp64, so it is finite for every finite input (up to
+  // FLT_MAX) and keeps tiny layers. NaN/Inf inputs propagate.
+  double sumsq = 0;
   float absmax = 0;       // max |g|; NaN when any element is NaN, Inf when any is Inf (and none NaN)
   int64_t nonfinite = 0;  // elements that are NaN or +-Inf
   int64_t zeros = 0;      // elements exactly 0 (+0 or -0)

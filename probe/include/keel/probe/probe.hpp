@@ -14,9 +14,9 @@
 //
 // Each step() reduces every parameter's gradient and weights in a few fused passes on the
 // tensors' own device (grad_norm, grad_absmax, grad_nonfinite, grad_zero_frac, param_norm,
-// update_ratio: DESIGN §2), applies the policies (skip the update when a gradient is
-// non-finite), calls optimizer.step() unless skipping, and hands a step record to a
-// background publisher thread (ZeroMQ XPUB, msgpack, shared/PROTOCOL.md).
+// update_ratio: DESIGN §2), applies the policies (skip the update when a gradient or the loss
+// is non-finite, or the grad norm overflows float32), calls optimizer.step() unless skipping,
+// and hands a step record to a background publisher thread (ZeroMQ XPUB, msgpack, shared/PROTOCOL.md).
 //
 // Remote control (PROTOCOL §6): a ROUTER socket on the telemetry port + 1 takes commands from
 // the dashboard or `keel-cli send`: "skip" the next K updates (skip_reason "command"),
@@ -72,8 +72,9 @@ struct ProbeOptions {
   int32_t world_size = 1;
   // Per LayerMetric (index = wire::LayerMetric): compute every N steps; 0 = never.
   std::array<int32_t, wire::kLayerMetricCount> cadence{1, 1, 1, 1, 1, 1};
-  // Policy: never apply an update with a NaN/Inf gradient. A "policy skip_nonfinite" command
-  // switches it while the run goes on.
+  // Policy: never apply an update with a NaN/Inf gradient, a NaN/Inf loss, or a global grad
+  // norm that overflows float32 (above 1.8e19: a poisoned batch with finite gradients). A
+  // "policy skip_nonfinite" command switches it while the run goes on.
   bool skip_on_nonfinite = true;
   // Policy (opt-in, "skip_spike"): skip an update whose global grad norm is a spike: a
   // z-score of log(grad norm) above spike_z against the last spike_window steps, decided only
@@ -84,8 +85,8 @@ struct ProbeOptions {
   size_t spike_window = 128;
   size_t spike_warmup = 64;
   double spike_z = 6.0;
-  // Policy ("dump_nonfinite"): dump a checkpoint at the first step of a run of non-finite
-  // gradients, at most once per dump_nonfinite_every steps.
+  // Policy ("dump_nonfinite"): dump a checkpoint at the first step of a run of steps that
+  // skip_on_nonfinite would skip, at most once per dump_nonfinite_every steps.
   bool dump_on_nonfinite = true;
   int64_t dump_nonfinite_every = 1000;
   // Where dumps are written (created when needed). Never taken from a request.
@@ -113,6 +114,9 @@ struct StepOutcome {
   bool applied = true;
   std::string skip_reason;          // "" when applied
   int64_t nonfinite_layers = 0;
+  // What made the step unsafe to apply, whether or not a policy skipped it: "non-finite
+  // gradient values", "overflowing grad norm", "non-finite loss", joined by " + "; "" if none.
+  std::string nonfinite_cause;
   double grad_norm = 0;
 };
 
