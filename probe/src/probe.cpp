@@ -85,6 +85,7 @@ class Probe::Impl {
   bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()
   bool watch_nonfinite_last_step_ = false;
   uint64_t probe_errors_ = 0;
+  uint64_t subscription_resets_seen_ = 0;
   wire::StepRecord record_;
   std::vector<wire::Event> events_;
 
@@ -102,6 +103,7 @@ class Probe::Impl {
   bool set_policy(const std::string& name, bool enable);
   void take_dump(const std::string& reason, const std::optional<DumpRequest>& request);
   void report_finished_dumps();
+  void report_subscription_resets();
 };
 
 namespace {
@@ -229,6 +231,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   outcome.step = step_;
   events_.clear();
   report_finished_dumps();
+  report_subscription_resets();
   // Before anything reads the policies: a command changes them from this step on. Answered
   // now rather than after the step: the decision is made, and the round trip stays within
   // one step interval.
@@ -590,6 +593,17 @@ void Probe::Impl::report_finished_dumps() {
       add_event("dump_failed", "", r.error, r.step);
     }
   }
+}
+
+void Probe::Impl::report_subscription_resets() {
+  if (!publisher_) return;
+  const uint64_t resets = publisher_->subscription_resets();
+  if (resets == subscription_resets_seen_) return;
+  subscription_resets_seen_ = resets;
+  add_event("telemetry_reset", "",
+            "telemetry subscribers held more than " + std::to_string(PublisherOptions{}.max_subscriptions) +
+                " subscriptions (a client subscribing without bound): every telemetry connection was closed (" +
+                std::to_string(resets) + " time(s) so far); clients reconnect, and what was sent meanwhile shows as a gap");
 }
 
 void Probe::Impl::raise_events(const StepOutcome& outcome) {

@@ -11,7 +11,7 @@ namespace keel::probe {
 
 struct Publisher::Socket {
   zmq::context_t context{1};
-  zmq::socket_t socket{context, zmq::socket_type::xpub};
+  zmq::socket_t socket;
 };
 
 namespace {
@@ -26,23 +26,33 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
       socket_(std::make_unique<Socket>()),
       ring_(std::max<size_t>(options_.queue_capacity, 1)),
       description_(std::move(description)) {
-  auto& s = socket_->socket;
   try {
-    s.set(zmq::sockopt::sndhwm, options_.send_high_water_mark);
-    s.set(zmq::sockopt::linger, kLingerMs);
-    // No ZMQ_XPUB_NODROP: with it a single full subscriber pipe refused each message for every
-    // subscriber, so one frozen client starved the healthy ones. Without it ZeroMQ drops per
-    // subscriber; that subscriber sees the loss as a seq gap (PROTOCOL §5), the others lose
-    // nothing. `dropped` counts what the probe itself could not queue.
-    // Every subscription reaches us, so each new client gets the run description at once.
-    s.set(zmq::sockopt::xpub_verbose, 1);
-    s.bind(options_.endpoint);
-    bound_endpoint_ = s.get(zmq::sockopt::last_endpoint);
+    open_socket(options_.endpoint);
+    bound_endpoint_ = socket_->socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     throw AttachError("keel probe: cannot bind telemetry socket to " + options_.endpoint + ": " +
                       e.what());
   }
   thread_ = std::thread([this] { run(); });
+}
+
+void Publisher::open_socket(const std::string& endpoint) {
+  zmq::socket_t s(socket_->context, zmq::socket_type::xpub);
+  s.set(zmq::sockopt::sndhwm, options_.send_high_water_mark);
+  s.set(zmq::sockopt::linger, kLingerMs);
+  // No ZMQ_XPUB_NODROP: with it a single full subscriber pipe refused each message for every
+  // subscriber, so one frozen client starved the healthy ones. Without it ZeroMQ drops per
+  // subscriber; that subscriber sees the loss as a seq gap (PROTOCOL §5), the others lose
+  // nothing. `dropped` counts what the probe itself could not queue.
+  // Every subscription and unsubscription reaches us (VERBOSER): each new client gets the run
+  // description at once, and the subscriptions held are counted (take_subscriptions).
+  s.set(zmq::sockopt::xpub_verboser, 1);
+  // A longer subscription closes its connection before libzmq stores a byte of it.
+  s.set(zmq::sockopt::maxmsgsize, options_.max_subscription_bytes);
+  s.bind(endpoint);
+  socket_->socket = std::move(s);
+  live_subscriptions_ = 0;
+  bound_ = true;
 }
 
 Publisher::~Publisher() {
@@ -151,21 +161,59 @@ void Publisher::drain() {
   }
 }
 
-void Publisher::run() {
+bool Publisher::take_subscriptions() {
   auto& s = socket_->socket;
+  bool new_subscriber = false;
+  zmq::message_t message;
+  while (s.recv(message, zmq::recv_flags::dontwait)) {
+    const auto* bytes = static_cast<const unsigned char*>(message.data());
+    if (message.size() == 0) continue;
+    if (bytes[0] == 1) {
+      new_subscriber = true;
+      ++live_subscriptions_;
+    } else if (bytes[0] == 0 && zmq_msg_gets(message.handle(), "Peer-Address") == nullptr &&
+               zmq_msg_gets(message.handle(), "Socket-Type") == nullptr) {
+      // libzmq's own unsubscription for each topic of a closed connection: it carries no peer
+      // metadata. A peer's unsubscribe is not counted down: it may name a topic the peer
+      // never held while its own stay in the trie, so believing it could hide unbounded growth.
+      if (live_subscriptions_ > 0) --live_subscriptions_;
+    }
+    // Checked per message: a client that floods subscriptions keeps this loop reading, and
+    // the trie must not outgrow the budget by more than one pipe's worth in the meantime.
+    if (live_subscriptions_ > options_.max_subscriptions) {
+      reset_connections();
+      return false;
+    }
+  }
+  return new_subscriber;
+}
+
+void Publisher::reset_connections() {
+  subscription_resets_.fetch_add(1, std::memory_order_relaxed);
+  // Nothing queued for the flooding connection is worth a linger; the old listener's port is
+  // freed by ZeroMQ's reaper shortly after, so the bind may have to be tried again.
+  socket_->socket.set(zmq::sockopt::linger, 0);
+  socket_->socket.close();
+  bound_ = false;
+  try {
+    open_socket(bound_endpoint_);
+  } catch (const zmq::error_t&) {
+  }
+}
+
+void Publisher::run() {
   auto next_describe = std::chrono::steady_clock::now();
-  zmq::message_t subscription;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool new_subscriber = false;
     try {
-      zmq::pollitem_t item{static_cast<void*>(s), 0, ZMQ_POLLIN, 0};
+      if (!bound_) open_socket(bound_endpoint_);
+      zmq::pollitem_t item{static_cast<void*>(socket_->socket), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, kPollInterval);
-      while (s.recv(subscription, zmq::recv_flags::dontwait)) {
-        const auto* bytes = static_cast<const unsigned char*>(subscription.data());
-        if (subscription.size() > 0 && bytes[0] == 1) new_subscriber = true;
-      }
+      new_subscriber = take_subscriptions();
     } catch (const zmq::error_t&) {
-      // A socket error must not end telemetry; the next poll retries.
+      // A socket error must not end telemetry; the next poll retries (an unbound socket after
+      // a reset too: the bind is retried until the old listener has let the port go).
+      if (!bound_) std::this_thread::sleep_for(kPollInterval);
     }
     const auto now = std::chrono::steady_clock::now();
     if (new_subscriber || description_changed_.exchange(false) || now >= next_describe) {

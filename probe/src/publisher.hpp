@@ -4,6 +4,12 @@
 // single-consumer ring; this thread encodes it (shared/PROTOCOL.md), sends it on an XPUB
 // socket, keeps rings of recent encoded step records and events for backfill, and (re)sends the run
 // description to every new subscriber and periodically.
+// Subscribers are untrusted: libzmq keeps every subscription in a trie that costs ~50 bytes per
+// byte of topic, so one 10 MB topic cost the trainer 340 MB and ten thousand random ones 47 MB.
+// A subscription longer than max_subscription_bytes drops that connection (ZMQ_MAXMSGSIZE);
+// when the connections together hold more than max_subscriptions, every telemetry connection
+// is closed (a fresh socket on the same address) and counted: clients reconnect within
+// ZeroMQ's reconnect interval and see the records sent meanwhile as a seq gap.
 // Threads: publish() and describe() from the training thread only (single producer); the
 // socket belongs to the publisher thread. Never: blocks the producer (a full ring drops the
 // message and counts it; a subscriber whose pipe is full loses it alone and sees a seq gap); throws from publish(); waits on the network in the
@@ -33,6 +39,11 @@ struct PublisherOptions {
   // Recent events kept beside the steps (when history_steps > 0): a late client learns of the
   // first non-finite gradient, skips and dumps it did not see live.
   size_t history_events = 1024;
+  // Largest subscription message (1 byte + topic); the protocol's topics are a few bytes.
+  int64_t max_subscription_bytes = 64;
+  // Subscriptions held by all connections together before they are all closed; a dashboard
+  // or keel-cli holds one per probe.
+  int64_t max_subscriptions = 1024;
 };
 
 class Publisher {
@@ -56,6 +67,8 @@ class Publisher {
     return ring_dropped_.load(std::memory_order_relaxed) + send_dropped_.load(std::memory_order_relaxed);
   }
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
+  // Times every telemetry connection was closed because subscribers held too many subscriptions.
+  uint64_t subscription_resets() const { return subscription_resets_.load(std::memory_order_relaxed); }
   const std::string& bound_endpoint() const { return bound_endpoint_; }
   // Encoded payloads of the most recent step records, oldest first (any thread). The
   // payloads are shared and immutable, so a copy of the ring costs pointers, not megabytes.
@@ -68,6 +81,12 @@ class Publisher {
   template <class T>
   void enqueue(const T& message);
   void run();
+  // Creates, configures and binds the XPUB socket (throws zmq::error_t).
+  void open_socket(const std::string& endpoint);
+  // Reads subscription messages; true when one was a new subscription.
+  bool take_subscriptions();
+  // Replaces the socket by a fresh one on the same address, dropping every connection.
+  void reset_connections();
   void drain();
   void send_description();
   // The next sequence number, after those of records the ring refused (publisher thread).
@@ -88,6 +107,11 @@ class Publisher {
   uint64_t next_seq_ = 0;
   uint64_t ring_drops_numbered_ = 0;
   std::atomic<uint64_t> sent_{0};
+  std::atomic<uint64_t> subscription_resets_{0};
+  // Publisher thread only: subscriptions held by the socket's connections, as far as libzmq
+  // has told us (see take_subscriptions), and whether the socket is bound after a reset.
+  int64_t live_subscriptions_ = 0;
+  bool bound_ = false;
 
   std::mutex description_mutex_;
   wire::RunDescription description_;

@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
               "--width 32 --layers 1 --context 16 --batch 2 --threads 1\n\n",
               timing.baseline_secs, timing.fault_secs, timing.after_secs);
   const std::vector<Fault> faults = {Fault::kClientKilled,    Fault::kClientFrozen, Fault::kCommandFlood,
-                                     Fault::kSubscriberFlood, Fault::kAppKilled,    Fault::kAppFrozen,
+                                     Fault::kSubscriberFlood, Fault::kHostileSubscriptions,
+                                     Fault::kAppKilled,       Fault::kAppFrozen,
                                      Fault::kTrainerRestarted};
   std::vector<FaultOutcome> outcomes;
   for (const Fault fault : faults) {

@@ -76,6 +76,7 @@ const char* fault_name(Fault fault) {
     case Fault::kClientFrozen: return "client (keel-cli tail) SIGSTOP, SIGCONT";
     case Fault::kCommandFlood: return "command socket flood (describe + malformed)";
     case Fault::kSubscriberFlood: return "subscriber churn + one never reading";
+    case Fault::kHostileSubscriptions: return "5 x 10 MB topic + 10,000 random subscriptions";
     case Fault::kAppKilled: return "dashboard (keel, Xvfb) SIGKILL, restarted";
     case Fault::kAppFrozen: return "dashboard (keel, Xvfb) SIGSTOP, SIGCONT";
     case Fault::kTrainerRestarted: return "trainer SIGKILL, restarted (dashboard watching)";
@@ -229,6 +230,22 @@ FaultOutcome run_fault(Fault fault, const Binaries& binaries, const FaultTiming&
       sleep_secs(timing.fault_secs);
       flood.stop();
       out.detail = std::to_string(flood.subscriptions()) + " subscriptions opened and closed";
+      break;
+    }
+    case Fault::kHostileSubscriptions: {
+      SubscriberFloodOptions hostile;
+      hostile.churn = false;
+      hostile.stalled = false;
+      hostile.huge_topic_subscribers = 5;
+      hostile.random_subscriptions = 10000;
+      SubscriberFlood flood(trainer.endpoint(), hostile);
+      flood.start();
+      sleep_secs(timing.fault_secs);
+      flood.stop();
+      out.detail = std::to_string(flood.subscriptions()) + " hostile subscriptions";
+      // The probe closes every telemetry connection to shed them, the healthy client's too:
+      // what it missed is in the probe's ring, which is what a dashboard backfills from.
+      reattach = trainer.history("reattach.jsonl");
       break;
     }
     case Fault::kTrainerRestarted:

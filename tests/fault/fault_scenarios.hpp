@@ -22,6 +22,7 @@ enum class Fault {
   kClientFrozen,       // keel-cli tail: SIGSTOP for the fault window, then SIGCONT
   kCommandFlood,       // thousands of requests on the command socket: garbage and describes
   kSubscriberFlood,    // subscribers connecting and leaving, and one that never reads
+  kHostileSubscriptions,  // five 10 MB topic subscriptions and 10,000 distinct random ones
   kAppKilled,          // the keel dashboard under Xvfb: SIGKILL, restarted
   kAppFrozen,          // the keel dashboard under Xvfb: SIGSTOP, then SIGCONT
   kTrainerRestarted,   // keel-demo killed and started again while the dashboard watches

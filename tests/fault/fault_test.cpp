@@ -70,6 +70,14 @@ TEST(Fault, SubscriberChurnAndOneThatNeverReads) {
   expect_training_unharmed(o);
 }
 
+TEST(Fault, HostileSubscriptionsCannotSwellTheTrainer) {
+  // Before the subscription bounds this scenario grew keel-demo by gigabytes (one 10 MB topic:
+  // +340 MB, and it never came back).
+  const FaultOutcome o = run_fault(Fault::kHostileSubscriptions, binaries(), fault_timing());
+  expect_training_unharmed(o);
+  EXPECT_LT(o.rss_end_kib - o.rss_start_kib, kRssGrowthLimitKib) << "trainer memory stayed up after the fault";
+}
+
 TEST(DashboardFault, KilledAndRestartedBackfillsTheOutage) {
   const FaultOutcome o = run_fault(Fault::kAppKilled, binaries(), fault_timing());
   expect_training_unharmed(o);

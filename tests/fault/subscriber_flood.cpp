@@ -3,8 +3,11 @@
 #include <chrono>
 #include <optional>
 #include <random>
+#include <vector>
 
 #include <zmq.hpp>
+
+#include "zmtp_subscriber.hpp"
 
 namespace keel::fault {
 
@@ -29,13 +32,41 @@ void SubscriberFlood::start() {
     s.connect(endpoint_);
     ++subscriptions_;
   }
+  for (int i = 0; i < options_.huge_topic_subscribers; ++i) {
+    hostile_.emplace_back([this] { subscribe_again_and_again({std::string(options_.huge_topic_bytes, 's')}); });
+  }
+  if (options_.random_subscriptions > 0) {
+    std::vector<std::string> topics;
+    std::mt19937 rng(13);
+    std::uniform_int_distribution<int> length(1, 100), byte(0, 255);
+    for (int i = 0; i < options_.random_subscriptions; ++i) {
+      std::string topic(static_cast<size_t>(length(rng)), '\0');
+      for (char& c : topic) c = static_cast<char>(byte(rng));
+      topics.push_back(std::move(topic));
+    }
+    hostile_.emplace_back([this, topics = std::move(topics)] { subscribe_again_and_again(topics); });
+  }
   if (options_.churn) thread_ = std::thread([this] { churn(); });
 }
 
 void SubscriberFlood::stop() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  for (auto& t : hostile_) t.join();
+  hostile_.clear();
   sockets_->stalled.reset();
+}
+
+void SubscriberFlood::subscribe_again_and_again(const std::vector<std::string>& topics) {
+  // As a libzmq SUB would: whenever the probe closes the connection, connect again after the
+  // default reconnect interval and send every subscription again.
+  ZmtpSubscriber client;
+  while (!stop_.load()) {
+    if (client.connect(endpoint_) && client.subscribe(topics)) subscriptions_ += topics.size();
+    while (!stop_.load() && client.open(50)) {}
+    client.close();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 void SubscriberFlood::churn() {

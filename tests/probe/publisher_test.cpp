@@ -1,6 +1,7 @@
 // The publisher: its ring of recent step records (kept for backfill on late attach) is bounded
 // to history_steps, oldest evicted first, every entry a decodable step payload, events not
-// kept; and a subscriber that stops reading does not take records from the others.
+// kept; a subscriber that stops reading does not take records from the others; and
+// subscriptions are bounded in size and number.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -249,6 +250,96 @@ TEST(PublisherSeq, RecordsDroppedFromAFullRingShowAsGapsOfTheSameCount) {
   EXPECT_EQ(t.rewinds, 0u);
   EXPECT_EQ(t.missing, publisher.dropped());
   EXPECT_EQ(steps + publisher.dropped(), size_t(kSteps + 1));
+}
+
+}  // namespace
+
+namespace {
+
+// Waits until `reader` receives a run description (sent to every new subscriber).
+bool receives_a_description(zmq::socket_t& reader, std::chrono::seconds within) {
+  const auto end = std::chrono::steady_clock::now() + within;
+  zmq::message_t topic, payload;
+  while (std::chrono::steady_clock::now() < end) {
+    zmq::pollitem_t item{static_cast<void*>(reader), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    while (reader.recv(topic, zmq::recv_flags::dontwait)) {
+      if (!reader.recv(payload, zmq::recv_flags::dontwait)) continue;
+      if (topic.to_string() == keel::wire::kTopicRun) return true;
+    }
+  }
+  return false;
+}
+
+// Subscriptions cost the trainer memory (libzmq keeps each in a trie): more than the budget
+// closes every connection, and healthy subscribers connect again and are served.
+TEST(PublisherSubscriptions, MoreThanTheBudgetClosesEveryConnectionAndReadersComeBack) {
+  keel::probe::PublisherOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.max_subscriptions = 64;
+  options.describe_interval = std::chrono::milliseconds(60000);   // only new subscribers get one
+  keel::wire::RunDescription description;
+  description.run_id = "subscription-budget";
+  keel::probe::Publisher publisher(options, description);
+
+  zmq::context_t context{1};
+  zmq::socket_t reader{context, zmq::socket_type::sub};
+  reader.set(zmq::sockopt::linger, 0);
+  reader.set(zmq::sockopt::subscribe, "");
+  reader.connect(publisher.bound_endpoint());
+  ASSERT_TRUE(receives_a_description(reader, std::chrono::seconds(10)));
+  EXPECT_EQ(publisher.subscription_resets(), 0u);
+
+  zmq::socket_t hostile{context, zmq::socket_type::sub};
+  hostile.set(zmq::sockopt::linger, 0);
+  for (int i = 0; i < 100; ++i) hostile.set(zmq::sockopt::subscribe, "topic-" + std::to_string(i));
+  hostile.connect(publisher.bound_endpoint());
+  for (int i = 0; i < 500 && publisher.subscription_resets() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(publisher.subscription_resets(), 1u);
+  hostile.close();
+  // The reader's connection was closed with the others; ZeroMQ connects it again. Only the
+  // new connection can carry records published from now on.
+  bool served = false;
+  zmq::message_t topic, payload;
+  for (int64_t step = 0; step < 1000 && !served; ++step) {
+    keel::wire::StepRecord record;
+    record.step = step;
+    publisher.publish(record);
+    zmq::pollitem_t item{static_cast<void*>(reader), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(10));
+    while (reader.recv(topic, zmq::recv_flags::dontwait)) {
+      if (reader.recv(payload, zmq::recv_flags::dontwait) && topic.to_string() == keel::wire::kTopicStep) served = true;
+    }
+  }
+  EXPECT_TRUE(served) << "the reader was not served after the reset";
+}
+
+// A subscription longer than the limit closes only that connection.
+TEST(PublisherSubscriptions, AnOversizedSubscriptionIsRefusedAndOthersAreServed) {
+  keel::probe::PublisherOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.max_subscription_bytes = 64;
+  options.describe_interval = std::chrono::milliseconds(100);
+  keel::wire::RunDescription description;
+  description.run_id = "subscription-size";
+  keel::probe::Publisher publisher(options, description);
+
+  zmq::context_t context{1};
+  zmq::socket_t oversized{context, zmq::socket_type::sub}, reader{context, zmq::socket_type::sub};
+  for (auto* s : {&oversized, &reader}) s->set(zmq::sockopt::linger, 0);
+  // "run" followed by 100 more bytes: it would match the description if it were accepted.
+  oversized.set(zmq::sockopt::subscribe, std::string(keel::wire::kTopicRun) + std::string(100, 'x'));
+  oversized.set(zmq::sockopt::subscribe, "");
+  oversized.connect(publisher.bound_endpoint());
+  reader.set(zmq::sockopt::subscribe, "");
+  reader.connect(publisher.bound_endpoint());
+  EXPECT_TRUE(receives_a_description(reader, std::chrono::seconds(10)));
+  // The oversized subscription was sent first on its connection, so that connection is
+  // dropped before its "" subscription is stored, each time it reconnects.
+  EXPECT_FALSE(receives_a_description(oversized, std::chrono::seconds(1)));
+  EXPECT_EQ(publisher.subscription_resets(), 0u);
 }
 
 }  // namespace
