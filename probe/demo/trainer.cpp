@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "keel/probe/torch_compat.hpp"
+
 namespace keel::demo {
 
 namespace {
@@ -37,12 +39,11 @@ torch::Tensor Trainer::forward_backward(const std::function<void(const torch::Te
   optimizer_->zero_grad();
   auto [inputs, targets] = corpus_.batch(config_.batch, rng_);
   if (config_.bf16) {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    keel::probe::compat::set_cpu_autocast(true, at::kBFloat16);
   }
   auto logits = model_->forward(inputs);
   if (config_.bf16) {
-    at::autocast::set_cpu_enabled(false);
+    keel::probe::compat::set_cpu_autocast(false);
     at::autocast::clear_cache();
     logits = logits.to(torch::kFloat);
   }

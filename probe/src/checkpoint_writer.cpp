@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "remove_tree.hpp"
+
 namespace keel::probe {
 namespace {
 
@@ -83,7 +85,7 @@ CheckpointResult write_checkpoint(const CheckpointJob& job) {
   const fs::path final_path = free_name(dir, job.name);
   result.path = final_path.string();
   const fs::path partial = dir / ("." + final_path.filename().string() + ".partial-" + std::to_string(::getpid()));
-  fs::remove_all(partial, ec);   // left by an earlier failure of this very process
+  remove_tree(partial.string());   // left by an earlier failure of this very process
   if (::mkdir(partial.c_str(), 0755) != 0) {
     result.error = "cannot create " + partial.string() + ": " + errno_text(errno);
     return result;
@@ -101,7 +103,7 @@ CheckpointResult write_checkpoint(const CheckpointJob& job) {
   }
   if (!result.error.empty()) {
     // A partial dump is worthless and fills the disk further: remove what was written.
-    fs::remove_all(partial, ec);
+    remove_tree(partial.string());
     result.bytes = 0;
   } else {
     sync_directory(dir);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "keel/probe/torch_compat.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -99,7 +100,7 @@ TEST(DumpE2E, DumpFromKeelCliLoadsIntoAFreshModelAndHoldsTheAcknowledgedStepsWei
   }
   // AdamW's step count is the number of updates applied before the dump's step.
   const torch::Tensor first = fresh.model()->parameters().front();
-  const auto key = c10::guts::to_string(first.unsafeGetTensorImpl());
+  const auto key = keel::probe::compat::optimizer_state_key(first);
   ASSERT_EQ(fresh.optimizer().state().count(key), 1u) << ack_line;
   EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*fresh.optimizer().state().at(key)).step(), step);
 }

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "remove_tree.hpp"
+
 namespace keel::test {
 
 class TempDir {
@@ -15,13 +17,11 @@ class TempDir {
     static std::atomic<int> counter{0};
     path_ = std::filesystem::temp_directory_path() /
             ("keel-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
+    keel::probe::remove_tree(path_.string());
     std::filesystem::create_directories(path_);
   }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  // Not std::filesystem::remove_all: see remove_tree.hpp (it crashed under libtorch 2.x).
+  ~TempDir() { keel::probe::remove_tree(path_.string()); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }

@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include "keel/probe/torch_compat.hpp"
+
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -47,7 +49,7 @@ inline std::vector<torch::Tensor> params_and_adamw_state(torch::nn::Module& net,
   std::vector<torch::Tensor> out;
   for (auto& p : net.parameters()) {
     out.push_back(p.detach().clone());
-    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    const auto key = keel::probe::compat::optimizer_state_key(p);
     if (opt.state().count(key) == 0) continue;   // before the first applied update
     auto& s = static_cast<torch::optim::AdamWParamState&>(*opt.state().at(key));
     out.push_back(s.exp_avg().clone());

@@ -1,0 +1,38 @@
+// torch_compat: the libtorch APIs that differ between Debian's libtorch 1.13 and the official
+// libtorch 2.x, in one place, so the rest of keel (the probe, keel-demo, the tests) is written
+// once for both.
+// Threads: plain functions; they do what the libtorch call they wrap does.
+// Never: hides a behaviour difference, only a spelling one.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <string>
+
+namespace keel::probe::compat {
+
+// The key of a parameter's entry in torch::optim::Optimizer::state(): the address of its
+// TensorImpl, as a string in 1.x and as the pointer itself in 2.x.
+#if TORCH_VERSION_MAJOR >= 2
+inline void* optimizer_state_key(const torch::Tensor& param) { return param.unsafeGetTensorImpl(); }
+#else
+inline std::string optimizer_state_key(const torch::Tensor& param) {
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+}
+#endif
+
+// CPU autocast on (to `dtype`) or off. 2.x deprecates the CPU-specific switches for the
+// device-generic ones, which 1.13 does not have.
+inline void set_cpu_autocast(bool enabled, at::ScalarType dtype = at::kBFloat16) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_enabled(at::kCPU, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(at::kCPU, dtype);
+#else
+  at::autocast::set_cpu_enabled(enabled);
+  if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+#endif
+}
+
+}  // namespace keel::probe::compat
