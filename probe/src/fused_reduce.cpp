@@ -78,25 +78,37 @@ inline bool fp32_block_sum_trusted(double s) {
   return s >= kFp32TrustedMinSum && s <= std::numeric_limits<double>::max();
 }
 
-// The fallback: a block's sum of squares in fp64, where no finite float overflows or
-// underflows. Eight independent accumulators keep the dependency chain short.
-template <typename Term>
-inline __attribute__((always_inline)) double sumsq_fp64(int64_t b0, int64_t bn, Term term) {
-  double acc[8] = {};
+// Adds term(i)^2 for i in [b0, b0 + bn) into kN independent lanes of type Acc, walking kN
+// elements at a time: the fixed-size inner loop is what GCC vectorises.
+template <typename Acc, int kN, typename Term>
+inline __attribute__((always_inline)) void add_squares(Acc (&lanes)[kN], int64_t b0, int64_t bn, Term term) {
   int64_t i = b0;
-  for (; i + 8 <= b0 + bn; i += 8) {
-    for (int l = 0; l < 8; ++l) {
-      const double x = term(i + l);
-      acc[l] += x * x;
+  for (; i + kN <= b0 + bn; i += kN) {
+    for (int l = 0; l < kN; ++l) {
+      const Acc x = term(i + l);
+      lanes[l] += x * x;
     }
   }
   for (int l = 0; i + l < b0 + bn; ++l) {
-    const double x = term(i + l);
-    acc[l] += x * x;
+    const Acc x = term(i + l);
+    lanes[l] += x * x;
   }
+}
+
+template <typename Acc, int kN>
+inline double lane_total(const Acc (&lanes)[kN]) {
   double s = 0;
-  for (double a : acc) s += a;
+  for (int l = 0; l < kN; ++l) s += lanes[l];
   return s;
+}
+
+// The fallback: a block's sum of squares in fp64, where no finite float overflows or
+// underflows. Eight lanes keep the dependency chain short.
+template <typename Term>
+inline __attribute__((always_inline)) double sumsq_fp64(int64_t b0, int64_t bn, Term term) {
+  double lanes[8] = {};
+  add_squares(lanes, b0, bn, term);
+  return lane_total(lanes);
 }
 
 // Running totals of one kernel call; absmax is kept as its bit pattern until the end.
@@ -195,19 +207,8 @@ inline __attribute__((always_inline)) double sumsq_range(int64_t n, Term term) {
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t bn = std::min(kBlock, n - b0);
     float sq[kLanes] = {};
-    int64_t i = b0;
-    for (; i + kLanes <= b0 + bn; i += kLanes) {
-      for (int l = 0; l < kLanes; ++l) {
-        const float x = term(i + l);
-        sq[l] += x * x;
-      }
-    }
-    for (int l = 0; i + l < b0 + bn; ++l) {
-      const float x = term(i + l);
-      sq[l] += x * x;
-    }
-    double s = 0;
-    for (int l = 0; l < kLanes; ++l) s += sq[l];
+    add_squares(sq, b0, bn, term);
+    double s = lane_total(sq);
     if (!fp32_block_sum_trusted(s)) s = sumsq_fp64(b0, bn, term);
     total += s;
   }
