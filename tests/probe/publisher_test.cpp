@@ -316,6 +316,32 @@ TEST(PublisherSubscriptions, MoreThanTheBudgetClosesEveryConnectionAndReadersCom
   EXPECT_TRUE(served) << "the reader was not served after the reset";
 }
 
+// Closed connections give their subscriptions back: dashboards attaching and leaving all day
+// never add up to the budget.
+TEST(PublisherSubscriptions, ClientsComingAndGoingDoNotAddUpToTheBudget) {
+  keel::probe::PublisherOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  // A closed connection's subscriptions are given back when libzmq notices it closed, a little
+  // later: a few connections may overlap, never 32.
+  options.max_subscriptions = 64;
+  options.describe_interval = std::chrono::milliseconds(60000);
+  keel::wire::RunDescription description;
+  description.run_id = "subscription-churn";
+  keel::probe::Publisher publisher(options, description);
+
+  zmq::context_t context{1};
+  for (int i = 0; i < 250; ++i) {
+    zmq::socket_t client{context, zmq::socket_type::sub};
+    client.set(zmq::sockopt::linger, 0);
+    client.set(zmq::sockopt::subscribe, keel::wire::kTopicRun);
+    client.set(zmq::sockopt::subscribe, keel::wire::kTopicStep);
+    client.connect(publisher.bound_endpoint());
+    // Served means the publisher has taken its subscriptions.
+    ASSERT_TRUE(receives_a_description(client, std::chrono::seconds(10))) << "client " << i;
+  }
+  EXPECT_EQ(publisher.subscription_resets(), 0u) << "500 subscriptions of closed connections were still counted";
+}
+
 // A subscription longer than the limit closes only that connection.
 TEST(PublisherSubscriptions, AnOversizedSubscriptionIsRefusedAndOthersAreServed) {
   keel::probe::PublisherOptions options;
