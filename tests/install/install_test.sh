@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the build into a scratch prefix, then builds and runs an outside project against it.
-# Usage: install_test.sh BUILD_DIR SOURCE_DIR SCRATCH_DIR
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR SCRATCH_DIR TORCH_DIR
+# TORCH_DIR: the libtorch the build used (its TorchConfig.cmake's folder). The consumer gets
+# its CMake prefix on CMAKE_PREFIX_PATH, as the README tells users: with Debian's libtorch-dev
+# installed, find_package(Torch) would find 1.13 otherwise.
 set -euo pipefail
-build="$1" source="$2" scratch="$3"
+build="$1" source="$2" scratch="$3" torch_dir="$4"
 rm -rf "$scratch"
 cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
-cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" -DCMAKE_PREFIX_PATH="$scratch/prefix" \
-  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$source/tests/install/consumer" -B "$scratch/consumer" \
+  -DCMAKE_PREFIX_PATH="$scratch/prefix;$(dirname "$torch_dir")" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/consumer" -j2 >/dev/null
 "$scratch/consumer/consumer"
