@@ -20,7 +20,7 @@ class TempDir {
     keel::probe::remove_tree(path_.string());
     std::filesystem::create_directories(path_);
   }
-  // Not std::filesystem::remove_all: see remove_tree.hpp (it crashed under libtorch 2.x).
+  // Not std::filesystem::remove_all: it jumps to address 0 under libtorch 2.x (remove_tree.hpp).
   ~TempDir() { keel::probe::remove_tree(path_.string()); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
