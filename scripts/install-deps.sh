@@ -1,7 +1,25 @@
 #!/usr/bin/env bash
-# Installs keel's build and test dependencies from Debian 12 packages (DESIGN §6).
+# Installs keel's build and test dependencies from Debian 12 packages (docs/DESIGN.md §7).
 # Idempotent and quiet when everything is already there; uses sudo when not root.
+#
+# Usage: scripts/install-deps.sh [--official-libtorch]
+#   --official-libtorch  also installs the official libtorch 2.x (pip's torch, CUDA build; it
+#                        runs on the CPU too) into a virtual environment under the cache
+#                        directory, and prints its CMake prefix as the only line on stdout.
+#                        A second run finds it there and downloads nothing.
+# Everything else this script says goes to stderr.
 set -euo pipefail
+
+# The official libtorch keel is tested against: the one place its version is pinned.
+official_torch_version="2.11.0"
+cache="${KEEL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/keel}"
+
+official_libtorch=0
+case "${1:-}" in
+  "") ;;
+  --official-libtorch) official_libtorch=1 ;;
+  *) echo "scripts/install-deps.sh: unknown option $1 (use --official-libtorch)" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake pkg-config ccache
@@ -11,19 +29,50 @@ packages=(
   libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   xvfb xauth xdotool fonts-dejavu-core libgl1-mesa-dri
 )
+# pip's torch goes into a virtual environment (Debian's python3 refuses system-wide pip
+# installs); Debian's python3 needs python3-venv for one.
+if [ "$official_libtorch" -eq 1 ] && ! python3 -m venv --help >/dev/null 2>&1; then
+  packages+=(python3-venv)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "keel: installing ${missing[*]}"
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "keel: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  sudo_cmd=(sudo)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "keel: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "keel: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo_cmd=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq >&2
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+[ "$official_libtorch" -eq 1 ] || exit 0
+
+# The torch wheel (531 MB) and its CUDA libraries (about 3 GB) are downloaded once, into
+# $cache/wheels, and installed from there into $cache/torch-<version>; a second run finds the
+# environment, and a rebuilt one installs from the wheels with no network.
+venv="$cache/torch-$official_torch_version"
+wheels="$cache/wheels"
+installed_version() { "$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null; }
+if [ "$(installed_version)" != "$official_torch_version" ]; then
+  echo "keel: installing torch==$official_torch_version (official libtorch) into $venv" >&2
+  rm -rf "$venv"
+  mkdir -p "$wheels"
+  python3 -m venv "$venv" >&2
+  pip=("$venv/bin/python" -m pip --quiet)
+  if ! "${pip[@]}" install --no-index --find-links "$wheels" "torch==$official_torch_version" >&2 2>/dev/null; then
+    "${pip[@]}" download --dest "$wheels" "torch==$official_torch_version" >&2
+    "${pip[@]}" install --no-index --find-links "$wheels" "torch==$official_torch_version" >&2
+  fi
+  [ "$(installed_version)" = "$official_torch_version" ] || {
+    echo "keel: torch==$official_torch_version did not install into $venv" >&2
+    exit 1
+  }
+fi
+# Numpy is not installed: importing torch warns that it is missing, which is harmless here.
+"$venv/bin/python" -W ignore -c 'import torch; print(torch.utils.cmake_prefix_path)'

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds keel and runs its tests (ctest).
-# Usage: scripts/test.sh [--sanitize | --sanitize=thread] [ctest arguments]
-#   (no flag)           every test, in build/
+# Usage: scripts/test.sh [--official-libtorch | --sanitize | --sanitize=thread] [ctest arguments]
+#   (no flag)           every test, in build/, against Debian's libtorch 1.13
+#   --official-libtorch every test, in build-torch2/, against the official libtorch 2.x that
+#                       scripts/install-deps.sh --official-libtorch pins and installs
 #   --sanitize          AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
 #   --sanitize=thread   ThreadSanitizer build in build-tsan/
 # A sanitizer build compiles and runs only the tests of code that parses bytes or runs
@@ -16,6 +18,17 @@ jobs="${KEEL_JOBS:-$(nproc)}"
 
 sanitize=""
 case "${1:-}" in
+  --official-libtorch)
+    shift
+    prefix="$("$root/scripts/install-deps.sh" --official-libtorch)"
+    # A build configured against another libtorch keeps that one's paths in its cache.
+    cache="$root/build-torch2/CMakeCache.txt"
+    if [ -f "$cache" ] && ! grep -qxF "Torch_DIR:PATH=$prefix/Torch" "$cache"; then rm -f "$cache"; fi
+    cmake -S "$root" -B "$root/build-torch2" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+    cmake --build "$root/build-torch2" -j"$jobs"
+    cd "$root/build-torch2"
+    exec ctest --output-on-failure -j"$jobs" "$@"
+    ;;
   --sanitize | --sanitize=address | --sanitize=address,undefined) sanitize="address,undefined"; shift ;;
   --sanitize=thread) sanitize="thread"; shift ;;
   --sanitize=*) echo "scripts/test.sh: unknown sanitizer in $1 (use --sanitize or --sanitize=thread)" >&2; exit 2 ;;
@@ -49,5 +62,5 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKEEL_SANITIZE="
 cmake --build "$build" -j"$jobs" --target "${sanitized_targets[@]}"
 cd "$build"
 # Tests of targets not built above are registered as <target>_NOT_BUILT; the GUI, fault,
-# soak and install tests are plain add_test entries of targets not built here.
-exec ctest --output-on-failure -j"$jobs" -E '_NOT_BUILT$|^keel_.*gui_tests$|^keel_fault_|^InstallPackage\.' "$@"
+# soak, install and libtorch-linked checks are plain add_test entries of targets not built here.
+exec ctest --output-on-failure -j"$jobs" -E '_NOT_BUILT$|^keel_.*gui_tests$|^keel_fault_|^InstallPackage\.|^LibtorchLinked\.' "$@"
