@@ -94,6 +94,32 @@ class Probe::Impl {
     const int32_t every = options_.cadence[static_cast<int>(m)];
     return every > 0 && step_ % every == 0;
   }
+  // A step in four stages: reduce (statistics and health, before the update), decide (skip or
+  // apply), apply (the optimizer and the scaler), record (the update pass, the record, events).
+  // What this step measures, from the cadence and the policies.
+  struct StepPlan {
+    uint32_t mask = 0;          // bit m: layer metric m is due
+    bool grads_due = false;     // a gradient pass: a gradient metric or a deciding policy
+    bool update_due = false;    // update_ratio: snapshot before, update pass after
+    bool param_due = false;     // weight norms
+  };
+  // What the reduce stage found. stats_ok is false when the probe itself failed.
+  struct Reduction {
+    bool stats_ok = true;
+    bool scaler_found_inf = false;
+    double loss = std::numeric_limits<double>::quiet_NaN();
+    double reduce_us = 0;
+  };
+  struct StepTimes {
+    Clock::time_point enter, optimizer_start, optimizer_end;
+  };
+  void begin_step();
+  StepPlan plan_step() const;
+  Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
+  void decide(const Reduction& reduction, StepOutcome& outcome);
+  void dump_if_due(const Reduction& reduction);
+  void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times);
+  void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
   void fill_layer_values(uint32_t mask, bool applied, bool grads_reduced);
   void raise_events(const StepOutcome& outcome);
   void add_event(const std::string& kind, const std::string& layer, const std::string& detail,
@@ -226,9 +252,27 @@ void Probe::Impl::watch(const std::string& name, const torch::Tensor& tensor) {
 }
 
 StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
-  const auto enter = Clock::now();
+  StepTimes times;
+  times.enter = Clock::now();
   StepOutcome outcome;
   outcome.step = step_;
+  begin_step();
+  const StepPlan plan = plan_step();
+  Reduction reduction = reduce(loss, plan, outcome);
+  decide(reduction, outcome);
+  dump_if_due(reduction);
+
+  times.optimizer_start = Clock::now();
+  if (outcome.applied) optimizer_.step();
+  times.optimizer_end = Clock::now();
+  if (scaler_ && scaler_->enabled()) scaler_->update();
+
+  if (reduction.stats_ok) record(plan, reduction, outcome, times);
+  end_step(plan, reduction, times);
+  return outcome;
+}
+
+void Probe::Impl::begin_step() {
   events_.clear();
   report_finished_dumps();
   report_subscription_resets();
@@ -240,59 +284,65 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     for (const auto& [ticket, ack] : acks_) commands_->reply(ticket, ack);
     acks_.clear();
   }
+}
 
-  uint32_t mask = 0;
+Probe::Impl::StepPlan Probe::Impl::plan_step() const {
+  StepPlan plan;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
-    if (due(static_cast<LayerMetric>(m))) mask |= 1u << m;
+    if (due(static_cast<LayerMetric>(m))) plan.mask |= 1u << m;
   }
-  const bool grads_due = (mask & 0xFu) != 0 || options_.skip_on_nonfinite || options_.skip_on_spike ||
-                         options_.dump_on_nonfinite || scaler_ != nullptr;
-  const bool update_due = (mask >> static_cast<int>(LayerMetric::kUpdateRatio)) & 1u;
-  const bool param_due = update_due || ((mask >> static_cast<int>(LayerMetric::kParamNorm)) & 1u);
-  bool scaler_found_inf = false;
-  bool stats_ok = true;
-  double reduce_us = 0;
-  double loss_value = std::numeric_limits<double>::quiet_NaN();
+  plan.grads_due = (plan.mask & 0xFu) != 0 || options_.skip_on_nonfinite || options_.skip_on_spike ||
+                   options_.dump_on_nonfinite || scaler_ != nullptr;
+  plan.update_due = (plan.mask >> static_cast<int>(LayerMetric::kUpdateRatio)) & 1u;
+  plan.param_due = plan.update_due || ((plan.mask >> static_cast<int>(LayerMetric::kParamNorm)) & 1u);
+  return plan;
+}
+
+Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome) {
+  Reduction r;
   health_ = StepHealth{};
   try {
     // Read before the update: a non-finite loss is a reason to skip it.
     const bool has_loss = loss.defined() && loss.numel() == 1;
-    if (has_loss) loss_value = loss.item<double>();
+    if (has_loss) r.loss = loss.item<double>();
     float unscale = 1.0f;
     const bool scaler_active = scaler_ && scaler_->enabled();
     if (scaler_active && !scaler_->unscaled()) unscale = scaler_->inv_scale_value();
     const auto reduce_start = Clock::now();
     static const std::vector<GradStats> kNoGrads;
-    if (grads_due) reducer_.reduce_grads(unscale);
-    health_ = assess_step(loss_value, has_loss, grads_due ? reducer_.grad_stats() : kNoGrads,
+    if (plan.grads_due) reducer_.reduce_grads(unscale);
+    health_ = assess_step(r.loss, has_loss, plan.grads_due ? reducer_.grad_stats() : kNoGrads,
                           [this](size_t layer) { return order_.position(layer); });
     outcome.nonfinite_layers = health_.nonfinite_layers;
     outcome.nonfinite_cause = health_.cause();
     if (scaler_active) {
       if (unscale != 1.0f) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
-      scaler_found_inf = scaler_->found_inf();
+      r.scaler_found_inf = scaler_->found_inf();
     }
     spike_verdict_ = SpikeVerdict{};
     // An overflow found by the scaler is its business (backoff), not a spike. A norm that
     // overflows fp32 is judged as the Inf that fp32 arithmetic makes of it.
-    if (grads_due && !scaler_found_inf) {
+    if (plan.grads_due && !r.scaler_found_inf) {
       spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity()
                                                             : health_.grad_norm);
     }
-    if (update_due && snapshot_current_) {
+    if (plan.update_due && snapshot_current_) {
       reducer_.reuse_snapshot();
-    } else if (update_due) {
+    } else if (plan.update_due) {
       reducer_.snapshot_weights();
-    } else if (param_due) {
+    } else if (plan.param_due) {
       reducer_.reduce_weights();
     }
-    reduce_us = micros(Clock::now() - reduce_start);
+    r.reduce_us = micros(Clock::now() - reduce_start);
   } catch (const std::exception&) {
     // The probe's own failure must not change training: apply the update, report nothing.
     ++probe_errors_;
-    stats_ok = false;
+    r.stats_ok = false;
   }
+  return r;
+}
 
+void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
   // A step scheduled by an at_step skip is taken off the schedule whether or not a "next
   // updates" skip also covers it: either way it is skipped once.
   const bool scheduled_skip = !scheduled_skips_.empty() && scheduled_skips_.erase(step_) > 0;
@@ -301,19 +351,21 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     if (command_skips_left_ > 0) --command_skips_left_;
     outcome.applied = false;
     outcome.skip_reason = "command";
-  } else if (stats_ok && scaler_found_inf) {
+  } else if (r.stats_ok && r.scaler_found_inf) {
     outcome.applied = false;
     outcome.skip_reason = "scaler";
-  } else if (stats_ok && options_.skip_on_nonfinite && health_.blown_up()) {
+  } else if (r.stats_ok && options_.skip_on_nonfinite && health_.blown_up()) {
     outcome.applied = false;
     outcome.skip_reason = "nonfinite";
-  } else if (stats_ok && options_.skip_on_spike && spike_verdict_.spike) {
+  } else if (r.stats_ok && options_.skip_on_spike && spike_verdict_.spike) {
     outcome.applied = false;
     outcome.skip_reason = "spike";
   }
+}
 
+void Probe::Impl::dump_if_due(const Reduction& r) {
   // The state the gradients were computed on, before this step's update touches it.
-  const bool nonfinite_starts = stats_ok && health_.blown_up() && !nonfinite_last_step_;
+  const bool nonfinite_starts = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
   const bool auto_dump_due = options_.dump_on_nonfinite && nonfinite_starts &&
                              (!last_auto_dump_step_ || step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
   if (dump_requested_ || auto_dump_due) {
@@ -321,57 +373,54 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     take_dump(dump_requested_ ? "command" : "nonfinite", dump_requested_);
     dump_requested_.reset();
   }
+}
 
-  const auto optimizer_start = Clock::now();
-  if (outcome.applied) optimizer_.step();
-  const auto optimizer_end = Clock::now();
-  if (scaler_ && scaler_->enabled()) scaler_->update();
-
-  if (stats_ok) {
-    try {
-      if (update_due && outcome.applied) {
-        const auto update_start = Clock::now();
-        reducer_.reduce_updates();
-        reduce_us += micros(Clock::now() - update_start);
-      } else if (update_due) {
-        reducer_.keep_snapshot();
-      }
-      record_.step = step_;
-      record_.loss = loss_value;
-      record_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
-      record_.skipped = !outcome.applied;
-      record_.skip_reason = outcome.skip_reason;
-      record_.step_time_us = last_step_enter_ ? micros(enter - *last_step_enter_) : 0.0;
-      fill_layer_values(mask, outcome.applied, grads_due);
-      outcome.grad_norm = record_.grad_norm;
-      watches_.collect(record_.watches);
-      if (scaler_ && scaler_->enabled()) {
-        record_.scaler = wire::ScalerState{scaler_->scale_value(), scaler_->growth_tracker(),
-                                           scaler_->found_inf(), scaler_->skipped_total()};
-      } else {
-        record_.scaler.reset();
-      }
-      raise_events(outcome);
-      record_.dropped = publisher_ ? publisher_->dropped() : 0;
-      record_.stamp_unix_ns = unix_ns();
-      record_.probe_us = micros(optimizer_start - enter) + micros(Clock::now() - optimizer_end) + watch_us_;
-      if (publisher_) {
-        for (const auto& e : events_) publisher_->publish(e);
-        publisher_->publish(record_);
-      }
-    } catch (const std::exception&) {
-      ++probe_errors_;
+void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcome, const StepTimes& times) {
+  try {
+    if (plan.update_due && outcome.applied) {
+      const auto update_start = Clock::now();
+      reducer_.reduce_updates();
+      r.reduce_us += micros(Clock::now() - update_start);
+    } else if (plan.update_due) {
+      reducer_.keep_snapshot();
     }
+    record_.step = step_;
+    record_.loss = r.loss;
+    record_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
+    record_.skipped = !outcome.applied;
+    record_.skip_reason = outcome.skip_reason;
+    record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
+    fill_layer_values(plan.mask, outcome.applied, plan.grads_due);
+    outcome.grad_norm = record_.grad_norm;
+    watches_.collect(record_.watches);
+    if (scaler_ && scaler_->enabled()) {
+      record_.scaler = wire::ScalerState{scaler_->scale_value(), scaler_->growth_tracker(),
+                                         scaler_->found_inf(), scaler_->skipped_total()};
+    } else {
+      record_.scaler.reset();
+    }
+    raise_events(outcome);
+    record_.dropped = publisher_ ? publisher_->dropped() : 0;
+    record_.stamp_unix_ns = unix_ns();
+    record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
+    if (publisher_) {
+      for (const auto& e : events_) publisher_->publish(e);
+      publisher_->publish(record_);
+    }
+  } catch (const std::exception&) {
+    ++probe_errors_;
   }
+}
+
+void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepTimes& times) {
   // Valid only while nothing but our own update pass has touched the weights since.
-  snapshot_current_ = stats_ok && update_due;
+  snapshot_current_ = r.stats_ok && plan.update_due;
   order_.rearm();
-  timing_.probe_us = micros(optimizer_start - enter) + micros(Clock::now() - optimizer_end) + watch_us_;
-  timing_.reduce_us = reduce_us + watch_us_;
+  timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
+  timing_.reduce_us = r.reduce_us + watch_us_;
   watch_us_ = 0;
-  last_step_enter_ = enter;
+  last_step_enter_ = times.enter;
   ++step_;
-  return outcome;
 }
 
 void Probe::Impl::fill_layer_values(uint32_t mask, bool applied, bool grads_reduced) {
