@@ -47,9 +47,17 @@ const keel::wire::Event* find(const std::vector<keel::wire::Event>& events, cons
   return nullptr;
 }
 
+// What the step saw, for a failure message: a grad_norm of 0 and no events mean the probe's
+// own reduction failed (the step's record was never filled).
+std::string seen(const SpikeRun& run) {
+  std::string kinds;
+  for (const auto& e : run.events) kinds += e.kind + " ";
+  return "grad_norm " + std::to_string(run.outcome.grad_norm) + ", events: " + kinds;
+}
+
 TEST(SpikePolicy, OnSkipsTheSpikeAndLeavesTheStateUntouched) {
   const SpikeRun run = run_with_spike(true);
-  EXPECT_FALSE(run.outcome.applied);
+  EXPECT_FALSE(run.outcome.applied) << seen(run);
   EXPECT_EQ(run.outcome.skip_reason, "spike");
   EXPECT_TRUE(run.state_unchanged);
   const auto* spike = find(run.events, "spike");
