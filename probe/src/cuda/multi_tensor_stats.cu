@@ -1,0 +1,87 @@
+// The gradient pass's kernels; the contract is in multi_tensor_stats.hpp, the arithmetic in
+// stats_math.hpp (shared with the CPU tests).
+//
+// Layout of the work: one thread block per chunk of the plan (64 Ki elements of one tensor).
+// Its threads stride through the chunk, adjacent threads on adjacent elements so every load is
+// coalesced; each keeps a GradAccumulator, and the block combines them with warp shuffles and
+// one shared-memory step in a fixed order. A second launch, one thread per tensor, folds each
+// tensor's chunk partials in chunk order. No atomics: the result repeats bit for bit.
+#include <cuda_runtime.h>
+
+#include "multi_tensor_stats.hpp"
+
+namespace keel::probe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ GradAccumulator shuffle_down(const GradAccumulator& a, int delta) {
+  GradAccumulator b;
+  b.sumsq = __shfl_down_sync(0xffffffffu, a.sumsq, delta);
+  b.absmax_bits = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.absmax_bits), delta);
+  b.nonfinite = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.nonfinite), delta);
+  b.zeros = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.zeros), delta);
+  return b;
+}
+
+// The sum over the block, valid in thread 0.
+__device__ GradAccumulator block_reduce(GradAccumulator acc) {
+  __shared__ GradAccumulator warp_totals[kWarps];
+  for (int delta = 16; delta > 0; delta /= 2) acc.merge(shuffle_down(acc, delta));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_totals[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    acc = lane < kWarps ? warp_totals[lane] : GradAccumulator{};
+    for (int delta = kWarps / 2; delta > 0; delta /= 2) acc.merge(shuffle_down(acc, delta));
+  }
+  return acc;
+}
+
+template <ElementType T>
+__device__ GradAccumulator chunk_stats(const TensorRef& tensor, const Chunk& chunk, float inv_scale) {
+  return grad_range<T>(static_cast<typename Element<T>::Storage*>(tensor.data), chunk.begin, chunk.end,
+                       threadIdx.x, blockDim.x, inv_scale);
+}
+
+__global__ void __launch_bounds__(kThreads) grad_chunks_kernel(const TensorRef* tensors, const Chunk* chunks,
+                                                               GradAccumulator* partials, float inv_scale) {
+  const Chunk chunk = chunks[blockIdx.x];
+  const TensorRef tensor = tensors[chunk.tensor];
+  GradAccumulator acc;
+  switch (tensor.type) {
+    case ElementType::kFloat32: acc = chunk_stats<ElementType::kFloat32>(tensor, chunk, inv_scale); break;
+    case ElementType::kFloat64: acc = chunk_stats<ElementType::kFloat64>(tensor, chunk, inv_scale); break;
+    case ElementType::kBFloat16: acc = chunk_stats<ElementType::kBFloat16>(tensor, chunk, inv_scale); break;
+    case ElementType::kFloat16: acc = chunk_stats<ElementType::kFloat16>(tensor, chunk, inv_scale); break;
+  }
+  acc = block_reduce(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void fold_kernel(const TensorChunks* where, const GradAccumulator* partials, GradAccumulator* out,
+                            int32_t tensor_count) {
+  const int32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < tensor_count) out[t] = fold_chunks(partials, where[t]);
+}
+
+}  // namespace
+
+int enqueue_grad_stats(const GradPass& pass, float inv_scale, void* stream_handle) {
+  if (pass.tensor_count == 0) return cudaSuccess;
+  const auto stream = static_cast<cudaStream_t>(stream_handle);
+  if (pass.chunk_count > 0) {
+    grad_chunks_kernel<<<pass.chunk_count, kThreads, 0, stream>>>(pass.tensors, pass.chunks, pass.partials, inv_scale);
+    const cudaError_t launched = cudaGetLastError();
+    if (launched != cudaSuccess) return launched;
+  }
+  constexpr int kFoldThreads = 128;
+  const int fold_blocks = (pass.tensor_count + kFoldThreads - 1) / kFoldThreads;
+  fold_kernel<<<fold_blocks, kFoldThreads, 0, stream>>>(pass.where, pass.partials, pass.out, pass.tensor_count);
+  return cudaGetLastError();
+}
+
+const char* cuda_error_text(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
+
+}  // namespace keel::probe::cuda

@@ -1,0 +1,48 @@
+// multi_tensor_stats: the gradient pass of the CUDA probe, one kernel launch for every tensor
+// on a device (plus one small launch that folds the chunks per tensor).
+//
+// What it is for: the per-layer gradient statistics (stats_math.hpp) of every tensor of a pass,
+// with the loss-scaler unscale fused in, without a host sync: it only enqueues work on the
+// stream it is given (libtorch's current stream), and the caller copies `out` to the host
+// asynchronously. Compiled by nvcc; this header includes no CUDA or torch header, so the
+// torch-side code that calls it compiles with g++ alone.
+// Threads: any host thread; the stream orders the work. Never: synchronises with the device,
+// allocates (every buffer is the caller's), or throws (it returns the CUDA error code).
+#pragma once
+
+#include <cstdint>
+
+#include "chunk_plan.hpp"
+#include "stats_math.hpp"
+
+namespace keel::probe::cuda {
+
+// One row of the tensor table (device memory): a tensor's data this step.
+struct TensorRef {
+  void* data = nullptr;
+  int64_t numel = 0;
+  ElementType type = ElementType::kFloat32;
+  int32_t unused = 0;
+};
+
+// Buffers of one gradient pass, all in device memory and owned by the caller:
+//   tensors[tensor_count], chunks[chunk_count] and where[tensor_count] (the plan), read;
+//   partials[chunk_count], scratch; out[tensor_count], the result per tensor.
+struct GradPass {
+  const TensorRef* tensors = nullptr;
+  const Chunk* chunks = nullptr;
+  const TensorChunks* where = nullptr;
+  GradAccumulator* partials = nullptr;
+  GradAccumulator* out = nullptr;
+  int32_t tensor_count = 0;
+  int32_t chunk_count = 0;
+};
+
+// Enqueues the pass on `stream` (a cudaStream_t). With inv_scale != 1 every element is first
+// multiplied by it in place. Returns 0 (cudaSuccess) or the launch's CUDA error code.
+int enqueue_grad_stats(const GradPass& pass, float inv_scale, void* stream);
+
+// The text of a CUDA error code, for the probe's error events.
+const char* cuda_error_text(int code);
+
+}  // namespace keel::probe::cuda

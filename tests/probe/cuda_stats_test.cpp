@@ -1,0 +1,209 @@
+// The gradient pass's CUDA kernels (probe/src/cuda/multi_tensor_stats.cu) on a real device,
+// against the same math run on the host: every element type, special values, tensors that
+// cross chunk boundaries, the fused unscale (bit for bit), and results that repeat exactly.
+// Where there is no CUDA device every test reports as skipped, with the reason.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/chunk_plan.hpp"
+#include "cuda/multi_tensor_stats.hpp"
+#include "cuda/stats_math.hpp"
+
+namespace {
+
+using namespace keel::probe::cuda;
+
+std::string no_device_reason() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) return std::string("no CUDA device: ") + cudaGetErrorString(error);
+  if (count == 0) return "no CUDA device: cudaGetDeviceCount found 0";
+  return "";
+}
+
+#define SKIP_WITHOUT_DEVICE()                               \
+  do {                                                      \
+    const std::string reason = no_device_reason();          \
+    if (!reason.empty()) GTEST_SKIP() << reason;            \
+  } while (0)
+
+#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+// One host tensor of any element type, as raw bytes.
+struct HostTensor {
+  ElementType type;
+  std::vector<unsigned char> bytes;
+  int64_t numel;
+};
+
+size_t element_size(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32: return 4;
+    case ElementType::kFloat64: return 8;
+    case ElementType::kBFloat16:
+    case ElementType::kFloat16: return 2;
+  }
+  return 0;
+}
+
+HostTensor make_tensor(ElementType type, const std::vector<double>& values) {
+  HostTensor t{type, std::vector<unsigned char>(values.size() * element_size(type)),
+               static_cast<int64_t>(values.size())};
+  for (size_t i = 0; i < values.size(); ++i) {
+    unsigned char* at = t.bytes.data() + i * element_size(type);
+    switch (type) {
+      case ElementType::kFloat32: { const float v = static_cast<float>(values[i]); std::memcpy(at, &v, 4); break; }
+      case ElementType::kFloat64: std::memcpy(at, &values[i], 8); break;
+      case ElementType::kBFloat16: { const uint16_t v = float_to_bf16(static_cast<float>(values[i])); std::memcpy(at, &v, 2); break; }
+      case ElementType::kFloat16: { const uint16_t v = float_to_half(static_cast<float>(values[i])); std::memcpy(at, &v, 2); break; }
+    }
+  }
+  return t;
+}
+
+// The host's run of the same math over a whole tensor (one pass; unscaling `t` in place).
+GradAccumulator host_stats(HostTensor& t, float inv_scale) {
+  void* data = t.bytes.data();
+  switch (t.type) {
+    case ElementType::kFloat32: return grad_range<ElementType::kFloat32>(static_cast<float*>(data), 0, t.numel, 0, 1, inv_scale);
+    case ElementType::kFloat64: return grad_range<ElementType::kFloat64>(static_cast<double*>(data), 0, t.numel, 0, 1, inv_scale);
+    case ElementType::kBFloat16: return grad_range<ElementType::kBFloat16>(static_cast<uint16_t*>(data), 0, t.numel, 0, 1, inv_scale);
+    case ElementType::kFloat16: return grad_range<ElementType::kFloat16>(static_cast<uint16_t*>(data), 0, t.numel, 0, 1, inv_scale);
+  }
+  return {};
+}
+
+// Runs the device pass over copies of `tensors`; returns the per-tensor results and leaves the
+// device's (possibly unscaled) data in `after`.
+void device_stats(const std::vector<HostTensor>& tensors, float inv_scale, std::vector<GradAccumulator>& out,
+                  std::vector<HostTensor>& after) {
+  std::vector<int64_t> numels;
+  for (const auto& t : tensors) numels.push_back(t.numel);
+  const ChunkPlan plan = plan_chunks(numels);
+  std::vector<TensorRef> refs(tensors.size());
+  std::vector<void*> buffers(tensors.size(), nullptr);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ASSERT_CUDA(cudaMalloc(&buffers[i], std::max<size_t>(tensors[i].bytes.size(), 1)));
+    ASSERT_CUDA(cudaMemcpy(buffers[i], tensors[i].bytes.data(), tensors[i].bytes.size(), cudaMemcpyHostToDevice));
+    refs[i] = TensorRef{buffers[i], tensors[i].numel, tensors[i].type, 0};
+  }
+  GradPass pass;
+  void *d_refs, *d_chunks, *d_where, *d_partials, *d_out;
+  ASSERT_CUDA(cudaMalloc(&d_refs, refs.size() * sizeof(TensorRef)));
+  ASSERT_CUDA(cudaMalloc(&d_chunks, std::max<size_t>(plan.chunks.size(), 1) * sizeof(Chunk)));
+  ASSERT_CUDA(cudaMalloc(&d_where, plan.tensors.size() * sizeof(TensorChunks)));
+  ASSERT_CUDA(cudaMalloc(&d_partials, std::max<size_t>(plan.chunks.size(), 1) * sizeof(GradAccumulator)));
+  ASSERT_CUDA(cudaMalloc(&d_out, tensors.size() * sizeof(GradAccumulator)));
+  ASSERT_CUDA(cudaMemcpy(d_refs, refs.data(), refs.size() * sizeof(TensorRef), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(d_chunks, plan.chunks.data(), plan.chunks.size() * sizeof(Chunk), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(d_where, plan.tensors.data(), plan.tensors.size() * sizeof(TensorChunks), cudaMemcpyHostToDevice));
+  pass.tensors = static_cast<const TensorRef*>(d_refs);
+  pass.chunks = static_cast<const Chunk*>(d_chunks);
+  pass.where = static_cast<const TensorChunks*>(d_where);
+  pass.partials = static_cast<GradAccumulator*>(d_partials);
+  pass.out = static_cast<GradAccumulator*>(d_out);
+  pass.tensor_count = static_cast<int32_t>(tensors.size());
+  pass.chunk_count = static_cast<int32_t>(plan.chunks.size());
+  cudaStream_t stream;
+  ASSERT_CUDA(cudaStreamCreate(&stream));
+  ASSERT_EQ(enqueue_grad_stats(pass, inv_scale, stream), 0);
+  out.assign(tensors.size(), GradAccumulator{});
+  ASSERT_CUDA(cudaMemcpyAsync(out.data(), d_out, out.size() * sizeof(GradAccumulator), cudaMemcpyDeviceToHost, stream));
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
+  after = tensors;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ASSERT_CUDA(cudaMemcpy(after[i].bytes.data(), buffers[i], after[i].bytes.size(), cudaMemcpyDeviceToHost));
+    cudaFree(buffers[i]);
+  }
+  for (void* p : {d_refs, d_chunks, d_where, d_partials, d_out}) cudaFree(p);
+  cudaStreamDestroy(stream);
+}
+
+std::vector<HostTensor> mixed_tensors() {
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto values = [&](int64_t n, double scale) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = normal(rng) * scale;
+    return v;
+  };
+  std::vector<HostTensor> tensors;
+  auto big = values(2 * kChunkElements + 3, 1e-3);          // crosses two chunk boundaries
+  big[kChunkElements] = 0.0;
+  big[kChunkElements + 1] = -0.0;
+  tensors.push_back(make_tensor(ElementType::kFloat32, big));
+  tensors.push_back(make_tensor(ElementType::kFloat32, {}));                  // empty
+  auto poisoned = values(5000, 1e28);                                         // squares above FLT_MAX
+  poisoned[4999] = std::numeric_limits<double>::quiet_NaN();
+  tensors.push_back(make_tensor(ElementType::kFloat32, poisoned));
+  auto tiny = values(777, 1e-30);                                              // squares below FLT_MIN
+  tensors.push_back(make_tensor(ElementType::kFloat32, tiny));
+  auto bf16 = values(kChunkElements + 1, 10.0);
+  bf16[3] = std::numeric_limits<double>::infinity();
+  tensors.push_back(make_tensor(ElementType::kBFloat16, bf16));
+  tensors.push_back(make_tensor(ElementType::kFloat16, values(12345, 100.0)));
+  tensors.push_back(make_tensor(ElementType::kFloat64, values(3000, 1e100)));
+  tensors.push_back(make_tensor(ElementType::kFloat32, {42.0}));             // one element
+  return tensors;
+}
+
+void expect_same_stats(const GradAccumulator& device, const GradAccumulator& host, size_t tensor) {
+  SCOPED_TRACE("tensor " + std::to_string(tensor));
+  EXPECT_EQ(device.absmax_bits, host.absmax_bits);
+  EXPECT_EQ(device.nonfinite, host.nonfinite);
+  EXPECT_EQ(device.zeros, host.zeros);
+  if (std::isfinite(host.sumsq)) {
+    EXPECT_NEAR(device.sumsq, host.sumsq, std::fabs(host.sumsq) * 1e-12);   // only the order differs
+  } else {
+    EXPECT_EQ(std::isnan(device.sumsq), std::isnan(host.sumsq));
+    if (!std::isnan(host.sumsq)) {
+      EXPECT_EQ(device.sumsq, host.sumsq);
+    }
+  }
+}
+
+TEST(CudaGradStats, EveryElementTypeMatchesTheHostMath) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<HostTensor> tensors = mixed_tensors();
+  std::vector<GradAccumulator> device;
+  std::vector<HostTensor> after;
+  device_stats(tensors, 1.0f, device, after);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    expect_same_stats(device[i], host_stats(tensors[i], 1.0f), i);
+    EXPECT_EQ(after[i].bytes, tensors[i].bytes) << "read-only pass changed tensor " << i;
+  }
+}
+
+TEST(CudaGradStats, UnscaleWritesTheSameBitsAsTheHost) {
+  SKIP_WITHOUT_DEVICE();
+  const float inv_scale = 3.0f / 65536.0f;
+  std::vector<HostTensor> tensors = mixed_tensors();
+  std::vector<GradAccumulator> device;
+  std::vector<HostTensor> after;
+  device_stats(tensors, inv_scale, device, after);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    HostTensor host = tensors[i];
+    expect_same_stats(device[i], host_stats(host, inv_scale), i);
+    EXPECT_EQ(after[i].bytes, host.bytes) << "unscaled values differ in tensor " << i;
+  }
+}
+
+TEST(CudaGradStats, ResultsRepeatBitForBit) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<HostTensor> tensors = mixed_tensors();
+  std::vector<GradAccumulator> first, second;
+  std::vector<HostTensor> after;
+  device_stats(tensors, 1.0f, first, after);
+  device_stats(tensors, 1.0f, second, after);
+  ASSERT_EQ(first.size(), second.size());
+  EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(GradAccumulator)), 0);
+}
+
+}  // namespace
