@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   int64_t log_every = 50;
   std::string endpoint = keel::wire::kDefaultPubEndpoint;
   std::string precision = "fp32";
+  std::string device = "cpu";
+  std::string model = "char";
   bool use_scaler = false, list_layers = false, no_skip = false;
   std::string inject_nan, inject_spike, lr_spike;
   int threads = 0;
@@ -58,13 +60,19 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "training steps (0 = run until interrupted)")->capture_default_str();
   app.add_option("--endpoint", endpoint, "telemetry endpoint the probe binds (\"\" = none)")->capture_default_str();
   app.add_option("--seed", config.seed, "random seed")->capture_default_str();
-  app.add_option("--precision", precision, "fp32 or bf16 (CPU autocast)")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  app.add_option("--precision", precision, "fp32 or bf16 (autocast on the device)")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  app.add_option("--device", device, "cpu or cuda (the current CUDA device)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--model", model,
+                 "char (the small model below) or gpt2-small (GPT-2-small's shape, 163M parameters, context 1024; "
+                 "overrides --width/--layers/--heads/--context)")
+      ->check(CLI::IsMember({"char", "gpt2-small"}))->capture_default_str();
   app.add_flag("--scaler", use_scaler, "use keel's GradScaler (dynamic loss scaling)");
   app.add_option("--data", config.data_path, "training text file")->capture_default_str();
   app.add_option("--batch", config.batch, "sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--context", config.model.context, "characters per sequence")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--width", config.model.width, "model width")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--layers", config.model.layers, "transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--heads", config.model.heads, "attention heads (dividing the width)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--lr", config.lr, "peak learning rate")->capture_default_str();
   app.add_option("--warmup", config.warmup_steps, "linear warmup steps")->capture_default_str();
   app.add_option("--log-every", log_every, "print the loss every N steps (0 = never)")->capture_default_str();
@@ -120,6 +128,21 @@ int main(int argc, char** argv) {
   }
   if (threads > 0) torch::set_num_threads(threads);
   config.bf16 = precision == "bf16";
+  if (model == "gpt2-small") {
+    config.model = keel::demo::gpt2_small_shape();
+    config.vocab = keel::demo::kGpt2Vocab;
+  }
+  if (config.model.width % config.model.heads != 0) {
+    std::cerr << "keel-demo: --heads " << config.model.heads << " does not divide --width " << config.model.width << "\n";
+    return 2;
+  }
+  if (device == "cuda") {
+    if (!torch::cuda::is_available()) {
+      std::cerr << "keel-demo: --device cuda: no CUDA device is available to this libtorch\n";
+      return 2;
+    }
+    config.device = torch::Device(torch::kCUDA);
+  }
 
   try {
     keel::demo::Trainer trainer(config);

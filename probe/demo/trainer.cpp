@@ -2,6 +2,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -16,11 +17,22 @@ ModelConfig with_vocab(ModelConfig config, int64_t vocab) {
 }
 }  // namespace
 
+ModelConfig gpt2_small_shape() {
+  ModelConfig config;
+  config.vocab = kGpt2Vocab;
+  config.context = 1024;
+  config.width = 768;
+  config.heads = 12;
+  config.layers = 12;
+  return config;
+}
+
 Trainer::Trainer(const TrainerConfig& config)
     : config_(config), corpus_(config.data_path, config.model.context) {
   torch::manual_seed(config.seed);
   rng_ = at::detail::createCPUGenerator(config.seed);
-  model_ = CharTransformer(with_vocab(config.model, corpus_.vocab_size()));
+  model_ = CharTransformer(with_vocab(config.model, std::max(config.vocab, corpus_.vocab_size())));
+  model_->to(config.device);
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       model_->parameters(), torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
 }
@@ -38,12 +50,17 @@ torch::Tensor Trainer::forward_backward(const std::function<void(const torch::Te
                                         const std::function<torch::Tensor(const torch::Tensor&)>& scale) {
   optimizer_->zero_grad();
   auto [inputs, targets] = corpus_.batch(config_.batch, rng_);
+  if (!config_.device.is_cpu()) {
+    // Through pinned memory, so the copy does not wait for the device.
+    inputs = inputs.pin_memory().to(config_.device, /*non_blocking=*/true);
+    targets = targets.pin_memory().to(config_.device, /*non_blocking=*/true);
+  }
   if (config_.bf16) {
-    keel::probe::compat::set_cpu_autocast(true, at::kBFloat16);
+    keel::probe::compat::set_autocast(config_.device.type(), true, at::kBFloat16);
   }
   auto logits = model_->forward(inputs);
   if (config_.bf16) {
-    keel::probe::compat::set_cpu_autocast(false);
+    keel::probe::compat::set_autocast(config_.device.type(), false);
     at::autocast::clear_cache();
     logits = logits.to(torch::kFloat);
   }

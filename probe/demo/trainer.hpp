@@ -23,8 +23,17 @@ struct TrainerConfig {
   double weight_decay = 0.01;
   int64_t warmup_steps = 100;
   uint64_t seed = 1;
-  bool bf16 = false;      // CPU autocast to bfloat16 (weights and gradients stay float32)
+  bool bf16 = false;      // autocast to bfloat16 on the device (weights and gradients stay float32)
+  torch::Device device = torch::kCPU;
+  // Token ids the model has room for; 0 = the corpus's alphabet. GPT-2's 50,257 gives the
+  // GPT-2-small shape its embedding and head (the text still uses the first ~100 ids).
+  int64_t vocab = 0;
 };
+
+// The GPT-2-small shape (163M parameters): 12 blocks of width 768 with 12 heads, 1,024
+// tokens of context, GPT-2's vocabulary.
+ModelConfig gpt2_small_shape();
+constexpr int64_t kGpt2Vocab = 50257;
 
 // Fault injection, each at one step.
 struct Faults {

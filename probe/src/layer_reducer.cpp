@@ -55,6 +55,10 @@ LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
   cpu_snapshot_.assign(static_cast<size_t>(total), 0.0f);
 }
 
+void LayerReducer::measure_updates_of(torch::optim::Optimizer* optimizer) {
+  rebuild_from_ = optimizer != nullptr && has_update_rules(*optimizer) ? optimizer : nullptr;
+}
+
 bool LayerReducer::on_fast_path(size_t layer) const {
   return cpu_float_contiguous(params_[layer]);
 }
@@ -63,9 +67,13 @@ bool LayerReducer::grad_on_fast_path(size_t layer) const {
   return on_fast_path(layer) && cpu_float_contiguous(params_[layer].grad());
 }
 
-void LayerReducer::reduce_grads(float unscale) {
+void LayerReducer::enqueue_grads(float unscale) {
   fast_layers_.clear();
   generic_layers_.clear();
+  for (auto& [index, device] : devices_) {
+    device.layers.clear();
+    device.tensors.clear();
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& grad = params_[i].grad();
     if (!grad.defined()) {
@@ -73,9 +81,18 @@ void LayerReducer::reduce_grads(float unscale) {
       grad_stats_[i].zeros = params_[i].numel();
     } else if (grad_on_fast_path(i)) {
       fast_layers_.push_back(i);
+    } else if (device_pass_accepts(grad)) {
+      DeviceLayers& device = devices_[grad.device().index()];
+      if (!device.grads_pass) device.grads_pass = make_device_grad_pass(grad.device().index());
+      device.layers.push_back(i);
+      device.tensors.push_back(grad);
     } else {
       generic_layers_.push_back(i);
     }
+  }
+  // The device passes first: the GPU works while the host reduces its own layers.
+  for (auto& [index, device] : devices_) {
+    if (!device.layers.empty()) device.grads_pass->enqueue(device.tensors, unscale);
   }
   if (!fast_layers_.empty()) {
     if (unscale != 1.0f) {
@@ -96,6 +113,21 @@ void LayerReducer::reduce_grads(float unscale) {
     for (size_t k = 0; k < fast_layers_.size(); ++k) grad_stats_[fast_layers_[k]] = fast_grad_out_[k];
   }
   if (!generic_layers_.empty()) reduce_generic_grads(generic_layers_, unscale);
+}
+
+void LayerReducer::collect_grads() {
+  for (auto& [index, device] : devices_) {
+    if (device.layers.empty()) continue;
+    device.grads_pass->collect(device_grad_out_);
+    for (size_t k = 0; k < device.layers.size(); ++k) grad_stats_[device.layers[k]] = device_grad_out_[k];
+    // The references kept the gradients alive only until their pass ran.
+    device.tensors.clear();
+  }
+}
+
+bool LayerReducer::device_pass_on(int device_index) const {
+  const auto found = devices_.find(device_index);
+  return found != devices_.end() && !found->second.layers.empty();
 }
 
 void LayerReducer::reduce_generic_grads(const std::vector<size_t>& layers, float unscale) {
@@ -123,39 +155,62 @@ void LayerReducer::reduce_generic_grads(const std::vector<size_t>& layers, float
   });
 }
 
-void LayerReducer::snapshot_weights() {
-  snapshot_spans_.clear();
+void LayerReducer::partition_weights(bool device_only_rebuilt) {
   fast_layers_.clear();
   generic_layers_.clear();
+  for (auto& [index, device] : devices_) {
+    device.layers.clear();
+    device.tensors.clear();
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& w = params_[i];
     if (fast_offset_[i] >= 0) {
       fast_layers_.push_back(i);
-      snapshot_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i],
-                                 params_[i].numel()});
+    } else if (device_pass_accepts(w) && (rebuild_from_ != nullptr || !device_only_rebuilt)) {
+      DeviceLayers& device = devices_[w.device().index()];
+      device.layers.push_back(i);
+      device.tensors.push_back(w);
     } else {
       generic_layers_.push_back(i);
     }
   }
+}
+
+void LayerReducer::snapshot_weights() {
+  partition_weights(/*device_only_rebuilt=*/true);
+  snapshot_spans_.clear();
+  for (size_t i : fast_layers_) {
+    snapshot_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i], params_[i].numel()});
+  }
   fused_.snapshot_sumsq(snapshot_spans_, fast_sum_out_);
   for (size_t k = 0; k < fast_layers_.size(); ++k) param_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
+  weights_on_devices();
   if (!generic_layers_.empty()) weights_generic(generic_layers_, /*snapshot=*/true);
 }
 
 void LayerReducer::reduce_weights() {
+  partition_weights(/*device_only_rebuilt=*/false);
   const_spans_.clear();
-  fast_layers_.clear();
-  generic_layers_.clear();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (fast_offset_[i] >= 0) {
-      fast_layers_.push_back(i);
-      const_spans_.push_back({params_[i].data_ptr<float>(), params_[i].numel()});
-    } else {
-      generic_layers_.push_back(i);
-    }
-  }
+  for (size_t i : fast_layers_) const_spans_.push_back({params_[i].data_ptr<float>(), params_[i].numel()});
   fused_.sumsq(const_spans_, fast_sum_out_);
   for (size_t k = 0; k < fast_layers_.size(); ++k) param_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
+  weights_on_devices();
   if (!generic_layers_.empty()) weights_generic(generic_layers_, /*snapshot=*/false);
+}
+
+// sum w^2 of the device layers partition_weights chose, with the gradient kernel read-only.
+void LayerReducer::weights_on_devices() {
+  for (auto& [index, device] : devices_) {
+    if (device.layers.empty()) continue;
+    if (!device.weights_pass) device.weights_pass = make_device_grad_pass(index);
+    device.weights_pass->enqueue(device.tensors, 1.0f);
+  }
+  for (auto& [index, device] : devices_) {
+    if (device.layers.empty()) continue;
+    device.weights_pass->collect(device_grad_out_);
+    for (size_t k = 0; k < device.layers.size(); ++k) param_sumsq_[device.layers[k]] = device_grad_out_[k].sumsq;
+    device.tensors.clear();
+  }
 }
 
 void LayerReducer::weights_generic(const std::vector<size_t>& layers, bool snapshot) {
@@ -175,24 +230,47 @@ void LayerReducer::weights_generic(const std::vector<size_t>& layers, bool snaps
 }
 
 void LayerReducer::reduce_updates() {
+  partition_weights(/*device_only_rebuilt=*/true);
   snapshot_spans_.clear();
-  fast_layers_.clear();
-  generic_layers_.clear();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (fast_offset_[i] >= 0) {
-      fast_layers_.push_back(i);
-      snapshot_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i],
-                                 params_[i].numel()});
-    } else {
-      generic_layers_.push_back(i);
-    }
+  for (size_t i : fast_layers_) {
+    snapshot_spans_.push_back({params_[i].data_ptr<float>(), cpu_snapshot_.data() + fast_offset_[i], params_[i].numel()});
   }
   fused_.update_and_snapshot(snapshot_spans_, fast_sum_out_, fast_sum_out2_);
   for (size_t k = 0; k < fast_layers_.size(); ++k) {
     update_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
     next_param_sumsq_[fast_layers_[k]] = fast_sum_out2_[k];
   }
+  updates_on_devices();
   if (!generic_layers_.empty()) updates_generic(generic_layers_);
+}
+
+// The device layers' updates, rebuilt from the optimizer's state after its step. |W_old|^2 is
+// rebuilt too, and replaces the weight norm taken before the step (the same quantity).
+void LayerReducer::updates_on_devices() {
+  bool any = false;
+  for (const auto& [index, device] : devices_) any = any || !device.layers.empty();
+  if (!any) return;
+  read_update_rules(*rebuild_from_, params_, rules_);
+  for (auto& [index, device] : devices_) {
+    if (device.layers.empty()) continue;
+    if (!device.updates_pass) device.updates_pass = make_device_update_pass(index);
+    device_rules_.clear();
+    for (size_t i : device.layers) device_rules_.push_back(&rules_[i]);
+    device.updates_pass->enqueue(device.tensors, device_rules_);
+  }
+  for (auto& [index, device] : devices_) {
+    if (device.layers.empty()) continue;
+    device.updates_pass->collect(device_update_out_);
+    for (size_t k = 0; k < device.layers.size(); ++k) {
+      const size_t i = device.layers[k];
+      update_sumsq_[i] = device_update_out_[k].update_sumsq;
+      param_sumsq_[i] = device_update_out_[k].old_sumsq;
+      next_param_sumsq_[i] = device_update_out_[k].new_sumsq;
+    }
+    device.tensors.clear();
+  }
+  // The rules hold the optimizer's state tensors: let them go with the step.
+  rules_.clear();
 }
 
 void LayerReducer::updates_generic(const std::vector<size_t>& layers) {

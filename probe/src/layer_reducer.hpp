@@ -2,18 +2,25 @@
 //
 // What it is for: the probe's arithmetic over every parameter. CPU float32 contiguous tensors
 // go through FusedReducer (one hand-fused pass per question, all layers in one parallel
-// region). Every other tensor (CUDA, bf16, fp16, double, strided) goes through ATen ops that
-// run on its device and write into one small double stats tensor per device, brought to the
-// host with a single copy per pass.
+// region). CUDA tensors (dense, contiguous, fp32/fp64/bf16/fp16) go through the fused
+// device passes (device_passes.hpp), one launch per device, where keel is built with the CUDA
+// probe: gradients, weight norms, and, when the optimizer's update can be rebuilt from its
+// state (AdamW, Adam, SGD: update_rules.hpp), the update, with no copy of the weights. Every
+// other tensor (strided, other types, or on a GPU under another optimizer) goes through ATen
+// ops that run on its device and write into one small double stats tensor per device, brought
+// to the host with a single copy per pass; a snapshot of its weights gives its update.
 // Threads: the training thread only. Never: throws for non-finite values; allocates in the CPU
 // fast path once warmed up.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "device_passes.hpp"
 #include "keel/probe/fused_reduce.hpp"
 
 namespace keel::probe {
@@ -21,14 +28,28 @@ namespace keel::probe {
 class LayerReducer {
  public:
   explicit LayerReducer(std::vector<torch::Tensor> params);
+  // The optimizer whose step the update pass measures. With AdamW, Adam or SGD, the updates of
+  // the layers on a CUDA device are rebuilt from its state after the step, and those layers
+  // keep no snapshot; otherwise (or with nullptr) every layer off the CPU keeps one.
+  void measure_updates_of(torch::optim::Optimizer* optimizer);
 
   size_t layer_count() const { return params_.size(); }
 
   // Gradient statistics of every layer; when `unscale` is not 1, first multiplies each
   // gradient by it in place (loss-scaler unscale fused into the same pass). A layer without a
-  // gradient reports all zeros.
-  void reduce_grads(float unscale);
-  // Copies every weight into the snapshot and computes sum w^2 (before the update).
+  // gradient reports all zeros. In two halves: enqueue_grads starts the device passes and
+  // runs the host ones; collect_grads waits for the device results (one wait per device).
+  void enqueue_grads(float unscale);
+  void collect_grads();
+  void reduce_grads(float unscale) {
+    enqueue_grads(unscale);
+    collect_grads();
+  }
+  // Whether the last enqueue_grads put a fused pass on this CUDA device's current stream (so
+  // collect_grads waits for what the caller enqueues there in between).
+  bool device_pass_on(int device_index) const;
+  // Copies every weight into the snapshot and computes sum w^2 (before the update). Layers
+  // whose update is rebuilt from the optimizer get sum w^2 only.
   void snapshot_weights();
   // sum w^2 without a snapshot (param_norm due, update_ratio not).
   void reduce_weights();
@@ -49,15 +70,35 @@ class LayerReducer {
  private:
   bool on_fast_path(size_t layer) const;
   bool grad_on_fast_path(size_t layer) const;
+  // Sorts the layers for a weight pass: fast_layers_ (CPU fp32), the device layers of
+  // devices_[*].layers (with `device_only_rebuilt`, only those whose update is rebuilt), and
+  // generic_layers_ (the rest).
+  void partition_weights(bool device_only_rebuilt);
   void reduce_generic_grads(const std::vector<size_t>& layers, float unscale);
   void weights_generic(const std::vector<size_t>& layers, bool snapshot);
+  void weights_on_devices();
   void updates_generic(const std::vector<size_t>& layers);
+  void updates_on_devices();
 
   std::vector<torch::Tensor> params_;
   std::vector<int64_t> fast_offset_;        // offset into cpu_snapshot_, -1 when not fast path
   std::vector<float> cpu_snapshot_;          // one reusable buffer for all CPU fp32 weights
   std::vector<torch::Tensor> generic_snapshot_;
   FusedReducer fused_;
+  // Per CUDA device index: its fused passes (created on first use; absent where keel has no
+  // CUDA probe), and the layers and tensors of the pass in progress on it.
+  struct DeviceLayers {
+    std::unique_ptr<DeviceGradPass> grads_pass;
+    std::unique_ptr<DeviceGradPass> weights_pass;   // sum w^2: the gradient kernel, read-only
+    std::unique_ptr<DeviceUpdatePass> updates_pass;
+    std::vector<size_t> layers;
+    std::vector<torch::Tensor> tensors;
+  };
+  std::map<int, DeviceLayers> devices_;
+  torch::optim::Optimizer* rebuild_from_ = nullptr;   // set when its updates can be rebuilt
+  std::vector<LayerUpdateRule> rules_;
+  std::vector<const LayerUpdateRule*> device_rules_;
+  std::vector<UpdateStats> device_update_out_;
 
   std::vector<GradStats> grad_stats_;
   std::vector<double> param_sumsq_;
@@ -71,6 +112,7 @@ class LayerReducer {
   std::vector<MutableSpan> mutable_spans_;
   std::vector<SnapshotSpan> snapshot_spans_;
   std::vector<GradStats> fast_grad_out_;
+  std::vector<GradStats> device_grad_out_;
   std::vector<double> fast_sum_out_;
   std::vector<double> fast_sum_out2_;
 };

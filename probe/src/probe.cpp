@@ -11,6 +11,7 @@
 #include "checkpoint_capture.hpp"
 #include "checkpoint_writer.hpp"
 #include "command_server.hpp"
+#include "deferred_scalar.hpp"
 #include "keel/wire/curve_keys.hpp"
 #include "layer_reducer.hpp"
 #include "publisher.hpp"
@@ -76,6 +77,7 @@ class Probe::Impl {
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
+  DeferredScalar loss_;                               // this step's loss, read with the gradient pass
 
   int64_t step_ = 0;
   std::optional<Clock::time_point> last_step_enter_;
@@ -206,6 +208,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::op
       order_(params_),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(params, options_);
+  reducer_.measure_updates_of(&optimizer_);
   check_rank(options_);
   check_command_security(options_);
   if (!options_.endpoint.empty()) {
@@ -302,15 +305,17 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
   Reduction r;
   health_ = StepHealth{};
   try {
-    // Read before the update: a non-finite loss is a reason to skip it.
-    const bool has_loss = loss.defined() && loss.numel() == 1;
-    if (has_loss) r.loss = loss.item<double>();
     float unscale = 1.0f;
     const bool scaler_active = scaler_ && scaler_->enabled();
     if (scaler_active && !scaler_->unscaled()) unscale = scaler_->inv_scale_value();
     const auto reduce_start = Clock::now();
     static const std::vector<GradStats> kNoGrads;
-    if (plan.grads_due) reducer_.reduce_grads(unscale);
+    if (plan.grads_due) reducer_.enqueue_grads(unscale);
+    // Read before the update: a non-finite loss is a reason to skip it.
+    const bool has_loss = loss.defined() && loss.numel() == 1;
+    if (has_loss) loss_.start(loss, plan.grads_due && loss.is_cuda() && reducer_.device_pass_on(loss.device().index()));
+    if (plan.grads_due) reducer_.collect_grads();
+    if (has_loss) r.loss = loss_.value();
     health_ = assess_step(r.loss, has_loss, plan.grads_due ? reducer_.grad_stats() : kNoGrads,
                           [this](size_t layer) { return order_.position(layer); });
     outcome.nonfinite_layers = health_.nonfinite_layers;

@@ -68,6 +68,30 @@ HostTensor make_tensor(ElementType type, const std::vector<double>& values) {
   return t;
 }
 
+// The element's value widened to fp64.
+double value_at(const HostTensor& t, int64_t i) {
+  const unsigned char* at = t.bytes.data() + static_cast<size_t>(i) * element_size(t.type);
+  switch (t.type) {
+    case ElementType::kFloat32: { float v; std::memcpy(&v, at, 4); return v; }
+    case ElementType::kFloat64: { double v; std::memcpy(&v, at, 8); return v; }
+    case ElementType::kBFloat16: { uint16_t v; std::memcpy(&v, at, 2); return bf16_to_float(v); }
+    case ElementType::kFloat16: { uint16_t v; std::memcpy(&v, at, 2); return half_to_float(v); }
+  }
+  return 0;
+}
+
+// Index of the first element whose bits differ, or -1. A NaN matches any NaN: its payload is
+// the hardware's choice (a GPU's multiply returns its own canonical NaN, x86 keeps the input's).
+int64_t first_difference(const HostTensor& a, const HostTensor& b) {
+  const size_t size = element_size(a.type);
+  for (int64_t i = 0; i < a.numel; ++i) {
+    if (std::memcmp(a.bytes.data() + i * size, b.bytes.data() + i * size, size) == 0) continue;
+    if (std::isnan(value_at(a, i)) && std::isnan(value_at(b, i))) continue;
+    return i;
+  }
+  return -1;
+}
+
 // The host's run of the same math over a whole tensor (one pass; unscaling `t` in place).
 GradAccumulator host_stats(HostTensor& t, float inv_scale) {
   void* data = t.bytes.data();
@@ -191,7 +215,10 @@ TEST(CudaGradStats, UnscaleWritesTheSameBitsAsTheHost) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     HostTensor host = tensors[i];
     expect_same_stats(device[i], host_stats(host, inv_scale), i);
-    EXPECT_EQ(after[i].bytes, host.bytes) << "unscaled values differ in tensor " << i;
+    ASSERT_EQ(after[i].bytes.size(), host.bytes.size());
+    const int64_t at = first_difference(after[i], host);
+    EXPECT_EQ(at, -1) << "unscaled values differ in tensor " << i << " at element " << at << ": device "
+                      << (at >= 0 ? value_at(after[i], at) : 0) << ", host " << (at >= 0 ? value_at(host, at) : 0);
   }
 }
 

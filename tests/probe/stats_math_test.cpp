@@ -150,6 +150,17 @@ TEST(StatsMathAccumulator, SpecialValuesAgainstFloat64) {
   EXPECT_GT(grad_range<ElementType::kFloat32>(tiny.data(), 0, 2, 0, 1, 1.0f).sumsq, 0.0);
 }
 
+TEST(StatsMathAccumulator, EveryNaNPayloadGivesTheSameAbsmaxBits) {
+  // A GPU's multiply returns its own NaN pattern where x86 keeps the input's; absmax must not
+  // depend on which one the data carries.
+  for (uint32_t pattern : {0x7fc00000u, 0xffc00000u, 0x7fffffffu, 0x7f800001u, 0xffa5a5a5u}) {
+    std::vector<float> data = {1.0f, bit_cast<float>(pattern), -2.0f};
+    const auto acc = grad_range<ElementType::kFloat32>(data.data(), 0, 3, 0, 1, 1.0f);
+    EXPECT_EQ(acc.absmax_bits, kNaNBits64) << std::hex << pattern;
+    EXPECT_EQ(acc.nonfinite, 1u);
+  }
+}
+
 TEST(StatsMathAccumulator, Bfloat16AndHalfInputsAreWidenedExactly) {
   std::vector<uint16_t> bf16, half;
   std::vector<double> bf16_values, half_values;

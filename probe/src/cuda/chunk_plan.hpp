@@ -44,8 +44,9 @@ struct ChunkPlan {
 ChunkPlan plan_chunks(const std::vector<int64_t>& numels, int64_t chunk_elements = kChunkElements);
 
 // Folds a tensor's chunk partials in chunk order: the same fold the device runs per tensor.
-KEEL_HD GradAccumulator fold_chunks(const GradAccumulator* partials, TensorChunks where) {
-  GradAccumulator total;
+template <class Accumulator>
+KEEL_HD Accumulator fold_chunks(const Accumulator* partials, TensorChunks where) {
+  Accumulator total;
   for (int32_t c = 0; c < where.count; ++c) total.merge(partials[where.first + c]);
   return total;
 }

@@ -1,11 +1,13 @@
-// The gradient pass's kernels; the contract is in multi_tensor_stats.hpp, the arithmetic in
-// stats_math.hpp (shared with the CPU tests).
+// The multi-tensor passes' kernels (gradients; updates rebuilt from optimizer state); the
+// contract is in multi_tensor_stats.hpp, the arithmetic in stats_math.hpp and update_math.hpp
+// (shared with the CPU tests).
 //
 // Layout of the work: one thread block per chunk of the plan (64 Ki elements of one tensor).
 // Its threads stride through the chunk, adjacent threads on adjacent elements so every load is
 // coalesced; each keeps a GradAccumulator, and the block combines them with warp shuffles and
 // one shared-memory step in a fixed order. A second launch, one thread per tensor, folds each
-// tensor's chunk partials in chunk order. No atomics: the result repeats bit for bit.
+// tensor's chunk partials in chunk order. No atomics: the result repeats bit for bit. Both
+// passes share this shape; only the per-element math and the accumulator differ.
 #include <cuda_runtime.h>
 
 #include "multi_tensor_stats.hpp"
@@ -25,15 +27,24 @@ __device__ __forceinline__ GradAccumulator shuffle_down(const GradAccumulator& a
   return b;
 }
 
+__device__ __forceinline__ UpdateAccumulator shuffle_down(const UpdateAccumulator& a, int delta) {
+  UpdateAccumulator b;
+  b.update_sumsq = __shfl_down_sync(0xffffffffu, a.update_sumsq, delta);
+  b.old_sumsq = __shfl_down_sync(0xffffffffu, a.old_sumsq, delta);
+  b.new_sumsq = __shfl_down_sync(0xffffffffu, a.new_sumsq, delta);
+  return b;
+}
+
 // The sum over the block, valid in thread 0.
-__device__ GradAccumulator block_reduce(GradAccumulator acc) {
-  __shared__ GradAccumulator warp_totals[kWarps];
+template <class Accumulator>
+__device__ Accumulator block_reduce(Accumulator acc) {
+  __shared__ Accumulator warp_totals[kWarps];
   for (int delta = 16; delta > 0; delta /= 2) acc.merge(shuffle_down(acc, delta));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) warp_totals[warp] = acc;
   __syncthreads();
   if (warp == 0) {
-    acc = lane < kWarps ? warp_totals[lane] : GradAccumulator{};
+    acc = lane < kWarps ? warp_totals[lane] : Accumulator{};
     for (int delta = kWarps / 2; delta > 0; delta /= 2) acc.merge(shuffle_down(acc, delta));
   }
   return acc;
@@ -60,10 +71,43 @@ __global__ void __launch_bounds__(kThreads) grad_chunks_kernel(const TensorRef* 
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-__global__ void fold_kernel(const TensorChunks* where, const GradAccumulator* partials, GradAccumulator* out,
+template <class Accumulator>
+__global__ void fold_kernel(const TensorChunks* where, const Accumulator* partials, Accumulator* out,
                             int32_t tensor_count) {
   const int32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < tensor_count) out[t] = fold_chunks(partials, where[t]);
+}
+
+template <ElementType T>
+__device__ UpdateAccumulator chunk_updates(const UpdateRef& tensor, const Chunk& chunk) {
+  using Storage = typename Element<T>::Storage;
+  return update_range<T>(static_cast<const Storage*>(tensor.weight), static_cast<const Storage*>(tensor.first),
+                         static_cast<const Storage*>(tensor.second), tensor.coefficients, chunk.begin, chunk.end,
+                         threadIdx.x, blockDim.x);
+}
+
+__global__ void __launch_bounds__(kThreads) update_chunks_kernel(const UpdateRef* tensors, const Chunk* chunks,
+                                                                 UpdateAccumulator* partials) {
+  const Chunk chunk = chunks[blockIdx.x];
+  const UpdateRef tensor = tensors[chunk.tensor];
+  UpdateAccumulator acc;
+  switch (tensor.type) {
+    case ElementType::kFloat32: acc = chunk_updates<ElementType::kFloat32>(tensor, chunk); break;
+    case ElementType::kFloat64: acc = chunk_updates<ElementType::kFloat64>(tensor, chunk); break;
+    case ElementType::kBFloat16: acc = chunk_updates<ElementType::kBFloat16>(tensor, chunk); break;
+    case ElementType::kFloat16: acc = chunk_updates<ElementType::kFloat16>(tensor, chunk); break;
+  }
+  acc = block_reduce(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <class Accumulator>
+int enqueue_fold(const TensorChunks* where, const Accumulator* partials, Accumulator* out, int32_t tensor_count,
+                 cudaStream_t stream) {
+  constexpr int kFoldThreads = 128;
+  const int fold_blocks = (tensor_count + kFoldThreads - 1) / kFoldThreads;
+  fold_kernel<<<fold_blocks, kFoldThreads, 0, stream>>>(where, partials, out, tensor_count);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -76,10 +120,18 @@ int enqueue_grad_stats(const GradPass& pass, float inv_scale, void* stream_handl
     const cudaError_t launched = cudaGetLastError();
     if (launched != cudaSuccess) return launched;
   }
-  constexpr int kFoldThreads = 128;
-  const int fold_blocks = (pass.tensor_count + kFoldThreads - 1) / kFoldThreads;
-  fold_kernel<<<fold_blocks, kFoldThreads, 0, stream>>>(pass.where, pass.partials, pass.out, pass.tensor_count);
-  return cudaGetLastError();
+  return enqueue_fold(pass.where, pass.partials, pass.out, pass.tensor_count, stream);
+}
+
+int enqueue_update_stats(const UpdatePass& pass, void* stream_handle) {
+  if (pass.tensor_count == 0) return cudaSuccess;
+  const auto stream = static_cast<cudaStream_t>(stream_handle);
+  if (pass.chunk_count > 0) {
+    update_chunks_kernel<<<pass.chunk_count, kThreads, 0, stream>>>(pass.tensors, pass.chunks, pass.partials);
+    const cudaError_t launched = cudaGetLastError();
+    if (launched != cudaSuccess) return launched;
+  }
+  return enqueue_fold(pass.where, pass.partials, pass.out, pass.tensor_count, stream);
 }
 
 const char* cuda_error_text(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }

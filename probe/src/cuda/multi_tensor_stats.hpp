@@ -1,5 +1,6 @@
-// multi_tensor_stats: the gradient pass of the CUDA probe, one kernel launch for every tensor
-// on a device (plus one small launch that folds the chunks per tensor).
+// multi_tensor_stats: the passes of the CUDA probe, each one kernel launch for every tensor on
+// a device (plus one small launch that folds the chunks per tensor): the gradient pass, and
+// the update pass that rebuilds each weight's update from the optimizer's state.
 //
 // What it is for: the per-layer gradient statistics (stats_math.hpp) of every tensor of a pass,
 // with the loss-scaler unscale fused in, without a host sync: it only enqueues work on the
@@ -14,6 +15,7 @@
 
 #include "chunk_plan.hpp"
 #include "stats_math.hpp"
+#include "update_math.hpp"
 
 namespace keel::probe::cuda {
 
@@ -41,6 +43,33 @@ struct GradPass {
 // Enqueues the pass on `stream` (a cudaStream_t). With inv_scale != 1 every element is first
 // multiplied by it in place. Returns 0 (cudaSuccess) or the launch's CUDA error code.
 int enqueue_grad_stats(const GradPass& pass, float inv_scale, void* stream);
+
+// One row of the update pass's table: a weight after the optimizer's step, the state its rule
+// reads (same element type as the weight; `second` may be null), and the rule's coefficients.
+struct UpdateRef {
+  const void* weight = nullptr;
+  const void* first = nullptr;
+  const void* second = nullptr;
+  int64_t numel = 0;
+  ElementType type = ElementType::kFloat32;
+  int32_t unused = 0;
+  UpdateCoefficients coefficients;
+};
+
+// Buffers of one update pass (device memory, the caller's), as GradPass.
+struct UpdatePass {
+  const UpdateRef* tensors = nullptr;
+  const Chunk* chunks = nullptr;
+  const TensorChunks* where = nullptr;
+  UpdateAccumulator* partials = nullptr;
+  UpdateAccumulator* out = nullptr;
+  int32_t tensor_count = 0;
+  int32_t chunk_count = 0;
+};
+
+// Enqueues the update pass on `stream`: per tensor |dW|^2, |W_old|^2 and |W_new|^2 rebuilt
+// from the state (update_math.hpp). Reads only. Returns 0 or the launch's CUDA error code.
+int enqueue_update_stats(const UpdatePass& pass, void* stream);
 
 // The text of a CUDA error code, for the probe's error events.
 const char* cuda_error_text(int code);

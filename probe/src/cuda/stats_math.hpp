@@ -16,7 +16,10 @@
 //   1/64-rate fp64 still does about 2.5x what its bandwidth feeds it.
 // - absmax as the bit pattern of |x| widened to fp64: for non-negative doubles the integer order
 //   of the bits is the numeric order, with NaN above +Inf above every finite value. The max of
-//   the bits is NaN when any element is NaN, which is keel's definition of grad_absmax.
+//   the bits is NaN when any element is NaN, which is keel's definition of grad_absmax. A NaN
+//   is recorded as the one quiet NaN pattern: the payload a NaN carries differs between the
+//   host and the device (x86 keeps the input's, a GPU's multiply returns its own canonical
+//   NaN), and the results must not.
 // - the count of non-finite elements and of elements exactly zero (+0 or -0).
 // The loss-scaler unscale (x * inv_scale, in fp32 as PyTorch's
 // _amp_foreach_non_finite_check_and_unscale_ does) is fused in. The product is rounded back to
@@ -169,6 +172,7 @@ struct Element<ElementType::kFloat16> : Packed16Element<HalfFormat> {};
 
 constexpr uint64_t kAbsMask64 = 0x7fffffffffffffffull;
 constexpr uint64_t kInfBits64 = 0x7ff0000000000000ull;   // smallest non-finite |pattern|
+constexpr uint64_t kNaNBits64 = 0x7ff8000000000000ull;   // the quiet NaN absmax records
 
 // Running statistics of a set of elements; merge() is associative and commutative for every
 // field but sumsq, whose fp64 rounding depends on the order (the fold order is fixed, so
@@ -180,7 +184,8 @@ struct GradAccumulator {
   uint64_t zeros = 0;
 
   KEEL_HD void add(double x) {
-    const uint64_t a = double_bits(x) & kAbsMask64;
+    const uint64_t magnitude = double_bits(x) & kAbsMask64;
+    const uint64_t a = magnitude > kInfBits64 ? kNaNBits64 : magnitude;
     sumsq += x * x;
     absmax_bits = a > absmax_bits ? a : absmax_bits;
     nonfinite += a >= kInfBits64 ? 1u : 0u;

@@ -23,15 +23,20 @@ inline std::string optimizer_state_key(const torch::Tensor& param) {
 }
 #endif
 
-// CPU autocast on (to `dtype`) or off. 2.x deprecates the CPU-specific switches for the
-// device-generic ones, which 1.13 does not have.
-inline void set_cpu_autocast(bool enabled, at::ScalarType dtype = at::kBFloat16) {
+// Autocast on (to `dtype`) or off for one device type (CPU or CUDA). 2.x deprecates the
+// device-specific switches for the device-generic ones, which 1.13 does not have.
+inline void set_autocast(c10::DeviceType device_type, bool enabled, at::ScalarType dtype = at::kBFloat16) {
 #if TORCH_VERSION_MAJOR >= 2
-  at::autocast::set_autocast_enabled(at::kCPU, enabled);
-  if (enabled) at::autocast::set_autocast_dtype(at::kCPU, dtype);
+  at::autocast::set_autocast_enabled(device_type, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(device_type, dtype);
 #else
-  at::autocast::set_cpu_enabled(enabled);
-  if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+  if (device_type == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+  }
 #endif
 }
 

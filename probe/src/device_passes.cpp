@@ -1,0 +1,229 @@
+// The CUDA passes (built with KEEL_PROBE_CUDA): tables and buffers in libtorch's caching
+// allocators, work on libtorch's current stream, one host wait per pass.
+#include "device_passes.hpp"
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/chunk_plan.hpp"
+#include "cuda/multi_tensor_stats.hpp"
+
+namespace keel::probe {
+namespace {
+
+namespace kc = keel::probe::cuda;
+
+bool element_type_of(torch::ScalarType type, kc::ElementType& out) {
+  switch (type) {
+    case torch::kFloat: out = kc::ElementType::kFloat32; return true;
+    case torch::kDouble: out = kc::ElementType::kFloat64; return true;
+    case torch::kBFloat16: out = kc::ElementType::kBFloat16; return true;
+    case torch::kHalf: out = kc::ElementType::kFloat16; return true;
+    default: return false;
+  }
+}
+
+kc::ElementType element_type(const torch::Tensor& t) {
+  kc::ElementType type;
+  if (!element_type_of(t.scalar_type(), type)) throw std::runtime_error("keel: a device pass got an unsupported type");
+  return type;
+}
+
+torch::Tensor device_bytes(size_t bytes, const torch::Device& device) {
+  return torch::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))},
+                      torch::TensorOptions().dtype(torch::kByte).device(device));
+}
+
+torch::Tensor pinned_bytes(size_t bytes) {
+  return torch::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))},
+                      torch::TensorOptions().dtype(torch::kByte).pinned_memory(true));
+}
+
+// A device copy of `bytes` host bytes, uploaded asynchronously on the current stream. The
+// staging buffer is pinned memory from libtorch's caching host allocator, which keeps it from
+// reuse until the copy has run, so nothing here waits.
+torch::Tensor upload(const void* data, size_t bytes, const torch::Device& device) {
+  auto staging = pinned_bytes(bytes);
+  std::memcpy(staging.data_ptr(), data, bytes);
+  auto on_device = device_bytes(bytes, device);
+  on_device.copy_(staging, /*non_blocking=*/true);
+  return on_device;
+}
+
+// What both passes share: the chunk plan (rebuilt when the element counts change), the
+// tensor table (uploaded when a row changes), device scratch and results, the results' copy
+// into pinned memory and the one wait. Ref is the table's row, Accumulator the result's.
+template <class Ref, class Accumulator>
+class TablePass {
+ public:
+  explicit TablePass(int device_index)
+      : device_(torch::kCUDA, static_cast<c10::DeviceIndex>(device_index)),
+        stream_(c10::cuda::getCurrentCUDAStream(device_.index())) {}
+
+  const torch::Device& device() const { return device_; }
+
+  // `rows` is this step's table; `launch` enqueues the kernels on the stream given the
+  // device buffers and returns a CUDA error code.
+  template <class Pass, class Launch>
+  void enqueue(const std::vector<Ref>& rows, const std::vector<int64_t>& numels, Launch launch) {
+    c10::cuda::CUDAGuard guard(device_);
+    if (numels != planned_numels_) plan(numels);
+    if (rows.size() != uploaded_.size() || std::memcmp(rows.data(), uploaded_.data(), rows.size() * sizeof(Ref)) != 0) {
+      table_ = upload(rows.data(), rows.size() * sizeof(Ref), device_);
+      uploaded_ = rows;
+    }
+    Pass pass;
+    pass.tensors = static_cast<const Ref*>(table_.data_ptr());
+    pass.chunks = static_cast<const kc::Chunk*>(chunks_.data_ptr());
+    pass.where = static_cast<const kc::TensorChunks*>(where_.data_ptr());
+    pass.partials = static_cast<Accumulator*>(partials_.data_ptr());
+    pass.out = static_cast<Accumulator*>(out_.data_ptr());
+    pass.tensor_count = static_cast<int32_t>(rows.size());
+    pass.chunk_count = chunk_count_;
+    stream_ = c10::cuda::getCurrentCUDAStream(device_.index());
+    const int error = launch(pass, stream_.stream());
+    if (error != 0) throw std::runtime_error(std::string("keel: device pass launch failed: ") + kc::cuda_error_text(error));
+    // One copy of every tensor's result, on the same stream, into pinned memory.
+    out_host_.copy_(out_, /*non_blocking=*/true);
+    pending_ = rows.size();
+  }
+
+  // Waits for the last enqueue's results (and whatever the caller enqueued after it).
+  const Accumulator* collect(size_t& count) {
+    c10::cuda::stream_synchronize(stream_.stream());
+    count = pending_;
+    return static_cast<const Accumulator*>(out_host_.data_ptr());
+  }
+
+ private:
+  void plan(const std::vector<int64_t>& numels) {
+    const kc::ChunkPlan chunks = kc::plan_chunks(numels);
+    if (chunks.chunks.size() > static_cast<size_t>(INT32_MAX)) throw std::runtime_error("keel: too many chunks");
+    chunk_count_ = static_cast<int32_t>(chunks.chunks.size());
+    chunks_ = upload(chunks.chunks.data(), chunks.chunks.size() * sizeof(kc::Chunk), device_);
+    where_ = upload(chunks.tensors.data(), chunks.tensors.size() * sizeof(kc::TensorChunks), device_);
+    partials_ = device_bytes(chunks.chunks.size() * sizeof(Accumulator), device_);
+    out_ = device_bytes(numels.size() * sizeof(Accumulator), device_);
+    out_host_ = pinned_bytes(numels.size() * sizeof(Accumulator));
+    planned_numels_ = numels;
+  }
+
+  torch::Device device_;
+  c10::cuda::CUDAStream stream_;
+  std::vector<int64_t> planned_numels_;
+  std::vector<Ref> uploaded_;
+  int32_t chunk_count_ = 0;
+  torch::Tensor table_, chunks_, where_, partials_, out_, out_host_;
+  size_t pending_ = 0;
+};
+
+class CudaGradPass final : public DeviceGradPass {
+ public:
+  explicit CudaGradPass(int device_index) : table_(device_index) {}
+
+  void enqueue(const std::vector<torch::Tensor>& grads, float unscale) override {
+    rows_.clear();
+    numels_.clear();
+    for (const auto& g : grads) {
+      kc::TensorRef ref;
+      ref.type = element_type(g);
+      ref.data = g.data_ptr();
+      ref.numel = g.numel();
+      rows_.push_back(ref);
+      numels_.push_back(g.numel());
+    }
+    table_.enqueue<kc::GradPass>(rows_, numels_, [unscale](const kc::GradPass& pass, cudaStream_t stream) {
+      return kc::enqueue_grad_stats(pass, unscale, stream);
+    });
+  }
+
+  void collect(std::vector<GradStats>& out) override {
+    size_t count = 0;
+    const kc::GradAccumulator* results = table_.collect(count);
+    out.resize(count);
+    for (size_t k = 0; k < count; ++k) {
+      out[k].sumsq = results[k].sumsq;
+      out[k].absmax = static_cast<float>(results[k].absmax());
+      out[k].nonfinite = static_cast<int64_t>(results[k].nonfinite);
+      out[k].zeros = static_cast<int64_t>(results[k].zeros);
+    }
+  }
+
+ private:
+  TablePass<kc::TensorRef, kc::GradAccumulator> table_;
+  std::vector<kc::TensorRef> rows_;
+  std::vector<int64_t> numels_;
+};
+
+// A rule's tensor as the update kernel reads it: the weight's type, size and device, dense.
+const void* rule_input(const torch::Tensor& t, const torch::Tensor& weight) {
+  if (!t.defined()) return nullptr;
+  if (t.scalar_type() != weight.scalar_type() || t.numel() != weight.numel() || t.device() != weight.device() ||
+      t.is_sparse() || !t.is_contiguous()) {
+    throw std::runtime_error("keel: optimizer state does not match its weight's type, size or layout");
+  }
+  return t.data_ptr();
+}
+
+class CudaUpdatePass final : public DeviceUpdatePass {
+ public:
+  explicit CudaUpdatePass(int device_index) : table_(device_index) {}
+
+  void enqueue(const std::vector<torch::Tensor>& weights, const std::vector<const LayerUpdateRule*>& rules) override {
+    rows_.clear();
+    numels_.clear();
+    for (size_t k = 0; k < weights.size(); ++k) {
+      const auto& w = weights[k];
+      kc::UpdateRef ref;
+      ref.type = element_type(w);
+      ref.weight = w.data_ptr();
+      ref.first = rule_input(rules[k]->first, w);
+      ref.second = rule_input(rules[k]->second, w);
+      if (ref.first == nullptr) ref.first = ref.weight;   // the zero update reads nothing but W
+      ref.numel = w.numel();
+      ref.coefficients = rules[k]->coefficients;
+      rows_.push_back(ref);
+      numels_.push_back(w.numel());
+    }
+    table_.enqueue<kc::UpdatePass>(rows_, numels_, [](const kc::UpdatePass& pass, cudaStream_t stream) {
+      return kc::enqueue_update_stats(pass, stream);
+    });
+  }
+
+  void collect(std::vector<UpdateStats>& out) override {
+    size_t count = 0;
+    const kc::UpdateAccumulator* results = table_.collect(count);
+    out.resize(count);
+    for (size_t k = 0; k < count; ++k) {
+      out[k] = UpdateStats{results[k].update_sumsq, results[k].old_sumsq, results[k].new_sumsq};
+    }
+  }
+
+ private:
+  TablePass<kc::UpdateRef, kc::UpdateAccumulator> table_;
+  std::vector<kc::UpdateRef> rows_;
+  std::vector<int64_t> numels_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceGradPass> make_device_grad_pass(int device_index) {
+  return std::make_unique<CudaGradPass>(device_index);
+}
+
+std::unique_ptr<DeviceUpdatePass> make_device_update_pass(int device_index) {
+  return std::make_unique<CudaUpdatePass>(device_index);
+}
+
+bool device_pass_accepts(const torch::Tensor& t) {
+  kc::ElementType type;
+  // is_sparse() first: is_contiguous() throws on a sparse tensor.
+  return t.defined() && t.is_cuda() && !t.is_sparse() && t.is_contiguous() && element_type_of(t.scalar_type(), type);
+}
+
+}  // namespace keel::probe

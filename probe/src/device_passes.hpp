@@ -1,0 +1,65 @@
+// DeviceGradPass and DeviceUpdatePass: the probe's passes over the layers on one CUDA device,
+// from the fused multi-tensor kernels (cuda/multi_tensor_stats.hpp), each in two halves so the
+// host waits once.
+//
+// What they are for: LayerReducer hands a pass the tensors of the layers that live on one
+// device. enqueue() puts everything on libtorch's current stream of that device and returns at
+// once: the tables (uploaded only when the layout or a pointer changed), the pass, and one
+// asynchronous copy of the results into pinned host memory. collect() waits for that copy and
+// hands the results over. Between the two, the caller may enqueue its own copies on the same
+// stream (the loss), which collect()'s wait then covers.
+//   DeviceGradPass: per gradient, the statistics of stats_math.hpp, with the scaler's unscale
+//     fused in.
+//   DeviceUpdatePass: per weight, after the optimizer's step, |dW|^2, |W_old|^2 and |W_new|^2
+//     rebuilt from the optimizer's state (update_rules.hpp), with no copy of the weights.
+// Built only where libtorch has CUDA and nvcc is found (KEEL_PROBE_CUDA in probe/CMakeLists.txt);
+// elsewhere the factories return nullptr and those layers take the generic ATen path.
+// Threads: the training thread. Never: changes a tensor but by the unscale asked for.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "keel/probe/fused_reduce.hpp"
+#include "update_rules.hpp"
+
+namespace keel::probe {
+
+class DeviceGradPass {
+ public:
+  virtual ~DeviceGradPass() = default;
+  // Enqueues the pass over `grads` (each accepted by device_pass_accepts, all on this pass's
+  // device); with unscale != 1 each is first multiplied by it in place. Throws
+  // std::runtime_error with CUDA's message when a launch fails.
+  virtual void enqueue(const std::vector<torch::Tensor>& grads, float unscale) = 0;
+  // Waits for the last enqueue's results; out[k] is grads[k]'s statistics.
+  virtual void collect(std::vector<GradStats>& out) = 0;
+};
+
+struct UpdateStats {
+  double update_sumsq = 0;   // |W_new - W_old|^2
+  double old_sumsq = 0;      // |W_old|^2
+  double new_sumsq = 0;      // |W_new|^2
+};
+
+class DeviceUpdatePass {
+ public:
+  virtual ~DeviceUpdatePass() = default;
+  // Enqueues the pass over `weights` after the optimizer's step, rules[k] saying how
+  // weights[k]'s update is rebuilt (its state tensors of the weight's type and device).
+  // Throws std::runtime_error when a rule's tensors do not match its weight or a launch fails.
+  virtual void enqueue(const std::vector<torch::Tensor>& weights, const std::vector<const LayerUpdateRule*>& rules) = 0;
+  virtual void collect(std::vector<UpdateStats>& out) = 0;
+};
+
+// Passes for CUDA device `device_index`, or nullptr where keel was built without the CUDA probe.
+std::unique_ptr<DeviceGradPass> make_device_grad_pass(int device_index);
+std::unique_ptr<DeviceUpdatePass> make_device_update_pass(int device_index);
+
+// Whether the fused CUDA passes can read this tensor: built with the CUDA probe, a dense,
+// contiguous CUDA tensor of fp32, fp64, bf16 or fp16.
+bool device_pass_accepts(const torch::Tensor& t);
+
+}  // namespace keel::probe

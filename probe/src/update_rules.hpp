@@ -1,0 +1,33 @@
+// UpdateRules: how to rebuild, for each of the probe's layers, the update its optimizer just
+// applied (cuda/update_math.hpp), read from a libtorch optimizer after its step.
+//
+// What it is for: update_ratio without a copy of the weights. torch::optim::AdamW, Adam and
+// SGD keep, after their step, everything their update was made of (moments, momentum buffer,
+// the gradient, the group's hyperparameters). Other optimizers have no rule: the probe keeps
+// a snapshot of the weights for them.
+// Threads: the training thread, right after optimizer.step(). Never: changes the optimizer.
+#pragma once
+
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "cuda/update_math.hpp"
+
+namespace keel::probe {
+
+struct LayerUpdateRule {
+  cuda::UpdateCoefficients coefficients;   // zero update (u = 0, decay 1) when not stepped
+  torch::Tensor first, second;             // what the rule reads; undefined when it reads nothing
+};
+
+// Whether `optimizer` is one whose updates can be rebuilt (AdamW, Adam, SGD).
+bool has_update_rules(torch::optim::Optimizer& optimizer);
+
+// rules[i] for params[i], after optimizer.step(). A layer the optimizer did not step (no
+// gradient, not in any group) gets the zero update. Throws std::runtime_error where the update
+// cannot be rebuilt (an optimizer without rules; lr * weight_decay >= 1, which erases W_old).
+void read_update_rules(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
+                       std::vector<LayerUpdateRule>& rules);
+
+}  // namespace keel::probe

@@ -1,0 +1,263 @@
+// The probe on a CUDA device, end to end: the fused gradient pass against a float64 reference
+// (fp32, bf16 and fp64 layers), a skipped non-finite step with bit-identical weights and
+// optimizer state, the scaler's unscale fused into the pass, and the host waits per step.
+// Built where libtorch has CUDA; every test reports as skipped (with the reason) where there is
+// no CUDA device.
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "keel/probe/grad_scaler.hpp"
+#include "keel/probe/probe.hpp"
+#include "reference_stats.hpp"
+#include "two_layer_net.hpp"
+
+namespace {
+
+using keel::wire::LayerMetric;
+
+#define SKIP_WITHOUT_DEVICE()                                                          \
+  do {                                                                                 \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device available to libtorch"; \
+  } while (0)
+
+// One layer of each element type the fused pass reads natively.
+struct MixedPrecisionNetImpl : torch::nn::Module {
+  MixedPrecisionNetImpl() {
+    fc = register_module("fc", torch::nn::Linear(5, 64));
+    mid = register_module("mid", torch::nn::Linear(64, 32));
+    out = register_module("out", torch::nn::Linear(32, 3));
+    to(torch::kCUDA);
+    mid->to(torch::kBFloat16);
+    out->to(torch::kDouble);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::tanh(fc->forward(x)).to(torch::kBFloat16);
+    h = torch::tanh(mid->forward(h)).to(torch::kDouble);
+    return out->forward(h).to(torch::kFloat);
+  }
+  torch::nn::Linear fc{nullptr}, mid{nullptr}, out{nullptr};
+};
+TORCH_MODULE(MixedPrecisionNet);
+
+torch::Tensor backward(MixedPrecisionNet& net, torch::optim::Optimizer& opt, int64_t seed, double loss_scale = 1.0) {
+  torch::manual_seed(seed);
+  opt.zero_grad();
+  auto x = torch::randn({16, 5}, torch::TensorOptions().device(torch::kCUDA));
+  auto loss = net->forward(x).pow(2).mean();
+  (loss * loss_scale).backward();
+  return loss.detach();
+}
+
+std::vector<torch::Tensor> grads_on_host(MixedPrecisionNet& net) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : net->parameters()) out.push_back(p.grad().detach().to(torch::kCPU));
+  return out;
+}
+
+std::vector<torch::Tensor> on_host(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t.to(torch::kCPU));
+  return out;
+}
+
+void expect_grad_metrics(const keel::probe::Probe& probe, const std::vector<torch::Tensor>& grads, double divide_by) {
+  const auto& record = probe.last_record();
+  ASSERT_EQ(record.layer_count, grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    SCOPED_TRACE(probe.description().layers[i].name);
+    const auto ref = keel::test::reference_grad(grads[i].to(torch::kDouble) / divide_by);
+    EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kGradNorm, i), ref.norm, 1e-6));
+    EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kGradAbsmax, i), ref.absmax, 1e-6));
+    EXPECT_EQ(record.layer_value(LayerMetric::kGradNonfinite, i), static_cast<float>(ref.nonfinite));
+    EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kGradZeroFrac, i), ref.zero_frac, 1e-6));
+  }
+}
+
+keel::probe::ProbeOptions quiet_options() {
+  keel::probe::ProbeOptions options;
+  options.endpoint = "";
+  options.dump_on_nonfinite = false;
+  return options;
+}
+
+// Counts c10's "synchronizing CUDA operation" warnings while sync debug mode is on.
+class SyncCounter : public c10::WarningHandler {
+ public:
+  SyncCounter() : previous_(c10::WarningUtils::get_warning_handler()) {
+    c10::WarningUtils::set_warning_handler(this);
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+  }
+  ~SyncCounter() override {
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+    c10::WarningUtils::set_warning_handler(previous_);
+  }
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("synchroniz") != std::string::npos) ++count;
+  }
+  int64_t count = 0;
+
+ private:
+  c10::WarningHandler* previous_;
+};
+
+TEST(CudaProbe, GradientMetricsOfEveryElementTypeMatchAFloat64Reference) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  for (int64_t step = 0; step < 3; ++step) {
+    auto loss = backward(net, opt, step);
+    const auto grads = grads_on_host(net);
+    const auto outcome = probe.step(loss);
+    ASSERT_TRUE(outcome.applied) << outcome.skip_reason;
+    expect_grad_metrics(probe, grads, 1.0);
+    EXPECT_DOUBLE_EQ(probe.last_record().loss, loss.item<double>());
+  }
+}
+
+TEST(CudaProbe, NonfiniteStepIsSkippedWithBitIdenticalWeightsAndOptimizerState) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  probe.step(backward(net, opt, 1));
+  auto loss = backward(net, opt, 2);
+  keel::test::poison(net->mid->weight);
+  const auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
+  const auto outcome = probe.step(loss);
+  EXPECT_FALSE(outcome.applied);
+  EXPECT_EQ(outcome.skip_reason, "nonfinite");
+  EXPECT_EQ(outcome.nonfinite_layers, 1);
+  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+  bool named = false;
+  for (const auto& e : probe.last_events()) named = named || (e.kind == "first_nonfinite" && e.layer == "mid.weight");
+  EXPECT_TRUE(named) << "first_nonfinite names mid.weight";
+}
+
+TEST(CudaProbe, ScalerUnscalesInThePassAndSkipsAnOverflow) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  keel::probe::GradScaler scaler;
+  probe.use_scaler(&scaler);
+  const double scale = scaler.scale_value();
+  auto loss = backward(net, opt, 3, scale);
+  const auto scaled = grads_on_host(net);
+  auto outcome = probe.step(loss);
+  ASSERT_TRUE(outcome.applied) << outcome.skip_reason;
+  expect_grad_metrics(probe, scaled, scale);
+  // The optimizer read unscaled gradients: they were unscaled in place on the device.
+  const auto unscaled = grads_on_host(net);
+  for (size_t i = 0; i < unscaled.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(unscaled[i].to(torch::kDouble), scaled[i].to(torch::kDouble) / scale, 1e-2, 0.0))
+        << "layer " << i;
+  }
+
+  loss = backward(net, opt, 4, scaler.scale_value());
+  keel::test::poison(net->fc->bias);
+  const auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
+  outcome = probe.step(loss);
+  EXPECT_FALSE(outcome.applied);
+  EXPECT_EQ(outcome.skip_reason, "scaler");
+  EXPECT_LT(scaler.scale_value(), scale);
+  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+}
+
+// update_ratio and param_norm of AdamW, Adam and SGD (momentum) steps on the device, against
+// the weights before and after in float64: the update is rebuilt from the optimizer's state.
+TEST(CudaProbe, UpdateRatioIsRebuiltFromTheOptimizerStateAndMatchesAFloat64Reference) {
+  SKIP_WITHOUT_DEVICE();
+  using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
+  const std::vector<std::pair<std::string, MakeOptimizer>> optimizers = {
+      {"AdamW", [](auto p) { return std::make_unique<torch::optim::AdamW>(p, torch::optim::AdamWOptions(1e-2)); }},
+      {"Adam", [](auto p) { return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(1e-2).weight_decay(0.1)); }},
+      {"SGD", [](auto p) { return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.1).momentum(0.9)); }},
+  };
+  for (const auto& [name, make] : optimizers) {
+    SCOPED_TRACE(name);
+    MixedPrecisionNet net;
+    auto opt = make(net->parameters());
+    keel::probe::Probe probe(*net, *opt, quiet_options());
+    for (int64_t step = 0; step < 3; ++step) {
+      auto loss = backward(net, *opt, 10 + step);
+      const auto before = on_host(net->parameters());
+      ASSERT_TRUE(probe.step(loss).applied);
+      const auto after = on_host(net->parameters());
+      const auto& record = probe.last_record();
+      for (size_t i = 0; i < before.size(); ++i) {
+        SCOPED_TRACE(probe.description().layers[i].name + " step " + std::to_string(step));
+        // W_old is rebuilt from W_new, which was rounded to the weight's type: for bf16 that
+        // rounding (2^-9 of each element) bounds the weight norm's error, and is a large part
+        // of an update as small as lr * 1e-2.
+        const bool bf16 = before[i].scalar_type() == torch::kBFloat16;
+        EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kParamNorm, i),
+                                          keel::test::reference_norm(before[i]), bf16 ? 4e-3 : 1e-6));
+        EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kUpdateRatio, i),
+                                          keel::test::reference_update_ratio(before[i], after[i]), bf16 ? 5e-2 : 1e-4));
+      }
+    }
+  }
+}
+
+// With the defaults (every metric every step), the probe holds no copy of the weights: what it
+// adds on the device (tables, partial sums) stays far below 5% of them.
+TEST(CudaProbe, DefaultsAddLessThanFivePercentOfTheWeightsOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  torch::nn::Sequential net(torch::nn::Linear(1024, 1024), torch::nn::Tanh(), torch::nn::Linear(1024, 1024),
+                            torch::nn::Tanh(), torch::nn::Linear(1024, 1024));
+  net->to(torch::kCUDA);
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  auto step_once = [&](keel::probe::Probe* probe) {
+    opt.zero_grad();
+    auto loss = net->forward(torch::randn({64, 1024}, torch::TensorOptions().device(torch::kCUDA))).pow(2).mean();
+    loss.backward();
+    if (probe) {
+      probe->step(loss.detach());
+    } else {
+      opt.step();
+    }
+  };
+  int64_t weight_bytes = 0;
+  for (const auto& p : net->parameters()) weight_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  auto in_use = [] {
+    torch::cuda::synchronize();
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0].current;
+  };
+  step_once(nullptr);
+  const int64_t before = in_use();
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  for (int k = 0; k < 3; ++k) step_once(&probe);
+  const int64_t extra = in_use() - before;
+  EXPECT_LT(extra, weight_bytes / 20) << "the probe holds " << extra << " bytes on the device for " << weight_bytes
+                                      << " bytes of weights";
+}
+
+TEST(CudaProbe, GradientMetricsAndTheLossCostOneHostWaitPerStep) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  auto options = quiet_options();
+  options.cadence[static_cast<int>(LayerMetric::kParamNorm)] = 0;
+  options.cadence[static_cast<int>(LayerMetric::kUpdateRatio)] = 0;
+  keel::probe::Probe probe(*net, opt, options);
+  probe.step(backward(net, opt, 5));   // first step: tables are planned and uploaded
+  for (int64_t step = 6; step < 9; ++step) {
+    auto loss = backward(net, opt, step);
+    torch::cuda::synchronize();
+    SyncCounter syncs;
+    probe.step(loss);
+    EXPECT_EQ(syncs.count, 1) << "step " << step;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,100 @@
+// The update rebuilt from the optimizer's state after its step (update_rules + update_math,
+// the code the CUDA update pass runs), on the CPU, against the update libtorch's own AdamW, Adam
+// and SGD really applied (W_new - W_old from a copy taken before the step), in float64.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/update_math.hpp"
+#include "reference_stats.hpp"
+#include "update_rules.hpp"
+
+namespace {
+
+using keel::probe::LayerUpdateRule;
+using keel::probe::cuda::ElementType;
+using keel::probe::cuda::UpdateAccumulator;
+
+using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
+
+struct Case {
+  std::string name;
+  MakeOptimizer make;
+};
+
+std::vector<Case> cases() {
+  using namespace torch::optim;
+  return {
+      {"AdamW", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1)); }},
+      {"AdamW amsgrad", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1).amsgrad(true)); }},
+      {"Adam", [](auto p) { return std::make_unique<Adam>(p, AdamOptions(1e-2).weight_decay(0.1)); }},
+      {"SGD", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).weight_decay(0.01)); }},
+      {"SGD momentum", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01)); }},
+      {"SGD nesterov", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01)); }},
+  };
+}
+
+UpdateAccumulator rebuilt(const torch::Tensor& weight, const LayerUpdateRule& rule) {
+  const float* w = weight.data_ptr<float>();
+  const float* first = rule.first.defined() ? rule.first.data_ptr<float>() : w;
+  const float* second = rule.second.defined() ? rule.second.data_ptr<float>() : nullptr;
+  return keel::probe::cuda::update_range<ElementType::kFloat32>(w, first, second, rule.coefficients, 0, weight.numel(), 0, 1);
+}
+
+double sumsq(const torch::Tensor& t) { return t.to(torch::kDouble).square().sum().item<double>(); }
+
+TEST(UpdateRules, RebuiltUpdatesMatchWhatTheOptimizerApplied) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    torch::manual_seed(7);
+    std::vector<torch::Tensor> params = {torch::randn({1000}), torch::randn({37}), torch::randn({5, 5}) * 0.01,
+                                         torch::randn({8})};   // the last one never has a gradient
+    for (auto& p : params) p.set_requires_grad(true);
+    auto optimizer = c.make(params);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i + 1 < params.size(); ++i) params[i].mutable_grad() = torch::randn_like(params[i]) * 0.1;
+      std::vector<torch::Tensor> before;
+      for (const auto& p : params) before.push_back(p.detach().clone());
+      optimizer->step();
+      std::vector<LayerUpdateRule> rules;
+      keel::probe::read_update_rules(*optimizer, params, rules);
+      ASSERT_EQ(rules.size(), params.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(i));
+        const auto got = rebuilt(params[i].detach(), rules[i]);
+        const torch::Tensor applied = params[i].detach().to(torch::kDouble) - before[i].to(torch::kDouble);
+        EXPECT_TRUE(keel::test::close_rel(got.update_sumsq, sumsq(applied), 1e-4));
+        EXPECT_TRUE(keel::test::close_rel(got.old_sumsq, sumsq(before[i]), 1e-6));
+        EXPECT_TRUE(keel::test::close_rel(got.new_sumsq, sumsq(params[i].detach()), 1e-12));
+        if (i + 1 == params.size()) {
+          EXPECT_EQ(got.update_sumsq, 0.0) << "a tensor never stepped has no update";
+        }
+      }
+    }
+  }
+}
+
+TEST(UpdateRules, OnlyAdamWAdamAndSgdHaveRules) {
+  std::vector<torch::Tensor> params = {torch::randn({4}, torch::requires_grad())};
+  torch::optim::RMSprop rmsprop(params, torch::optim::RMSpropOptions(1e-2));
+  torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(1e-2));
+  EXPECT_FALSE(keel::probe::has_update_rules(rmsprop));
+  EXPECT_TRUE(keel::probe::has_update_rules(adamw));
+  std::vector<LayerUpdateRule> rules;
+  EXPECT_THROW(keel::probe::read_update_rules(rmsprop, params, rules), std::runtime_error);
+}
+
+TEST(UpdateRules, DecayThatErasesTheWeightsIsRefused) {
+  std::vector<torch::Tensor> params = {torch::randn({4}, torch::requires_grad())};
+  torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(1.0).weight_decay(1.0));
+  params[0].mutable_grad() = torch::ones({4});
+  adamw.step();
+  std::vector<LayerUpdateRule> rules;
+  EXPECT_THROW(keel::probe::read_update_rules(adamw, params, rules), std::runtime_error);
+}
+
+}  // namespace
