@@ -31,18 +31,13 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "naive_checks.hpp"
 #include "trainer.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using keel::bench::median;
 
 // Counts the warnings c10 raises for a synchronising CUDA call while sync debug mode is on;
 // every other warning is passed to the handler that was in place.
@@ -101,26 +96,10 @@ void train_step(Variant& v, int64_t step) {
   }
 }
 
-// Per parameter: isnan/isinf checks and the norm, each read back with .item(), and a weight
-// copy for the update ratio: NaN-hunting code as it is usually written.
+// NaN-hunting code as it is usually written (naive_checks.hpp).
 void naive_finish(Variant& v) {
-  torch::NoGradGuard no_grad;
-  auto params = v.trainer->model()->parameters();
-  std::vector<torch::Tensor> copies(params.size());
-  bool bad = false;
-  double norm_sum = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& g = params[i].grad();
-    bad = bad || torch::isnan(g).any().item<bool>() || torch::isinf(g).any().item<bool>();
-    norm_sum += g.norm().item<double>();
-    copies[i] = params[i].detach().clone();
-  }
-  if (!bad) v.trainer->optimizer().step();
-  double ratio_sum = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    ratio_sum += (params[i] - copies[i]).norm().item<double>() / copies[i].norm().item<double>();
-  }
-  if (norm_sum < 0 || ratio_sum < 0) std::puts("impossible");   // keeps the work observable
+  std::vector<torch::Tensor> copies;
+  keel::bench::naive_step(*v.trainer, copies);
 }
 
 // One fused norm over every gradient, one copy to the host, the skip decided there.

@@ -17,44 +17,18 @@
 
 #include "control_bench.hpp"
 #include "keel/probe/probe.hpp"
+#include "naive_checks.hpp"
 #include "reduce_bandwidth.hpp"
 #include "trainer.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using keel::bench::median;
+using keel::bench::naive_step;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// Per parameter: isnan/isinf checks, the norm, and a weight copy for the update ratio, each
-// read back with .item(), as NaN-hunting code is usually written.
-void naive_step(keel::demo::Trainer& trainer, std::vector<torch::Tensor>& copies) {
-  torch::NoGradGuard no_grad;
-  auto params = trainer.model()->parameters();
-  copies.resize(params.size());
-  bool bad = false;
-  double norm_sum = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& g = params[i].grad();
-    bad = bad || torch::isnan(g).any().item<bool>() || torch::isinf(g).any().item<bool>();
-    norm_sum += g.norm().item<double>();
-    copies[i] = params[i].detach().clone();
-  }
-  if (!bad) trainer.optimizer().step();
-  double ratio_sum = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    ratio_sum += (params[i] - copies[i]).norm().item<double>() / copies[i].norm().item<double>();
-  }
-  if (norm_sum < 0 || ratio_sum < 0) std::puts("impossible");   // keep the work observable
 }
 
 }  // namespace
