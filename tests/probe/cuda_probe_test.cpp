@@ -197,13 +197,15 @@ TEST(CudaProbe, UpdateRatioIsRebuiltFromTheOptimizerStateAndMatchesAFloat64Refer
       for (size_t i = 0; i < before.size(); ++i) {
         SCOPED_TRACE(probe.description().layers[i].name + " step " + std::to_string(step));
         // W_old is rebuilt from W_new, which was rounded to the weight's type: for bf16 that
-        // rounding (2^-9 of each element) bounds the weight norm's error, and is a large part
-        // of an update as small as lr * 1e-2.
+        // rounding (up to 2^-9 of each element) bounds the weight norm's error. An update of
+        // 0.3% of the weights is as small as that rounding, so the update the optimizer meant
+        // (what the rebuild gives) and the bf16 one it left differ by several percent (6.4%
+        // seen on an H100 with SGD).
         const bool bf16 = before[i].scalar_type() == torch::kBFloat16;
         EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kParamNorm, i),
                                           keel::test::reference_norm(before[i]), bf16 ? 4e-3 : 1e-6));
         EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kUpdateRatio, i),
-                                          keel::test::reference_update_ratio(before[i], after[i]), bf16 ? 5e-2 : 1e-4));
+                                          keel::test::reference_update_ratio(before[i], after[i]), bf16 ? 0.15 : 1e-4));
       }
     }
   }
