@@ -69,7 +69,7 @@ class TablePass {
 
   // `rows` is this step's table; `launch` enqueues the kernels on the stream given the
   // device buffers and returns a CUDA error code.
-  template <class Pass, class Launch>
+  template <class Launch>
   void enqueue(const std::vector<Ref>& rows, const std::vector<int64_t>& numels, Launch launch) {
     c10::cuda::CUDAGuard guard(device_);
     if (numels != planned_numels_) plan(numels);
@@ -77,7 +77,7 @@ class TablePass {
       table_ = upload(rows.data(), rows.size() * sizeof(Ref), device_);
       uploaded_ = rows;
     }
-    Pass pass;
+    kc::MultiTensorPass<Ref, Accumulator> pass;
     pass.tensors = static_cast<const Ref*>(table_.data_ptr());
     pass.chunks = static_cast<const kc::Chunk*>(chunks_.data_ptr());
     pass.where = static_cast<const kc::TensorChunks*>(where_.data_ptr());
@@ -137,7 +137,7 @@ class CudaGradPass final : public DeviceGradPass {
       rows_.push_back(ref);
       numels_.push_back(g.numel());
     }
-    table_.enqueue<kc::GradPass>(rows_, numels_, [unscale](const kc::GradPass& pass, cudaStream_t stream) {
+    table_.enqueue(rows_, numels_, [unscale](const kc::GradPass& pass, cudaStream_t stream) {
       return kc::enqueue_grad_stats(pass, unscale, stream);
     });
   }
@@ -190,7 +190,7 @@ class CudaUpdatePass final : public DeviceUpdatePass {
       rows_.push_back(ref);
       numels_.push_back(w.numel());
     }
-    table_.enqueue<kc::UpdatePass>(rows_, numels_, [](const kc::UpdatePass& pass, cudaStream_t stream) {
+    table_.enqueue(rows_, numels_, [](const kc::UpdatePass& pass, cudaStream_t stream) {
       return kc::enqueue_update_stats(pass, stream);
     });
   }

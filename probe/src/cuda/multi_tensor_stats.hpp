@@ -27,18 +27,21 @@ struct TensorRef {
   int32_t unused = 0;
 };
 
-// Buffers of one gradient pass, all in device memory and owned by the caller:
+// Buffers of one pass, all in device memory and owned by the caller:
 //   tensors[tensor_count], chunks[chunk_count] and where[tensor_count] (the plan), read;
 //   partials[chunk_count], scratch; out[tensor_count], the result per tensor.
-struct GradPass {
-  const TensorRef* tensors = nullptr;
+template <class Ref, class Accumulator>
+struct MultiTensorPass {
+  const Ref* tensors = nullptr;
   const Chunk* chunks = nullptr;
   const TensorChunks* where = nullptr;
-  GradAccumulator* partials = nullptr;
-  GradAccumulator* out = nullptr;
+  Accumulator* partials = nullptr;
+  Accumulator* out = nullptr;
   int32_t tensor_count = 0;
   int32_t chunk_count = 0;
 };
+
+using GradPass = MultiTensorPass<TensorRef, GradAccumulator>;
 
 // Enqueues the pass on `stream` (a cudaStream_t). With inv_scale != 1 every element is first
 // multiplied by it in place. Returns 0 (cudaSuccess) or the launch's CUDA error code.
@@ -56,16 +59,7 @@ struct UpdateRef {
   UpdateCoefficients coefficients;
 };
 
-// Buffers of one update pass (device memory, the caller's), as GradPass.
-struct UpdatePass {
-  const UpdateRef* tensors = nullptr;
-  const Chunk* chunks = nullptr;
-  const TensorChunks* where = nullptr;
-  UpdateAccumulator* partials = nullptr;
-  UpdateAccumulator* out = nullptr;
-  int32_t tensor_count = 0;
-  int32_t chunk_count = 0;
-};
+using UpdatePass = MultiTensorPass<UpdateRef, UpdateAccumulator>;
 
 // Enqueues the update pass on `stream`: per tensor |dW|^2, |W_old|^2 and |W_new|^2 rebuilt
 // from the state (update_math.hpp). Reads only. Returns 0 or the launch's CUDA error code.

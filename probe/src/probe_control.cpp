@@ -1,0 +1,194 @@
+// Probe::Impl's control side: commands from the dashboard (taken and answered at the step
+// boundary), checkpoint dumps and their results, and subscription resets, each turned into
+// events of the step they are seen in.
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint_capture.hpp"
+#include "probe_impl.hpp"
+#include "run_description.hpp"
+
+namespace keel::probe {
+
+void Probe::Impl::apply_commands() {
+  if (!commands_) return;
+  try {
+    if (commands_->take_refusals(refusals_)) {
+      for (const AuthRefusal& r : refusals_) {
+        add_event("auth_refused", "", "refused " + std::to_string(r.attempts) + " command connection attempt(s) from " +
+                                          r.address + " with client key " + (r.client_key.empty() ? "(none)" : r.client_key) +
+                                          ": not on the allowed list");
+      }
+    }
+    if (!commands_->take(taken_)) return;
+    for (const PendingCommand& pending : taken_) {
+      if (auto ack = apply_command(pending)) acks_.emplace_back(pending.ticket, std::move(*ack));
+    }
+  } catch (const std::exception&) {
+    // Commands taken but not answered time out on the client; training goes on.
+    ++probe_errors_;
+  }
+}
+
+// The command thread already checked kind, rank and argument ranges (check_command); this
+// applies what depends on the run's state. No ack (nullopt) for a dump: the writer thread
+// answers once the files are on disk.
+std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pending) {
+  const wire::Command& command = pending.command;
+  wire::Ack ack;
+  ack.id = command.id;
+  if (command.kind == "skip" && command.at_step >= 0) {
+    // Every rank of a data-parallel job is sent the same steps; a rank that can no longer skip
+    // them says so rather than skip others (its replica would diverge either way, and the
+    // dashboard shows which rank refused).
+    if (command.at_step < step_) {
+      ack.error = "step " + std::to_string(command.at_step) + " is already trained (this probe is at step " +
+                  std::to_string(step_) + ")";
+      return ack;
+    }
+    if (command.at_step - step_ > kMaxSkipLead) {
+      ack.error = "step " + std::to_string(command.at_step) + " is more than " + std::to_string(kMaxSkipLead) +
+                  " steps ahead (this probe is at step " + std::to_string(step_) + ")";
+      return ack;
+    }
+    if (int64_t(scheduled_skips_.size()) + command.count > kMaxSkipCount) {
+      ack.error = "skip would leave more than " + std::to_string(kMaxSkipCount) + " steps scheduled";
+      return ack;
+    }
+    for (int64_t s = command.at_step; s < command.at_step + command.count; ++s) scheduled_skips_.insert(s);
+    ack.step = command.at_step;
+  } else if (command.kind == "skip") {
+    if (command_skips_left_ + command.count > kMaxSkipCount) {
+      ack.error = "skip would leave " + std::to_string(command_skips_left_ + command.count) +
+                  " updates pending, more than " + std::to_string(kMaxSkipCount);
+      return ack;
+    }
+    // Queued behind a skip still running, so the first skipped step of this one comes after.
+    ack.step = step_ + command_skips_left_;
+    command_skips_left_ += command.count;
+  } else if (command.kind == "dump") {
+    const auto now = Clock::now();
+    if (dump_requested_) {
+      ack.error = "a dump is already requested at step " + std::to_string(step_);
+      return ack;
+    }
+    if (dumps_->busy()) {
+      ack.error = "a dump is still being written; ask again once its acknowledgement arrives";
+      return ack;
+    }
+    if (last_command_dump_ && now - *last_command_dump_ < std::chrono::duration<double>(options_.dump_min_interval_secs)) {
+      const double ago = std::chrono::duration<double>(now - *last_command_dump_).count();
+      ack.error = "dumps are limited to one every " + std::to_string(options_.dump_min_interval_secs).substr(0, 4) +
+                  " s; the last one was asked " + std::to_string(ago).substr(0, 4) + " s ago";
+      return ack;
+    }
+    last_command_dump_ = now;
+    dump_requested_ = DumpRequest{pending.ticket, command.id, sanitize_label(command.label)};
+    return std::nullopt;
+  } else if (command.kind == "policy") {
+    if (!set_policy(command.policy, command.enable)) {
+      ack.error = "unknown policy \"" + command.policy + "\"";
+      return ack;
+    }
+    ack.step = step_;
+    add_event("policy", "", command.policy + (command.enable ? " on" : " off") + " from step " +
+                                std::to_string(step_) + " (command " + std::to_string(command.id) + ")");
+  } else if (command.kind == "describe") {
+    if (publisher_) publisher_->describe(description_);
+    ack.step = step_;
+  } else {
+    ack.error = "unknown command kind \"" + command.kind + "\"";
+    return ack;
+  }
+  ack.ok = true;
+  return ack;
+}
+
+bool Probe::Impl::set_policy(const std::string& name, bool enable) {
+  if (name == kPolicySkipNonfinite) {
+    options_.skip_on_nonfinite = enable;
+  } else if (name == kPolicySkipSpike) {
+    options_.skip_on_spike = enable;
+  } else if (name == kPolicyDumpNonfinite) {
+    options_.dump_on_nonfinite = enable;
+  } else {
+    return false;
+  }
+  description_.policies_on = policies_on(options_);
+  if (publisher_) publisher_->describe(description_);
+  return true;
+}
+
+void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpRequest>& request) {
+  DumpReason why;
+  why.step = step_;
+  why.reason = reason;
+  if (request) {
+    why.label = request->label;
+    why.command_id = request->command_id;
+  }
+  CheckpointJob job;
+  job.token = ++next_dump_token_;
+  job.step = step_;
+  job.dir = options_.dump_dir;
+  job.name = checkpoint_name(why);
+  CommandServer* commands = commands_.get();
+  const uint64_t ticket = request ? request->ticket : 0;
+  const uint64_t command_id = why.command_id;
+  job.on_written = [commands, ticket, command_id](const CheckpointResult& result) {
+    if (commands == nullptr || ticket == 0) return;
+    wire::Ack ack;
+    ack.id = command_id;
+    ack.ok = result.ok;
+    ack.step = result.ok ? result.step : -1;
+    ack.path = result.path;
+    ack.bytes = result.bytes;
+    ack.error = result.error;
+    commands->reply(ticket, ack);
+  };
+  std::string error;
+  if (dumps_->busy()) {
+    error = "a dump is still being written";
+  } else {
+    try {
+      const auto telemetry = publisher_ ? publisher_->history() : std::vector<Publisher::Payload>{};
+      job.files = capture_checkpoint(model_, optimizer_, description_, telemetry, why);
+    } catch (const std::exception& e) {
+      error = std::string("cannot serialise the model or optimizer: ") + e.what();
+    }
+  }
+  if (error.empty() && dumps_->submit(job)) return;
+  if (error.empty()) error = "a dump is still being written";
+  add_event("dump_failed", "", "dump (" + reason + ") at step " + std::to_string(step_) + " not taken: " + error);
+  CheckpointResult failed;
+  failed.step = step_;
+  failed.error = error;
+  failed.path = (std::filesystem::path(options_.dump_dir) / job.name).string();
+  job.on_written(failed);
+}
+
+void Probe::Impl::report_finished_dumps() {
+  if (!dumps_->poll(dump_results_)) return;
+  for (const CheckpointResult& r : dump_results_) {
+    if (r.ok) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.2f", r.write_secs);
+      add_event("dump", "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)", r.step);
+    } else {
+      add_event("dump_failed", "", r.error, r.step);
+    }
+  }
+}
+
+void Probe::Impl::report_subscription_resets() {
+  if (!publisher_) return;
+  const uint64_t resets = publisher_->subscription_resets();
+  if (resets == subscription_resets_seen_) return;
+  subscription_resets_seen_ = resets;
+  add_event("telemetry_reset", "",
+            "telemetry subscribers held more than " + std::to_string(PublisherOptions{}.max_subscriptions) +
+                " subscriptions (a client subscribing without bound): every telemetry connection was closed (" +
+                std::to_string(resets) + " time(s) so far); clients reconnect, and what was sent meanwhile shows as a gap");
+}
+
+}  // namespace keel::probe

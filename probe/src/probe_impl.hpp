@@ -1,0 +1,136 @@
+// Probe::Impl: the probe's state and the stages of its step, shared by the files that define
+// its members: probe.cpp (attach, the step: reduce, decide, apply, record, and its events) and
+// probe_control.cpp (commands from the dashboard, dumps, subscription resets).
+// Threads: the training thread, but where a member says otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backward_order.hpp"
+#include "checkpoint_writer.hpp"
+#include "command_server.hpp"
+#include "deferred_scalar.hpp"
+#include "keel/probe/probe.hpp"
+#include "layer_reducer.hpp"
+#include "publisher.hpp"
+#include "spike_detector.hpp"
+#include "step_health.hpp"
+#include "watch_reducer.hpp"
+
+namespace keel::probe {
+
+using Clock = std::chrono::steady_clock;
+
+// Wall-clock time for records and events, in ns since the Unix epoch.
+inline int64_t unix_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class Probe::Impl {
+ public:
+  Impl(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& params,
+       torch::optim::Optimizer& optimizer, ProbeOptions options);
+  ~Impl();
+
+  void watch(const std::string& name, const torch::Tensor& tensor);
+  StepOutcome step(const torch::Tensor& loss);
+
+  ProbeOptions options_;
+  torch::nn::Module& model_;
+  torch::optim::Optimizer& optimizer_;
+  std::vector<std::string> names_;
+  std::vector<torch::Tensor> params_;
+  LayerReducer reducer_;
+  BackwardOrder order_;
+  WatchReducer watches_;
+  GradScaler* scaler_ = nullptr;
+  wire::RunDescription description_;
+  std::unique_ptr<Publisher> publisher_;
+  std::unique_ptr<CommandServer> commands_;
+  // After commands_: destroyed first, it may still answer a dump's command while finishing.
+  std::unique_ptr<CheckpointWriter> dumps_;
+  std::vector<PendingCommand> taken_;                 // reused: no allocation while idle
+  std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered at this step's boundary
+  int64_t command_skips_left_ = 0;                    // "skip" updates still to skip, from step_
+  std::set<int64_t> scheduled_skips_;                 // steps an at_step "skip" named (bounded)
+  struct DumpRequest {
+    uint64_t ticket = 0;
+    uint64_t command_id = 0;
+    std::string label;
+  };
+  std::optional<DumpRequest> dump_requested_;         // by command, taken at this step
+  std::optional<Clock::time_point> last_command_dump_;
+  std::optional<int64_t> last_auto_dump_step_;
+  std::vector<CheckpointResult> dump_results_;        // reused
+  std::vector<AuthRefusal> refusals_;                 // reused
+  uint64_t next_dump_token_ = 0;
+  SpikeDetector spike_;
+  SpikeVerdict spike_verdict_;
+  StepHealth health_;                                 // this step's, before the update
+  DeferredScalar loss_;                               // this step's loss, read with the gradient pass
+
+  int64_t step_ = 0;
+  std::optional<Clock::time_point> last_step_enter_;
+  double watch_us_ = 0;
+  ProbeTiming timing_;
+  bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
+  bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()
+  bool watch_nonfinite_last_step_ = false;
+  uint64_t probe_errors_ = 0;
+  uint64_t subscription_resets_seen_ = 0;
+  wire::StepRecord record_;
+  std::vector<wire::Event> events_;
+
+ private:
+  bool due(wire::LayerMetric m) const {
+    const int32_t every = options_.cadence[static_cast<int>(m)];
+    return every > 0 && step_ % every == 0;
+  }
+  // A step in four stages: reduce (statistics and health, before the update), decide (skip or
+  // apply), apply (the optimizer and the scaler), record (the update pass, the record, events).
+  // What this step measures, from the cadence and the policies.
+  struct StepPlan {
+    uint32_t mask = 0;          // bit m: layer metric m is due
+    bool grads_due = false;     // a gradient pass: a gradient metric or a deciding policy
+    bool update_due = false;    // update_ratio: snapshot before, update pass after
+    bool param_due = false;     // weight norms
+  };
+  // What the reduce stage found. stats_ok is false when the probe itself failed.
+  struct Reduction {
+    bool stats_ok = true;
+    bool scaler_found_inf = false;
+    double loss = std::numeric_limits<double>::quiet_NaN();
+    double reduce_us = 0;
+  };
+  struct StepTimes {
+    Clock::time_point enter, optimizer_start, optimizer_end;
+  };
+  void begin_step();
+  StepPlan plan_step() const;
+  Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
+  void decide(const Reduction& reduction, StepOutcome& outcome);
+  void dump_if_due(const Reduction& reduction);
+  void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times);
+  void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
+  void fill_layer_values(uint32_t mask, bool applied, bool grads_reduced);
+  void raise_events(const StepOutcome& outcome);
+  void add_event(const std::string& kind, const std::string& layer, const std::string& detail,
+                 std::optional<int64_t> step = std::nullopt);
+  void apply_commands();
+  std::optional<wire::Ack> apply_command(const PendingCommand& pending);
+  bool set_policy(const std::string& name, bool enable);
+  void take_dump(const std::string& reason, const std::optional<DumpRequest>& request);
+  void report_finished_dumps();
+  void report_subscription_resets();
+};
+
+}  // namespace keel::probe
