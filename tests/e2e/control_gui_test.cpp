@@ -21,7 +21,8 @@ TEST(ControlGui, ClickOnSkipIsAcknowledgedAndTheStepIsSkippedByCommand) {
   const int port = keel::e2e::free_port_pair();
   ASSERT_GT(port, 0);
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  ChildProcess demo({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint, "--log-every", "10"});
+  ChildProcess demo({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint, "--log-every", "10"},
+                    keel::e2e::kBackgroundNiceness);
   ASSERT_FALSE(demo.wait_for("loss ", 60).empty()) << demo.output();
 
   ChildProcess keel({KEEL_PATH, "--connect", endpoint});

@@ -49,7 +49,8 @@ class GuiTest : public testing::Test {
     // Paced: the screenshot comes 12 s in, and step 30 must still be inside the live view's
     // 400 steps then (an unpaced trainer on a fast machine was past step 460).
     demo_ = new ChildProcess({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10",
-                         "--pace", "20", "--inject-nan", std::string("30:") + kNanLayer});
+                              "--pace", "20", "--inject-nan", std::string("30:") + kNanLayer},
+                             keel::e2e::kBackgroundNiceness);
   }
   static void TearDownTestSuite() {
     delete demo_;
@@ -152,7 +153,8 @@ TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
   demo_->stop();
   std::this_thread::sleep_for(std::chrono::seconds(4));
   EXPECT_TRUE(keel.alive()) << keel.output();
-  ChildProcess again({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10"});
+  ChildProcess again({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10"},
+                     keel::e2e::kBackgroundNiceness);
   // Its first two progress lines (steps 0 and 10) mean it is publishing again.
   ASSERT_FALSE(again.wait_for("loss ", 60).empty()) << again.output();
   ASSERT_FALSE(again.wait_for("loss ", 60).empty()) << again.output();
