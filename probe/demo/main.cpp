@@ -196,8 +196,14 @@ int main(int argc, char** argv) {
       if (!probe.last_events().empty()) std::fflush(stdout);
       if (log_every > 0 && (step % log_every == 0 || step + 1 == steps)) {
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::printf("step %6lld  loss %.4f  grad_norm %.3g  %s  %.1f steps/s\n", static_cast<long long>(step),
-                    loss.item<double>(), outcome.grad_norm, outcome.applied ? "applied" : "SKIPPED",
+        // On a GPU the device decides a step's update and the host hears of it a step later:
+        // the last settled step's verdict is printed, and which step that was.
+        const auto& settled = outcome.settled ? outcome : probe.last_settled();
+        std::printf("step %6lld  loss %.4f  grad_norm %.3g  %s%s  %.1f steps/s\n", static_cast<long long>(step),
+                    loss.item<double>(), settled.grad_norm, settled.applied ? "applied" : "SKIPPED",
+                    outcome.settled ? ""
+                    : settled.step < 0 ? " (no step settled yet)"
+                                       : (" (step " + std::to_string(settled.step) + ")").c_str(),
                     static_cast<double>(step + 1) / secs);
         std::fflush(stdout);
       }

@@ -1,7 +1,9 @@
 // The CUDA passes (built with KEEL_PROBE_CUDA): tables and buffers in libtorch's caching
-// allocators, work on libtorch's current stream, one host wait per pass.
+// allocators, work on libtorch's current stream, results read behind an event (a wait only
+// when it has not passed).
 #include "device_passes.hpp"
 
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -55,6 +57,16 @@ torch::Tensor upload(const void* data, size_t bytes, const torch::Device& device
   return on_device;
 }
 
+// Waits for `event` unless it has passed. A real wait is reported to c10's sync debug mode, as
+// c10's own stream and device synchronisations are, so keel-bench-gpu counts it.
+void wait_for(at::cuda::CUDAEvent& event) {
+  if (event.query()) return;
+  if (c10::cuda::warning_state().get_sync_debug_mode() != c10::cuda::SyncDebugMode::L_DISABLED) {
+    c10::cuda::warn_or_error_on_sync();
+  }
+  event.synchronize();
+}
+
 // What both passes share: the chunk plan (rebuilt when the element counts change), the
 // tensor table (uploaded when a row changes), device scratch and results, the results' copy
 // into pinned memory and the one wait. Ref is the table's row, Accumulator the result's.
@@ -88,14 +100,24 @@ class TablePass {
     stream_ = c10::cuda::getCurrentCUDAStream(device_.index());
     const int error = launch(pass, stream_.stream());
     if (error != 0) throw std::runtime_error(std::string("keel: device pass launch failed: ") + kc::cuda_error_text(error));
-    // One copy of every tensor's result, on the same stream, into pinned memory.
-    out_host_.copy_(out_, /*non_blocking=*/true);
     pending_ = rows.size();
   }
 
-  // Waits for the last enqueue's results (and whatever the caller enqueued after it).
+  // The device results of the last enqueue (for the verdict, which reads them there).
+  const Accumulator* device_results() const { return static_cast<const Accumulator*>(out_.data_ptr()); }
+  const c10::cuda::CUDAStream& stream() const { return stream_; }
+
+  // One copy of every tensor's result, on the same stream, into pinned memory, then the event
+  // that says it (and everything enqueued before it) is done.
+  void finish() {
+    c10::cuda::CUDAGuard guard(device_);
+    out_host_.copy_(out_, /*non_blocking=*/true);
+    done_.record(stream_);
+  }
+
+  // The last finish's results, waiting only if they have not arrived.
   const Accumulator* collect(size_t& count) {
-    c10::cuda::stream_synchronize(stream_.stream());
+    wait_for(done_);
     count = pending_;
     return static_cast<const Accumulator*>(out_host_.data_ptr());
   }
@@ -119,6 +141,7 @@ class TablePass {
   std::vector<Ref> uploaded_;
   int32_t chunk_count_ = 0;
   torch::Tensor table_, chunks_, where_, partials_, out_, out_host_;
+  at::cuda::CUDAEvent done_;
   size_t pending_ = 0;
 };
 
@@ -142,6 +165,34 @@ class CudaGradPass final : public DeviceGradPass {
     });
   }
 
+  void finish(const VerdictRequest* verdict) override {
+    verdict_pending_ = verdict != nullptr;
+    if (verdict) {
+      c10::cuda::CUDAGuard guard(table_.device());
+      if (!found_inf_.defined()) {
+        found_inf_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(table_.device()));
+        found_inf_host_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+      }
+      const torch::Tensor& loss = verdict->loss;
+      if (loss.defined() && (loss.scalar_type() != torch::kFloat || loss.device() != table_.device() || loss.numel() != 1)) {
+        throw std::runtime_error("keel: the verdict's loss must be one float32 value on the pass's device");
+      }
+      const int error = kc::enqueue_step_verdict(table_.device_results(), static_cast<int32_t>(rows_.size()),
+                                                 loss.defined() ? loss.data_ptr<float>() : nullptr, verdict->max_sumsq,
+                                                 found_inf_.data_ptr<float>(), table_.stream().stream());
+      if (error != 0) throw std::runtime_error(std::string("keel: verdict launch failed: ") + kc::cuda_error_text(error));
+      found_inf_host_.copy_(found_inf_, /*non_blocking=*/true);
+    }
+    table_.finish();
+  }
+
+  torch::Tensor found_inf() const override { return found_inf_; }
+
+  float collected_found_inf() const override {
+    if (!verdict_pending_) throw std::logic_error("keel: no verdict was asked for");
+    return found_inf_host_.data_ptr<float>()[0];
+  }
+
   void collect(std::vector<GradStats>& out) override {
     size_t count = 0;
     const kc::GradAccumulator* results = table_.collect(count);
@@ -158,6 +209,8 @@ class CudaGradPass final : public DeviceGradPass {
   TablePass<kc::TensorRef, kc::GradAccumulator> table_;
   std::vector<kc::TensorRef> rows_;
   std::vector<int64_t> numels_;
+  torch::Tensor found_inf_, found_inf_host_;
+  bool verdict_pending_ = false;
 };
 
 // A rule's tensor as the update kernel reads it: the weight's type, size and device, dense.
@@ -193,6 +246,7 @@ class CudaUpdatePass final : public DeviceUpdatePass {
     table_.enqueue(rows_, numels_, [](const kc::UpdatePass& pass, cudaStream_t stream) {
       return kc::enqueue_update_stats(pass, stream);
     });
+    table_.finish();
   }
 
   void collect(std::vector<UpdateStats>& out) override {

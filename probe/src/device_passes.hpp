@@ -1,13 +1,15 @@
 // DeviceGradPass and DeviceUpdatePass: the probe's passes over the layers on one CUDA device,
-// from the fused multi-tensor kernels (cuda/multi_tensor_stats.hpp), each in two halves so the
-// host waits once.
+// from the fused multi-tensor kernels (cuda/multi_tensor_stats.hpp), in halves so the host
+// waits at most once, and not at all when it collects a step later.
 //
 // What they are for: LayerReducer hands a pass the tensors of the layers that live on one
-// device. enqueue() puts everything on libtorch's current stream of that device and returns at
-// once: the tables (uploaded only when the layout or a pointer changed), the pass, and one
-// asynchronous copy of the results into pinned host memory. collect() waits for that copy and
-// hands the results over. Between the two, the caller may enqueue its own copies on the same
-// stream (the loss), which collect()'s wait then covers.
+// device. enqueue() puts the work on libtorch's current stream of that device and returns at
+// once: the tables (uploaded only when the layout or a pointer changed) and the pass. The
+// gradient pass's finish() then enqueues the step's verdict when asked for, one asynchronous
+// copy of the results into pinned host memory, and an event; between enqueue() and finish()
+// the caller may enqueue its own copies on the same stream (the loss), which the event then
+// covers. collect() hands the results over, waiting on the event only when it has not passed;
+// such a wait is reported to c10's sync debug mode like any host sync.
 //   DeviceGradPass: per gradient, the statistics of stats_math.hpp, with the scaler's unscale
 //     fused in.
 //   DeviceUpdatePass: per weight, after the optimizer's step, |dW|^2, |W_old|^2 and |W_new|^2
@@ -27,6 +29,12 @@
 
 namespace keel::probe {
 
+// What the step's verdict reads besides the gradient pass's results (cuda/step_verdict.hpp).
+struct VerdictRequest {
+  torch::Tensor loss;   // float32, one element, on the pass's device; undefined: no loss
+  double max_sumsq = 0;   // the bound on the global sum of squares (FLT_MAX, or the spike bound)
+};
+
 class DeviceGradPass {
  public:
   virtual ~DeviceGradPass() = default;
@@ -34,8 +42,15 @@ class DeviceGradPass {
   // device); with unscale != 1 each is first multiplied by it in place. Throws
   // std::runtime_error with CUDA's message when a launch fails.
   virtual void enqueue(const std::vector<torch::Tensor>& grads, float unscale) = 0;
-  // Waits for the last enqueue's results; out[k] is grads[k]'s statistics.
+  // After enqueue: with `verdict`, enqueues the step's verdict (found_inf()); then the
+  // results' copy to the host and the event collect() waits on.
+  virtual void finish(const VerdictRequest* verdict) = 0;
+  // The last finish's verdict on the device: float32, one element, 1 to skip, 0 to apply.
+  virtual torch::Tensor found_inf() const = 0;
+  // The last finish's results; out[k] is grads[k]'s statistics. Waits only if they are not in.
   virtual void collect(std::vector<GradStats>& out) = 0;
+  // After collect: the verdict's value, as the device decided it.
+  virtual float collected_found_inf() const = 0;
 };
 
 struct UpdateStats {
@@ -50,7 +65,9 @@ class DeviceUpdatePass {
   // Enqueues the pass over `weights` after the optimizer's step, rules[k] saying how
   // weights[k]'s update is rebuilt (its state tensors of the weight's type and device).
   // Throws std::runtime_error when a rule's tensors do not match its weight or a launch fails.
+  // The copy of the results and the event are enqueued with the pass.
   virtual void enqueue(const std::vector<torch::Tensor>& weights, const std::vector<const LayerUpdateRule*>& rules) = 0;
+  // The last enqueue's results. Waits only if they are not in.
   virtual void collect(std::vector<UpdateStats>& out) = 0;
 };
 

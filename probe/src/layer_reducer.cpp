@@ -70,10 +70,7 @@ bool LayerReducer::grad_on_fast_path(size_t layer) const {
 void LayerReducer::enqueue_grads(float unscale) {
   fast_layers_.clear();
   generic_layers_.clear();
-  for (auto& [index, device] : devices_) {
-    device.layers.clear();
-    device.tensors.clear();
-  }
+  for (auto& [index, device] : devices_) device.grads.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& grad = params_[i].grad();
     if (!grad.defined()) {
@@ -84,15 +81,14 @@ void LayerReducer::enqueue_grads(float unscale) {
     } else if (device_pass_accepts(grad)) {
       DeviceLayers& device = devices_[grad.device().index()];
       if (!device.grads_pass) device.grads_pass = make_device_grad_pass(grad.device().index());
-      device.layers.push_back(i);
-      device.tensors.push_back(grad);
+      device.grads.add(i, grad);
     } else {
       generic_layers_.push_back(i);
     }
   }
   // The device passes first: the GPU works while the host reduces its own layers.
   for (auto& [index, device] : devices_) {
-    if (!device.layers.empty()) device.grads_pass->enqueue(device.tensors, unscale);
+    if (!device.grads.layers.empty()) device.grads_pass->enqueue(device.grads.tensors, unscale);
   }
   if (!fast_layers_.empty()) {
     if (unscale != 1.0f) {
@@ -115,19 +111,48 @@ void LayerReducer::enqueue_grads(float unscale) {
   if (!generic_layers_.empty()) reduce_generic_grads(generic_layers_, unscale);
 }
 
+void LayerReducer::finish_grads(const VerdictRequest* verdict) {
+  for (auto& [index, device] : devices_) {
+    if (!device.grads.layers.empty()) device.grads_pass->finish(verdict);
+  }
+}
+
+int LayerReducer::sole_device() const {
+  if (!fast_layers_.empty() || !generic_layers_.empty()) return -1;
+  int found = -1;
+  for (const auto& [index, device] : devices_) {
+    if (device.grads.layers.empty()) continue;
+    if (found != -1) return -1;
+    found = index;
+  }
+  return found;
+}
+
+torch::Tensor LayerReducer::found_inf() const {
+  const int index = sole_device();
+  if (index < 0) throw std::logic_error("keel: a verdict needs every gradient on one device");
+  return devices_.at(index).grads_pass->found_inf();
+}
+
+float LayerReducer::collected_found_inf() const {
+  const int index = sole_device();
+  if (index < 0) throw std::logic_error("keel: a verdict needs every gradient on one device");
+  return devices_.at(index).grads_pass->collected_found_inf();
+}
+
 void LayerReducer::collect_grads() {
   for (auto& [index, device] : devices_) {
-    if (device.layers.empty()) continue;
+    if (device.grads.layers.empty()) continue;
     device.grads_pass->collect(device_grad_out_);
-    for (size_t k = 0; k < device.layers.size(); ++k) grad_stats_[device.layers[k]] = device_grad_out_[k];
+    for (size_t k = 0; k < device.grads.layers.size(); ++k) grad_stats_[device.grads.layers[k]] = device_grad_out_[k];
     // The references kept the gradients alive only until their pass ran.
-    device.tensors.clear();
+    device.grads.tensors.clear();
   }
 }
 
 bool LayerReducer::device_pass_on(int device_index) const {
   const auto found = devices_.find(device_index);
-  return found != devices_.end() && !found->second.layers.empty();
+  return found != devices_.end() && !found->second.grads.layers.empty();
 }
 
 void LayerReducer::reduce_generic_grads(const std::vector<size_t>& layers, float unscale) {
@@ -158,18 +183,14 @@ void LayerReducer::reduce_generic_grads(const std::vector<size_t>& layers, float
 void LayerReducer::partition_weights(bool device_only_rebuilt) {
   fast_layers_.clear();
   generic_layers_.clear();
-  for (auto& [index, device] : devices_) {
-    device.layers.clear();
-    device.tensors.clear();
-  }
+  for (auto& [index, device] : devices_) device.weights.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& w = params_[i];
     if (fast_offset_[i] >= 0) {
       fast_layers_.push_back(i);
     } else if (device_pass_accepts(w) && (rebuild_from_ != nullptr || !device_only_rebuilt)) {
       DeviceLayers& device = devices_[w.device().index()];
-      device.layers.push_back(i);
-      device.tensors.push_back(w);
+      device.weights.add(i, w);
     } else {
       generic_layers_.push_back(i);
     }
@@ -201,15 +222,18 @@ void LayerReducer::reduce_weights() {
 // sum w^2 of the device layers partition_weights chose, with the gradient kernel read-only.
 void LayerReducer::weights_on_devices() {
   for (auto& [index, device] : devices_) {
-    if (device.layers.empty()) continue;
+    if (device.weights.layers.empty()) continue;
     if (!device.weights_pass) device.weights_pass = make_device_grad_pass(index);
-    device.weights_pass->enqueue(device.tensors, 1.0f);
+    device.weights_pass->enqueue(device.weights.tensors, 1.0f);
+    device.weights_pass->finish(nullptr);
   }
   for (auto& [index, device] : devices_) {
-    if (device.layers.empty()) continue;
+    if (device.weights.layers.empty()) continue;
     device.weights_pass->collect(device_grad_out_);
-    for (size_t k = 0; k < device.layers.size(); ++k) param_sumsq_[device.layers[k]] = device_grad_out_[k].sumsq;
-    device.tensors.clear();
+    for (size_t k = 0; k < device.weights.layers.size(); ++k) {
+      param_sumsq_[device.weights.layers[k]] = device_grad_out_[k].sumsq;
+    }
+    device.weights.tensors.clear();
   }
 }
 
@@ -229,7 +253,7 @@ void LayerReducer::weights_generic(const std::vector<size_t>& layers, bool snaps
   gather_rows(layers, rows, [this](size_t layer, const double* row) { param_sumsq_[layer] = row[0]; });
 }
 
-void LayerReducer::reduce_updates() {
+void LayerReducer::enqueue_updates() {
   partition_weights(/*device_only_rebuilt=*/true);
   snapshot_spans_.clear();
   for (size_t i : fast_layers_) {
@@ -240,37 +264,48 @@ void LayerReducer::reduce_updates() {
     update_sumsq_[fast_layers_[k]] = fast_sum_out_[k];
     next_param_sumsq_[fast_layers_[k]] = fast_sum_out2_[k];
   }
-  updates_on_devices();
+  enqueue_updates_on_devices();
   if (!generic_layers_.empty()) updates_generic(generic_layers_);
 }
 
 // The device layers' updates, rebuilt from the optimizer's state after its step. |W_old|^2 is
 // rebuilt too, and replaces the weight norm taken before the step (the same quantity).
-void LayerReducer::updates_on_devices() {
+void LayerReducer::enqueue_updates_on_devices() {
   bool any = false;
-  for (const auto& [index, device] : devices_) any = any || !device.layers.empty();
+  for (const auto& [index, device] : devices_) any = any || !device.weights.layers.empty();
   if (!any) return;
   read_update_rules(*rebuild_from_, params_, rules_);
   for (auto& [index, device] : devices_) {
-    if (device.layers.empty()) continue;
+    if (device.weights.layers.empty()) continue;
     if (!device.updates_pass) device.updates_pass = make_device_update_pass(index);
     device_rules_.clear();
-    for (size_t i : device.layers) device_rules_.push_back(&rules_[i]);
-    device.updates_pass->enqueue(device.tensors, device_rules_);
+    for (size_t i : device.weights.layers) device_rules_.push_back(&rules_[i]);
+    device.updates_pass->enqueue(device.weights.tensors, device_rules_);
   }
+  // The rules hold the optimizer's state tensors: the pass is enqueued, and the caching
+  // allocator keeps their memory for it (stream order) whatever happens to them now.
+  rules_.clear();
+}
+
+void LayerReducer::collect_updates(bool applied) {
   for (auto& [index, device] : devices_) {
-    if (device.layers.empty()) continue;
+    if (device.weights.layers.empty() || !device.updates_pass) continue;
     device.updates_pass->collect(device_update_out_);
-    for (size_t k = 0; k < device.layers.size(); ++k) {
-      const size_t i = device.layers[k];
-      update_sumsq_[i] = device_update_out_[k].update_sumsq;
-      param_sumsq_[i] = device_update_out_[k].old_sumsq;
+    for (size_t k = 0; k < device.weights.layers.size(); ++k) {
+      const size_t i = device.weights.layers[k];
+      if (applied) {
+        update_sumsq_[i] = device_update_out_[k].update_sumsq;
+        param_sumsq_[i] = device_update_out_[k].old_sumsq;
+      } else {
+        // Skipped on the device: W did not move, and the rule (read before the verdict was
+        // known) describes an update that never happened. |W|^2 is still what the pass read.
+        update_sumsq_[i] = 0;
+        param_sumsq_[i] = device_update_out_[k].new_sumsq;
+      }
       next_param_sumsq_[i] = device_update_out_[k].new_sumsq;
     }
-    device.tensors.clear();
+    device.weights.tensors.clear();
   }
-  // The rules hold the optimizer's state tensors: let them go with the step.
-  rules_.clear();
 }
 
 void LayerReducer::updates_generic(const std::vector<size_t>& layers) {

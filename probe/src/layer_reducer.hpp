@@ -37,17 +37,28 @@ class LayerReducer {
 
   // Gradient statistics of every layer; when `unscale` is not 1, first multiplies each
   // gradient by it in place (loss-scaler unscale fused into the same pass). A layer without a
-  // gradient reports all zeros. In two halves: enqueue_grads starts the device passes and
-  // runs the host ones; collect_grads waits for the device results (one wait per device).
+  // gradient reports all zeros. In three parts: enqueue_grads starts the device passes and
+  // runs the host ones; finish_grads enqueues, after whatever the caller put on the stream in
+  // between (the loss's copy), the step's verdict when asked for and the results' copy;
+  // collect_grads takes the device results, waiting only where they have not arrived.
   void enqueue_grads(float unscale);
+  void finish_grads(const VerdictRequest* verdict = nullptr);
   void collect_grads();
   void reduce_grads(float unscale) {
     enqueue_grads(unscale);
+    finish_grads();
     collect_grads();
   }
   // Whether the last enqueue_grads put a fused pass on this CUDA device's current stream (so
-  // collect_grads waits for what the caller enqueues there in between).
+  // collect_grads covers what the caller enqueues there before finish_grads).
   bool device_pass_on(int device_index) const;
+  // The CUDA device whose fused pass holds every gradient of the last enqueue_grads (nothing
+  // on the host or the generic path, nothing on another device); -1 when there is none.
+  int sole_device() const;
+  // After finish_grads with a verdict: found_inf on that device (float32, one element), and,
+  // after collect_grads, its value (1: unsafe).
+  torch::Tensor found_inf() const;
+  float collected_found_inf() const;
   // Copies every weight into the snapshot and computes sum w^2 (before the update). Layers
   // whose update is rebuilt from the optimizer get sum w^2 only.
   void snapshot_weights();
@@ -56,7 +67,15 @@ class LayerReducer {
   // After the update: sum (W - snapshot)^2, then the snapshot becomes W and sum W^2 is kept as
   // the next step's weight norm, all in one pass. The next step calls reuse_snapshot() instead
   // of snapshot_weights() when nothing but the optimizer touched the weights in between.
-  void reduce_updates();
+  // Layers on a device are rebuilt from the optimizer's state instead, enqueued by
+  // enqueue_updates and taken by collect_updates; `applied` false says the device skipped the
+  // update (found_inf), so they moved by nothing.
+  void reduce_updates() {
+    enqueue_updates();
+    collect_updates(true);
+  }
+  void enqueue_updates();
+  void collect_updates(bool applied);
   // The snapshot already equals W (refreshed by the last reduce_updates, or the update was
   // skipped): take the weight norms from it without another pass.
   void reuse_snapshot() { param_sumsq_ = next_param_sumsq_; }
@@ -78,7 +97,7 @@ class LayerReducer {
   void weights_generic(const std::vector<size_t>& layers, bool snapshot);
   void weights_on_devices();
   void updates_generic(const std::vector<size_t>& layers);
-  void updates_on_devices();
+  void enqueue_updates_on_devices();
 
   std::vector<torch::Tensor> params_;
   std::vector<int64_t> fast_offset_;        // offset into cpu_snapshot_, -1 when not fast path
@@ -87,12 +106,25 @@ class LayerReducer {
   FusedReducer fused_;
   // Per CUDA device index: its fused passes (created on first use; absent where keel has no
   // CUDA probe), and the layers and tensors of the pass in progress on it.
+  struct Batch {
+    std::vector<size_t> layers;
+    std::vector<torch::Tensor> tensors;
+    void clear() {
+      layers.clear();
+      tensors.clear();
+    }
+    void add(size_t layer, const torch::Tensor& t) {
+      layers.push_back(layer);
+      tensors.push_back(t);
+    }
+  };
+  // A device's gradients and its weights are batches of their own: a deferred step's
+  // gradient results are collected after its update pass was enqueued.
   struct DeviceLayers {
     std::unique_ptr<DeviceGradPass> grads_pass;
     std::unique_ptr<DeviceGradPass> weights_pass;   // sum w^2: the gradient kernel, read-only
     std::unique_ptr<DeviceUpdatePass> updates_pass;
-    std::vector<size_t> layers;
-    std::vector<torch::Tensor> tensors;
+    Batch grads, weights;
   };
   std::map<int, DeviceLayers> devices_;
   torch::optim::Optimizer* rebuild_from_ = nullptr;   // set when its updates can be rebuilt

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "keel/wire/curve_keys.hpp"
 #include "probe_impl.hpp"
@@ -9,8 +10,6 @@ namespace keel::probe {
 namespace {
 
 using wire::LayerMetric;
-
-double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 }  // namespace
 
@@ -140,8 +139,16 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   times.enter = Clock::now();
   StepOutcome outcome;
   outcome.step = step_;
+  record_step_ = step_;
   begin_step();
+  // The last step's record, when it was deferred: its results are in by now.
+  settle_pending();
   const StepPlan plan = plan_step();
+  if (deferrable_device(plan, loss) >= 0) {
+    deferred_step(loss, plan, outcome, times);
+    end_step(plan, Reduction{}, times);
+    return outcome;
+  }
   Reduction reduction = reduce(loss, plan, outcome);
   decide(reduction, outcome);
   dump_if_due(reduction);
@@ -151,13 +158,18 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   times.optimizer_end = Clock::now();
   if (scaler_ && scaler_->enabled()) scaler_->update();
 
-  if (reduction.stats_ok) record(plan, reduction, outcome, times);
+  if (reduction.stats_ok) {
+    measure_updates(plan, outcome.applied, reduction);
+    record(plan, reduction, outcome, times);
+  }
+  last_settled_ = outcome;
   end_step(plan, reduction, times);
   return outcome;
 }
 
 void Probe::Impl::begin_step() {
   events_.clear();
+  events_published_ = 0;
   report_finished_dumps();
   report_subscription_resets();
   // Before anything reads the policies: a command changes them from this step on. Answered
@@ -195,7 +207,10 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     // Read before the update: a non-finite loss is a reason to skip it.
     const bool has_loss = loss.defined() && loss.numel() == 1;
     if (has_loss) loss_.start(loss, plan.grads_due && loss.is_cuda() && reducer_.device_pass_on(loss.device().index()));
-    if (plan.grads_due) reducer_.collect_grads();
+    if (plan.grads_due) {
+      reducer_.finish_grads();
+      reducer_.collect_grads();
+    }
     if (has_loss) r.loss = loss_.value();
     health_ = assess_step(r.loss, has_loss, plan.grads_due ? reducer_.grad_stats() : kNoGrads,
                           [this](size_t layer) { return order_.position(layer); });
@@ -253,24 +268,33 @@ void Probe::Impl::dump_if_due(const Reduction& r) {
   // The state the gradients were computed on, before this step's update touches it.
   const bool nonfinite_starts = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
   const bool auto_dump_due = options_.dump_on_nonfinite && nonfinite_starts &&
-                             (!last_auto_dump_step_ || step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
+                             (!last_auto_dump_step_ || record_step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
   if (dump_requested_ || auto_dump_due) {
-    if (auto_dump_due) last_auto_dump_step_ = step_;
+    if (auto_dump_due) last_auto_dump_step_ = record_step_;
     take_dump(dump_requested_ ? "command" : "nonfinite", dump_requested_);
     dump_requested_.reset();
   }
 }
 
-void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcome, const StepTimes& times) {
+void Probe::Impl::measure_updates(const StepPlan& plan, bool applied, Reduction& r) {
   try {
-    if (plan.update_due && outcome.applied) {
+    if (plan.update_due && applied) {
       const auto update_start = Clock::now();
       reducer_.reduce_updates();
       r.reduce_us += micros(Clock::now() - update_start);
     } else if (plan.update_due) {
       reducer_.keep_snapshot();
     }
-    record_.step = step_;
+  } catch (const std::exception&) {
+    ++probe_errors_;
+    r.stats_ok = false;
+  }
+}
+
+void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcome, const StepTimes& times,
+                         std::vector<wire::WatchStats>* watches) {
+  try {
+    record_.step = record_step_;
     record_.loss = r.loss;
     record_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
     record_.skipped = !outcome.applied;
@@ -278,7 +302,11 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
     fill_layer_values(plan.mask, outcome.applied, plan.grads_due);
     outcome.grad_norm = record_.grad_norm;
-    watches_.collect(record_.watches);
+    if (watches) {
+      record_.watches = std::move(*watches);
+    } else {
+      watches_.collect(record_.watches);
+    }
     if (scaler_ && scaler_->enabled()) {
       record_.scaler = wire::ScalerState{scaler_->scale_value(), scaler_->growth_tracker(),
                                          scaler_->found_inf(), scaler_->skipped_total()};
@@ -290,9 +318,10 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.stamp_unix_ns = unix_ns();
     record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
     if (publisher_) {
-      for (const auto& e : events_) publisher_->publish(e);
+      for (size_t e = events_published_; e < events_.size(); ++e) publisher_->publish(events_[e]);
       publisher_->publish(record_);
     }
+    events_published_ = events_.size();
   } catch (const std::exception&) {
     ++probe_errors_;
   }
@@ -352,7 +381,7 @@ void Probe::Impl::add_event(const std::string& kind, const std::string& layer, c
                             std::optional<int64_t> step) {
   wire::Event e;
   e.rank = options_.rank;
-  e.step = step.value_or(step_);
+  e.step = step.value_or(record_step_);
   e.kind = kind;
   e.layer = layer;
   e.detail = detail;
@@ -402,8 +431,10 @@ Probe::Impl::~Impl() {
   // above all) goes out as an event before the publisher's last drain: a step would have
   // reported it, and there is no next step.
   try {
+    settle_pending();
     dumps_->finish();
     events_.clear();
+    events_published_ = 0;
     report_finished_dumps();
     if (publisher_) {
       for (const auto& e : events_) publisher_->publish(e);
@@ -420,6 +451,12 @@ void Probe::use_scaler(GradScaler* scaler) { impl_->scaler_ = scaler; }
 void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_->watch(name, tensor); }
 
 StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
+
+void Probe::settle() {
+  impl_->settle_pending();
+  impl_->events_published_ = impl_->events_.size();
+}
+const StepOutcome& Probe::last_settled() const { return impl_->last_settled_; }
 
 const wire::StepRecord& Probe::last_record() const { return impl_->record_; }
 const wire::RunDescription& Probe::description() const { return impl_->description_; }

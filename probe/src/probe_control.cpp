@@ -119,9 +119,11 @@ bool Probe::Impl::set_policy(const std::string& name, bool enable) {
   return true;
 }
 
+// Named after the step whose state it holds (a deferred step's dump is taken a step later,
+// with that step's update skipped on the device: the same weights).
 void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpRequest>& request) {
   DumpReason why;
-  why.step = step_;
+  why.step = record_step_;
   why.reason = reason;
   if (request) {
     why.label = request->label;
@@ -129,7 +131,7 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   }
   CheckpointJob job;
   job.token = ++next_dump_token_;
-  job.step = step_;
+  job.step = record_step_;
   job.dir = options_.dump_dir;
   job.name = checkpoint_name(why);
   CommandServer* commands = commands_.get();
@@ -159,9 +161,9 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   }
   if (error.empty() && dumps_->submit(job)) return;
   if (error.empty()) error = "a dump is still being written";
-  add_event("dump_failed", "", "dump (" + reason + ") at step " + std::to_string(step_) + " not taken: " + error);
+  add_event("dump_failed", "", "dump (" + reason + ") at step " + std::to_string(record_step_) + " not taken: " + error);
   CheckpointResult failed;
-  failed.step = step_;
+  failed.step = record_step_;
   failed.error = error;
   failed.path = (std::filesystem::path(options_.dump_dir) / job.name).string();
   job.on_written(failed);

@@ -1,6 +1,7 @@
 // Probe::Impl: the probe's state and the stages of its step, shared by the files that define
-// its members: probe.cpp (attach, the step: reduce, decide, apply, record, and its events) and
-// probe_control.cpp (commands from the dashboard, dumps, subscription resets).
+// its members: probe.cpp (attach, the step: reduce, decide, apply, record, and its events),
+// probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later)
+// and probe_control.cpp (commands from the dashboard, dumps, subscription resets).
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "checkpoint_writer.hpp"
 #include "command_server.hpp"
 #include "deferred_scalar.hpp"
+#include "fused_step.hpp"
 #include "keel/probe/probe.hpp"
 #include "layer_reducer.hpp"
 #include "publisher.hpp"
@@ -35,6 +37,8 @@ inline int64_t unix_ns() {
       .count();
 }
 
+inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
 class Probe::Impl {
  public:
   Impl(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& params,
@@ -43,6 +47,8 @@ class Probe::Impl {
 
   void watch(const std::string& name, const torch::Tensor& tensor);
   StepOutcome step(const torch::Tensor& loss);
+  // The deferred step still waiting for its verdict, if any: collected, decided, recorded.
+  void settle_pending();
 
   ProbeOptions options_;
   torch::nn::Module& model_;
@@ -89,6 +95,14 @@ class Probe::Impl {
   uint64_t subscription_resets_seen_ = 0;
   wire::StepRecord record_;
   std::vector<wire::Event> events_;
+  size_t events_published_ = 0;       // events_[0, this) went out with a record already
+  int64_t record_step_ = 0;           // the step the record and events being made are of
+  FusedOptimizerStep fused_step_;
+  StepOutcome last_settled_ = [] {
+    StepOutcome none;
+    none.step = -1;   // no step has settled yet
+    return none;
+  }();
 
  private:
   bool due(wire::LayerMetric m) const {
@@ -114,12 +128,38 @@ class Probe::Impl {
   struct StepTimes {
     Clock::time_point enter, optimizer_start, optimizer_end;
   };
+  // A deferred step (DESIGN §8): enqueued on the device with its verdict there, settled at the
+  // next step() (or settle()) when its results have arrived with no wait.
+  struct PendingStep {
+    int64_t step = 0;
+    StepPlan plan;
+    StepTimes times;
+    bool command_skip = false;   // the host skipped it (a command): nothing was stepped
+    bool verdict = false;        // the device decided (found_inf): the outcome is not yet known
+    bool skip_nonfinite = false; // the policy as it was when the verdict was asked for
+    bool updates = false;        // an update pass was enqueued
+    bool has_loss = false;
+    double lr = 0;
+    double reduce_us = 0;
+    std::vector<wire::WatchStats> watches;
+  };
+  std::optional<PendingStep> pending_;
+  // The CUDA device a deferred step can run on, or -1 (the step runs as before, deciding on
+  // the host): every gradient and weight in a fused pass on one device, a verdict the fused
+  // optimizer step can take, and nothing that must be known before the update.
+  int deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const;
+  void deferred_step(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome, StepTimes& times);
   void begin_step();
   StepPlan plan_step() const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
   void dump_if_due(const Reduction& reduction);
-  void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times);
+  // The update pass of an immediate step, after the optimizer's.
+  void measure_updates(const StepPlan& plan, bool applied, Reduction& reduction);
+  // `watches`: the watched tensors' statistics of a deferred step, taken when it was enqueued;
+  // null: this step's, collected now.
+  void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,
+              std::vector<wire::WatchStats>* watches = nullptr);
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
   void fill_layer_values(uint32_t mask, bool applied, bool grads_reduced);
   void raise_events(const StepOutcome& outcome);

@@ -24,11 +24,8 @@ SpikeVerdict SpikeDetector::observe(double grad_norm) {
   if (grad_norm <= 0) return verdict;
   const double x = std::log(grad_norm);
   if (count_ >= rule_.warmup) {
-    // Two passes over at most `window` values: exact, and cheap next to one step.
     const double mean = mean_log();
-    double squares = 0;
-    for (size_t i = 0; i < count_; ++i) squares += (logs_[i] - mean) * (logs_[i] - mean);
-    const double std = std::max(std::sqrt(squares / static_cast<double>(count_ - 1)), rule_.min_std);
+    const double std = std_log(mean);
     verdict.decided = true;
     verdict.z = (x - mean) / std;
     verdict.mean_norm = std::exp(mean);
@@ -39,6 +36,19 @@ SpikeVerdict SpikeDetector::observe(double grad_norm) {
   next_ = (next_ + 1) % logs_.size();
   count_ = std::min(count_ + 1, logs_.size());
   return verdict;
+}
+
+double SpikeDetector::bound_norm() const {
+  if (count_ < rule_.warmup || count_ < 2) return std::numeric_limits<double>::infinity();
+  const double mean = mean_log();
+  return std::exp(mean + rule_.z_threshold * std_log(mean));
+}
+
+// Two passes over at most `window` values: exact, and cheap next to one step.
+double SpikeDetector::std_log(double mean) const {
+  double squares = 0;
+  for (size_t i = 0; i < count_; ++i) squares += (logs_[i] - mean) * (logs_[i] - mean);
+  return std::max(std::sqrt(squares / static_cast<double>(count_ - 1)), rule_.min_std);
 }
 
 double SpikeDetector::mean_log() const {

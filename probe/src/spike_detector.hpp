@@ -42,11 +42,16 @@ class SpikeDetector {
 
   // Judges `grad_norm` against the window, then adds it to the window.
   SpikeVerdict observe(double grad_norm);
+  // The norm above which observe() would call the next step a spike: exp(mean + z * std) of
+  // the window, or +Inf during warm-up (when only a non-finite norm is one). For the device
+  // verdict, which decides the same question before the host sees the norm.
+  double bound_norm() const;
   const SpikeRule& rule() const { return rule_; }
   size_t observations() const { return count_; }
 
  private:
   double mean_log() const;   // of the window; count_ > 0
+  double std_log(double mean) const;   // of the window, floored at min_std; count_ > 1
 
   SpikeRule rule_;
   std::vector<double> logs_;   // ring of the last `window` log norms

@@ -5,6 +5,9 @@
 // take turns, a round of steps each in rotating order, so the card's clocks and the machine's
 // noise hit all of them alike:
 //   plain          optimizer.step()
+//   fused          the same AdamW step taken by ATen's fused kernel (FusedOptimizerStep, found_inf
+//                  always 0), as the probe takes it when it decides on the device: the baseline
+//                  that separates the probe's own cost from what the fused step saves
 //   keel_grads     the probe with the gradient metrics only (param_norm, update_ratio off)
 //   keel_defaults  the probe with ProbeOptions{} (every metric every step, skip on non-finite)
 //   keel_full      the defaults plus the logits watched
@@ -20,6 +23,8 @@
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
+
+#include "fused_step.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -75,6 +80,8 @@ struct Variant {
   std::unique_ptr<keel::probe::Probe> probe;
   bool watch_logits = false;
   std::function<void(Variant&)> finish;   // after backward: the update, as this variant does it
+  keel::probe::FusedOptimizerStep fused;   // fused: its step, with found_inf always 0
+  torch::Tensor found_inf;
   std::vector<double> step_ms;
   int64_t syncs = 0;
   int64_t steps_counted = 0;
@@ -100,6 +107,15 @@ void train_step(Variant& v, int64_t step) {
 void naive_finish(Variant& v) {
   std::vector<torch::Tensor> copies;
   keel::bench::naive_step(*v.trainer, copies);
+}
+
+// The optimizer's step as the probe's deferred step takes it, with nothing to skip.
+void fused_finish(Variant& v) {
+  auto& optimizer = v.trainer->optimizer();
+  const auto device = v.trainer->model()->parameters().front().device();
+  if (!v.found_inf.defined()) v.found_inf = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  v.fused.step(optimizer, v.found_inf);
+  v.fused.settle(true);
 }
 
 // One fused norm over every gradient, one copy to the host, the skip decided there.
@@ -160,6 +176,7 @@ int main(int argc, char** argv) {
     return variants.back();
   };
   add("plain").finish = [](Variant& v) { v.trainer->optimizer().step(); };
+  add("fused").finish = fused_finish;
   add("keel_grads");
   add("keel_defaults");
   add("keel_full").watch_logits = true;

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 
 #include "keel/probe/grad_scaler.hpp"
 #include "keel/probe/probe.hpp"
+#include "keel/probe/torch_compat.hpp"
 #include "reference_stats.hpp"
 #include "two_layer_net.hpp"
 
@@ -82,6 +84,14 @@ void expect_grad_metrics(const keel::probe::Probe& probe, const std::vector<torc
   }
 }
 
+int64_t adamw_step_count(torch::optim::Optimizer& opt, const torch::Tensor& p) {
+  return static_cast<torch::optim::AdamWParamState&>(*opt.state().at(keel::probe::compat::optimizer_state_key(p))).step();
+}
+
+int64_t adam_step_count(torch::optim::Optimizer& opt, const torch::Tensor& p) {
+  return static_cast<torch::optim::AdamParamState&>(*opt.state().at(keel::probe::compat::optimizer_state_key(p))).step();
+}
+
 keel::probe::ProbeOptions quiet_options() {
   keel::probe::ProbeOptions options;
   options.endpoint = "";
@@ -117,7 +127,11 @@ TEST(CudaProbe, GradientMetricsOfEveryElementTypeMatchAFloat64Reference) {
   for (int64_t step = 0; step < 3; ++step) {
     auto loss = backward(net, opt, step);
     const auto grads = grads_on_host(net);
-    const auto outcome = probe.step(loss);
+    probe.step(loss);
+    // A deferred step (AdamW on one device): its record is made when it settles.
+    probe.settle();
+    const auto& outcome = probe.last_settled();
+    ASSERT_EQ(outcome.step, step);
     ASSERT_TRUE(outcome.applied) << outcome.skip_reason;
     expect_grad_metrics(probe, grads, 1.0);
     EXPECT_DOUBLE_EQ(probe.last_record().loss, loss.item<double>());
@@ -133,14 +147,55 @@ TEST(CudaProbe, NonfiniteStepIsSkippedWithBitIdenticalWeightsAndOptimizerState) 
   auto loss = backward(net, opt, 2);
   keel::test::poison(net->mid->weight);
   const auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
-  const auto outcome = probe.step(loss);
+  const int64_t step_count = adamw_step_count(opt, net->mid->weight);
+  // The device skips it (ATen's fused AdamW reads the verdict the gradient pass wrote); the
+  // host hears of it when the step settles.
+  EXPECT_FALSE(probe.step(loss).settled);
+  probe.settle();
+  const auto& outcome = probe.last_settled();
+  EXPECT_EQ(outcome.step, 1);
   EXPECT_FALSE(outcome.applied);
   EXPECT_EQ(outcome.skip_reason, "nonfinite");
   EXPECT_EQ(outcome.nonfinite_layers, 1);
   EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+  EXPECT_EQ(adamw_step_count(opt, net->mid->weight), step_count) << "a skipped step is not counted once settled";
   bool named = false;
   for (const auto& e : probe.last_events()) named = named || (e.kind == "first_nonfinite" && e.layer == "mid.weight");
   EXPECT_TRUE(named) << "first_nonfinite names mid.weight";
+}
+
+// The verdict's other two causes, decided on the device too: a poisoned batch (every value
+// finite, the norm above 1.8e19) and a non-finite loss.
+TEST(CudaProbe, APoisonedBatchAndANonfiniteLossAreSkippedOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  probe.step(backward(net, opt, 1));
+
+  auto loss = backward(net, opt, 2);
+  {
+    torch::NoGradGuard no_grad;
+    net->fc->weight.mutable_grad().fill_(1e19);   // 320 values: sum of squares 3.2e40
+  }
+  auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
+  probe.step(loss);
+  probe.settle();
+  EXPECT_FALSE(probe.last_settled().applied);
+  EXPECT_EQ(probe.last_settled().nonfinite_cause, "overflowing grad norm");
+  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+
+  loss = backward(net, opt, 3);
+  before = on_host(keel::test::params_and_adamw_state(*net, opt));
+  probe.step(loss * std::numeric_limits<float>::quiet_NaN());
+  probe.settle();
+  EXPECT_FALSE(probe.last_settled().applied);
+  EXPECT_EQ(probe.last_settled().nonfinite_cause, "non-finite loss");
+  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+
+  probe.step(backward(net, opt, 4));
+  probe.settle();
+  EXPECT_TRUE(probe.last_settled().applied) << "a clean step after them is applied";
 }
 
 TEST(CudaProbe, ScalerUnscalesInThePassAndSkipsAnOverflow) {
@@ -191,7 +246,10 @@ TEST(CudaProbe, UpdateRatioIsRebuiltFromTheOptimizerStateAndMatchesAFloat64Refer
     for (int64_t step = 0; step < 3; ++step) {
       auto loss = backward(net, *opt, 10 + step);
       const auto before = on_host(net->parameters());
-      ASSERT_TRUE(probe.step(loss).applied);
+      probe.step(loss);
+      probe.settle();
+      ASSERT_EQ(probe.last_settled().step, step);
+      ASSERT_TRUE(probe.last_settled().applied);
       const auto after = on_host(net->parameters());
       const auto& record = probe.last_record();
       for (size_t i = 0; i < before.size(); ++i) {
@@ -244,21 +302,126 @@ TEST(CudaProbe, DefaultsAddLessThanFivePercentOfTheWeightsOnTheDevice) {
                                       << " bytes of weights";
 }
 
-TEST(CudaProbe, GradientMetricsAndTheLossCostOneHostWaitPerStep) {
+// A deferred step waits for nothing: its results are read at the next step, when they have
+// long arrived, and the fused AdamW step reads the verdict on the device.
+TEST(CudaProbe, DeferredStepsWithEveryMetricCostNoHostWait) {
   SKIP_WITHOUT_DEVICE();
   MixedPrecisionNet net;
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
-  auto options = quiet_options();
-  options.cadence[static_cast<int>(LayerMetric::kParamNorm)] = 0;
-  options.cadence[static_cast<int>(LayerMetric::kUpdateRatio)] = 0;
+  keel::probe::ProbeOptions options;   // the defaults: skip and dump on non-finite
+  options.endpoint = "";
   keel::probe::Probe probe(*net, opt, options);
   probe.step(backward(net, opt, 5));   // first step: tables are planned and uploaded
   for (int64_t step = 6; step < 9; ++step) {
     auto loss = backward(net, opt, step);
     torch::cuda::synchronize();
     SyncCounter syncs;
-    probe.step(loss);
+    const auto outcome = probe.step(loss);
+    EXPECT_EQ(syncs.count, 0) << "step " << step;
+    EXPECT_FALSE(outcome.settled);
+    EXPECT_EQ(probe.last_settled().step, step - 6) << "the previous step settled";
+  }
+}
+
+// A decision the device cannot take makes the step wait once for its results: here a dump on
+// non-finite gradients with nothing to skip them, which must be taken before the update (a
+// scaler is the other). One host wait per step, no more.
+TEST(CudaProbe, AHostDecisionCostsOneHostWaitPerStep) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  auto options = quiet_options();
+  options.skip_on_nonfinite = false;
+  options.dump_on_nonfinite = true;
+  options.dump_dir = "/nonexistent/keel-not-written";
+  options.cadence[static_cast<int>(LayerMetric::kParamNorm)] = 0;
+  options.cadence[static_cast<int>(LayerMetric::kUpdateRatio)] = 0;
+  keel::probe::Probe probe(*net, opt, options);
+  probe.step(backward(net, opt, 5));
+  for (int64_t step = 6; step < 9; ++step) {
+    auto loss = backward(net, opt, step);
+    torch::cuda::synchronize();
+    SyncCounter syncs;
+    EXPECT_TRUE(probe.step(loss).settled);
     EXPECT_EQ(syncs.count, 1) << "step " << step;
+  }
+}
+
+// The spike policy's bound goes to the device verdict: a step whose norm jumps far above the
+// window's is skipped there, as "spike", while the steps around it are applied.
+TEST(CudaProbe, ASpikeIsSkippedOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-4));
+  auto options = quiet_options();
+  options.skip_on_spike = true;
+  options.spike_window = 16;
+  options.spike_warmup = 8;
+  keel::probe::Probe probe(*net, opt, options);
+  for (int64_t step = 0; step < 12; ++step) {
+    EXPECT_FALSE(probe.step(backward(net, opt, 100 + step)).settled);
+    probe.settle();
+    ASSERT_TRUE(probe.last_settled().applied) << "step " << step << ": " << probe.last_settled().skip_reason;
+  }
+  auto loss = backward(net, opt, 200);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : net->parameters()) p.mutable_grad().mul_(1e4);
+  }
+  const auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
+  probe.step(loss);
+  probe.settle();
+  EXPECT_FALSE(probe.last_settled().applied);
+  EXPECT_EQ(probe.last_settled().skip_reason, "spike");
+  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+  probe.step(backward(net, opt, 201));
+  probe.settle();
+  EXPECT_TRUE(probe.last_settled().applied) << probe.last_settled().skip_reason;
+}
+
+// The fused step is libtorch's step in ATen's fused arithmetic: a twin model stepped by
+// libtorch itself ends with the same weights to fp32 rounding, and the same state and counts.
+TEST(CudaProbe, FusedStepsMatchLibtorchsOwnAndKeepItsState) {
+  SKIP_WITHOUT_DEVICE();
+  using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
+  const std::vector<std::pair<std::string, MakeOptimizer>> optimizers = {
+      {"AdamW", [](auto p) { return std::make_unique<torch::optim::AdamW>(p, torch::optim::AdamWOptions(1e-2).weight_decay(0.1)); }},
+      {"Adam", [](auto p) { return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(1e-2).weight_decay(0.1)); }},
+      {"SGD", [](auto p) { return std::make_unique<torch::optim::SGD>(p, torch::optim::SGDOptions(0.05).momentum(0.9)); }},
+  };
+  for (const auto& [name, make] : optimizers) {
+    SCOPED_TRACE(name);
+    torch::manual_seed(7);
+    torch::nn::Sequential ours(torch::nn::Linear(16, 32), torch::nn::Tanh(), torch::nn::Linear(32, 4));
+    torch::nn::Sequential twin(torch::nn::Linear(16, 32), torch::nn::Tanh(), torch::nn::Linear(32, 4));
+    ours->to(torch::kCUDA);
+    twin->to(torch::kCUDA);
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < ours->parameters().size(); ++i) twin->parameters()[i].copy_(ours->parameters()[i]);
+    }
+    auto opt = make(ours->parameters());
+    auto twin_opt = make(twin->parameters());
+    keel::probe::Probe probe(*ours, *opt, quiet_options());
+    for (int64_t step = 0; step < 6; ++step) {
+      const auto x = torch::randn({8, 16}, torch::TensorOptions().device(torch::kCUDA));
+      opt->zero_grad();
+      twin_opt->zero_grad();
+      auto loss = ours->forward(x).pow(2).mean();
+      loss.backward();
+      twin->forward(x).pow(2).mean().backward();
+      probe.step(loss.detach());
+      twin_opt->step();
+    }
+    probe.settle();
+    for (size_t i = 0; i < ours->parameters().size(); ++i) {
+      EXPECT_TRUE(torch::allclose(ours->parameters()[i], twin->parameters()[i], 1e-5, 1e-6)) << "parameter " << i;
+    }
+    if (name != "SGD") {
+      for (const auto& p : ours->parameters()) {
+        EXPECT_EQ(name == "AdamW" ? adamw_step_count(*opt, p) : adam_step_count(*opt, p), 6);
+      }
+    }
   }
 }
 

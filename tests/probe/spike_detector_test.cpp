@@ -107,3 +107,26 @@ TEST(SpikeDetector, AFlatHistoryUsesTheMinimumSpread) {
 }
 
 }  // namespace
+
+namespace {
+
+// The device verdict skips above bound_norm(); observe() must call exactly that a spike, or
+// a deferred step would be skipped on the device and reported applied (or the reverse).
+TEST(SpikeDetector, TheBoundIsWhereObserveStartsCallingASpike) {
+  SpikeDetector detector(SpikeRule{32, 16, 6.0, 0.01});
+  NoisyNorms norms;
+  for (int i = 0; i < 15; ++i) {
+    detector.observe(norms.next(3.0));
+    EXPECT_TRUE(std::isinf(detector.bound_norm())) << "warm-up: only a non-finite norm is a spike";
+  }
+  for (int i = 0; i < 40; ++i) {
+    detector.observe(norms.next(3.0));
+    const double bound = detector.bound_norm();
+    ASSERT_TRUE(std::isfinite(bound));
+    SpikeDetector below = detector, above = detector;
+    EXPECT_FALSE(below.observe(bound * (1 - 1e-9)).spike) << i;
+    EXPECT_TRUE(above.observe(bound * (1 + 1e-9)).spike) << i;
+  }
+}
+
+}  // namespace

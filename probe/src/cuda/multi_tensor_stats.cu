@@ -35,6 +35,13 @@ __device__ __forceinline__ UpdateAccumulator shuffle_down(const UpdateAccumulato
   return b;
 }
 
+__device__ __forceinline__ VerdictTotals shuffle_down(const VerdictTotals& a, int delta) {
+  VerdictTotals b;
+  b.sumsq = __shfl_down_sync(0xffffffffu, a.sumsq, delta);
+  b.nonfinite = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.nonfinite), delta);
+  return b;
+}
+
 // The sum over the block, valid in thread 0.
 template <class Accumulator>
 __device__ Accumulator block_reduce(Accumulator acc) {
@@ -110,7 +117,25 @@ int enqueue_fold(const TensorChunks* where, const Accumulator* partials, Accumul
   return cudaGetLastError();
 }
 
+__global__ void __launch_bounds__(kThreads) verdict_kernel(const GradAccumulator* per_tensor, int32_t count,
+                                                           const float* loss, double max_sumsq, float* found_inf) {
+  VerdictTotals totals;
+  for (int32_t i = threadIdx.x; i < count; i += blockDim.x) totals.fold(per_tensor[i]);
+  totals = block_reduce(totals);
+  if (threadIdx.x == 0) {
+    const uint32_t loss_bits = loss == nullptr ? 0u : float_bits(*loss);
+    found_inf[0] = found_inf_value(totals.unsafe(loss_bits, max_sumsq));
+  }
+}
+
 }  // namespace
+
+int enqueue_step_verdict(const GradAccumulator* per_tensor, int32_t count, const float* loss, double max_sumsq,
+                         float* found_inf, void* stream_handle) {
+  verdict_kernel<<<1, kThreads, 0, static_cast<cudaStream_t>(stream_handle)>>>(per_tensor, count, loss, max_sumsq,
+                                                                               found_inf);
+  return cudaGetLastError();
+}
 
 int enqueue_grad_stats(const GradPass& pass, float inv_scale, void* stream_handle) {
   if (pass.tensor_count == 0) return cudaSuccess;

@@ -15,6 +15,7 @@
 
 #include "chunk_plan.hpp"
 #include "stats_math.hpp"
+#include "step_verdict.hpp"
 #include "update_math.hpp"
 
 namespace keel::probe::cuda {
@@ -64,6 +65,13 @@ using UpdatePass = MultiTensorPass<UpdateRef, UpdateAccumulator>;
 // Enqueues the update pass on `stream`: per tensor |dW|^2, |W_old|^2 and |W_new|^2 rebuilt
 // from the state (update_math.hpp). Reads only. Returns 0 or the launch's CUDA error code.
 int enqueue_update_stats(const UpdatePass& pass, void* stream);
+
+// Enqueues the step's verdict (step_verdict.hpp) after a gradient pass: folds its per-tensor
+// results `per_tensor[count]` and the loss (`loss`: one fp32 value, or null when there is
+// none) and writes found_inf_value() to `found_inf[0]`. One block; reads and writes device
+// memory only. Returns 0 or the launch's CUDA error code.
+int enqueue_step_verdict(const GradAccumulator* per_tensor, int32_t count, const float* loss, double max_sumsq,
+                         float* found_inf, void* stream);
 
 // The text of a CUDA error code, for the probe's error events.
 const char* cuda_error_text(int code);

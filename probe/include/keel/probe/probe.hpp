@@ -17,6 +17,10 @@
 // update_ratio: DESIGN §2), applies the policies (skip the update when a gradient or the loss
 // is non-finite, or the grad norm overflows float32), calls optimizer.step() unless skipping,
 // and hands a step record to a background publisher thread (ZeroMQ XPUB, msgpack, shared/PROTOCOL.md).
+// On one CUDA device with AdamW, Adam or SGD the step is deferred (DESIGN §8): the skip is
+// decided on the device and the optimizer stepped by ATen's fused kernel, which reads that
+// decision, so step() never waits for the GPU; the step's record, events and verdict
+// (last_settled()) come with the next step() or settle().
 //
 // Remote control (PROTOCOL §6): a ROUTER socket on the telemetry port + 1 takes commands from
 // the dashboard or `keel-cli send`: "skip" the next K updates (skip_reason "command"),
@@ -118,6 +122,11 @@ struct StepOutcome {
   // gradient values", "overflowing grad norm", "non-finite loss", joined by " + "; "" if none.
   std::string nonfinite_cause;
   double grad_norm = 0;
+  // false: a deferred step (on a CUDA device, DESIGN §8). The device decides whether the
+  // update applies, with no host sync: `applied` says only what the host knew (a command
+  // skip), and the rest comes a step later, in last_settled() after the next step() or
+  // settle(), and in that step's record.
+  bool settled = true;
 };
 
 // Where the probe's time on the training thread went in the last step (for the benchmark).
@@ -134,6 +143,14 @@ class Probe {
   ~Probe();
   Probe(const Probe&) = delete;
   Probe& operator=(const Probe&) = delete;
+
+  // The deferred step still waiting for its verdict, if any, collected and published; step()
+  // does it itself at its start. Call it before saving the optimizer (torch::save): until
+  // then a step the device skipped is still counted in the optimizer's step counts.
+  void settle();
+  // What the last settled step did: the last step() when it settled at once, else the one
+  // before it (its StepOutcome::step says which; -1 before any has settled).
+  const StepOutcome& last_settled() const;
 
   // Loss scaling: step() unscales (fused with its gradient pass), skips on overflow, and
   // updates the scaler. The scaler must outlive the probe.

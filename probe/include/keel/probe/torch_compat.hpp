@@ -11,6 +11,14 @@
 
 #include <string>
 
+// ATen's fused optimizer kernels (at::_fused_adamw_, _fused_adam_, _fused_sgd_ with found_inf):
+// all three from libtorch 2.3 on.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define KEEL_TORCH_HAS_FUSED_OPTIMIZERS 1
+#else
+#define KEEL_TORCH_HAS_FUSED_OPTIMIZERS 0
+#endif
+
 namespace keel::probe::compat {
 
 // The key of a parameter's entry in torch::optim::Optimizer::state(): the address of its

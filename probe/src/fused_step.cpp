@@ -1,0 +1,183 @@
+#include "fused_step.hpp"
+
+#include <map>
+#include <stdexcept>
+
+#include "keel/probe/torch_compat.hpp"
+
+namespace keel::probe {
+namespace {
+
+bool fused_type(torch::ScalarType t) { return t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16 || t == torch::kHalf; }
+
+bool stepped_here(const torch::Tensor& p, int device_index, std::string& why) {
+  const auto& g = p.grad();
+  if (!g.defined()) return true;
+  if (!p.is_cuda() || p.device().index() != device_index || p.is_sparse() || g.is_sparse()) {
+    why = "a parameter is not a dense tensor on the CUDA device of the others";
+    return false;
+  }
+  if (!fused_type(p.scalar_type()) || g.scalar_type() != p.scalar_type()) {
+    why = "a parameter is not fp32, fp64, bf16 or fp16 with a gradient of its type";
+    return false;
+  }
+  return true;
+}
+
+#if KEEL_TORCH_HAS_FUSED_OPTIMIZERS
+// The tensors of one fused call: one parameter group's parameters of one element type.
+struct Batch {
+  std::vector<torch::Tensor> params, grads, first, second, max_second;
+  std::vector<float> steps;   // each parameter's step count after this step (Adam, AdamW)
+};
+
+// Adam and AdamW: the state libtorch would create, the step counted, the batch filled.
+template <class ParamState>
+void add_adam(torch::optim::Optimizer& optimizer, const torch::Tensor& p, bool amsgrad, Batch& batch,
+              std::vector<torch::Tensor>& counted) {
+  auto& state = optimizer.state();
+  const auto key = compat::optimizer_state_key(p);
+  auto found = state.find(key);
+  if (found == state.end()) {
+    auto fresh = std::make_unique<ParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    if (amsgrad) fresh->max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+    found = state.emplace(key, std::move(fresh)).first;
+  }
+  auto& s = static_cast<ParamState&>(*found->second);
+  s.step(s.step() + 1);
+  counted.push_back(p);
+  batch.params.push_back(p);
+  batch.grads.push_back(p.grad());
+  batch.first.push_back(s.exp_avg());
+  batch.second.push_back(s.exp_avg_sq());
+  if (amsgrad) batch.max_second.push_back(s.max_exp_avg_sq());
+  batch.steps.push_back(static_cast<float>(s.step()));
+}
+
+// The step counts of a batch as the kernel reads them: 0-dim float32 views of one device
+// tensor, uploaded from pinned memory (the caching host allocator keeps the staging buffer
+// until the copy has run).
+std::vector<torch::Tensor> device_steps(const Batch& batch, const torch::Device& device) {
+  auto staging = torch::empty({static_cast<int64_t>(batch.steps.size())},
+                              torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+  std::copy(batch.steps.begin(), batch.steps.end(), staging.data_ptr<float>());
+  auto on_device = staging.to(device, /*non_blocking=*/true);
+  std::vector<torch::Tensor> steps;
+  for (int64_t i = 0; i < on_device.numel(); ++i) steps.push_back(on_device.select(0, i));
+  return steps;
+}
+// One parameter group of an Adam or AdamW: its state made and counted, then one fused call per
+// element type. `kernel` is at::_fused_adam_ or at::_fused_adamw_ (the same arguments).
+template <class Options, class ParamState, class Kernel>
+void step_adam_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
+                     const torch::Tensor& found_inf, std::vector<torch::Tensor>& counted, Kernel kernel) {
+  const auto& o = static_cast<const Options&>(group.options());
+  std::map<torch::ScalarType, Batch> batches;
+  for (const auto& p : group.params()) {
+    if (p.grad().defined()) add_adam<ParamState>(optimizer, p, o.amsgrad(), batches[p.scalar_type()], counted);
+  }
+  for (auto& [type, b] : batches) {
+    const std::vector<torch::Tensor> steps = device_steps(b, found_inf.device());
+    kernel(at::TensorList(b.params), at::TensorList(b.grads), at::TensorList(b.first), at::TensorList(b.second),
+           at::TensorList(b.max_second), at::TensorList(steps), o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+           o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/std::optional<at::Tensor>(),
+           std::optional<at::Tensor>(found_inf));
+  }
+}
+#endif
+
+}  // namespace
+
+bool FusedOptimizerStep::available() { return KEEL_TORCH_HAS_FUSED_OPTIMIZERS != 0; }
+
+bool FusedOptimizerStep::supports(torch::optim::Optimizer& optimizer, int device_index, std::string& why) {
+  if (!available()) {
+    why = "this libtorch has no fused optimizer kernels (2.3 and later have them)";
+    return false;
+  }
+  const bool sgd = dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr;
+  if (!sgd && dynamic_cast<torch::optim::AdamW*>(&optimizer) == nullptr &&
+      dynamic_cast<torch::optim::Adam*>(&optimizer) == nullptr) {
+    why = "the optimizer is not AdamW, Adam or SGD";
+    return false;
+  }
+  for (auto& group : optimizer.param_groups()) {
+    const auto* sgd_options = dynamic_cast<const torch::optim::SGDOptions*>(&group.options());
+    for (const auto& p : group.params()) {
+      if (!stepped_here(p, device_index, why)) return false;
+      if (sgd_options && sgd_options->momentum() != 0 && p.grad().defined()) {
+        const auto found = optimizer.state().find(compat::optimizer_state_key(p));
+        if (found == optimizer.state().end()) {
+          why = "SGD's momentum buffers are created by its first step";
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+void FusedOptimizerStep::step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {
+#if KEEL_TORCH_HAS_FUSED_OPTIMIZERS
+  std::string why;
+  if (!supports(optimizer, found_inf.device().index(), why)) throw std::runtime_error("keel: fused step: " + why);
+  torch::NoGradGuard no_grad;
+  counted_.clear();
+  optimizer_ = &optimizer;
+  const bool adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
+  const bool adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
+  for (auto& group : optimizer.param_groups()) {
+    if (adamw) {
+      step_adam_group<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
+          optimizer, group, found_inf, counted_, [](auto&&... args) { at::_fused_adamw_(args...); });
+    } else if (adam) {
+      step_adam_group<torch::optim::AdamOptions, torch::optim::AdamParamState>(
+          optimizer, group, found_inf, counted_, [](auto&&... args) { at::_fused_adam_(args...); });
+    } else {
+      const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+      std::map<torch::ScalarType, Batch> batches;
+      for (const auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        Batch& b = batches[p.scalar_type()];
+        b.params.push_back(p);
+        b.grads.push_back(p.grad());
+        if (o.momentum() != 0) {
+          auto& s = static_cast<torch::optim::SGDParamState&>(*optimizer.state().at(compat::optimizer_state_key(p)));
+          b.first.push_back(s.momentum_buffer());
+        }
+      }
+      for (auto& [type, b] : batches) {
+        at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                        /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found_inf);
+      }
+    }
+  }
+#else
+  (void)optimizer;
+  (void)found_inf;
+  throw std::runtime_error("keel: fused step: this libtorch has no fused optimizer kernels");
+#endif
+}
+
+void FusedOptimizerStep::settle(bool applied) {
+  if (!applied && optimizer_ != nullptr) {
+    auto& state = optimizer_->state();
+    const bool adamw = dynamic_cast<torch::optim::AdamW*>(optimizer_) != nullptr;
+    for (const auto& p : counted_) {
+      auto& s = *state.at(compat::optimizer_state_key(p));
+      if (adamw) {
+        auto& a = static_cast<torch::optim::AdamWParamState&>(s);
+        a.step(a.step() - 1);
+      } else {
+        auto& a = static_cast<torch::optim::AdamParamState&>(s);
+        a.step(a.step() - 1);
+      }
+    }
+  }
+  counted_.clear();
+}
+
+}  // namespace keel::probe

@@ -1,0 +1,159 @@
+// Probe::Impl's deferred step (DESIGN §8): on one CUDA device with AdamW, Adam or SGD, the
+// skip is decided on the device (the gradient pass's verdict, read by ATen's fused optimizer
+// kernel) and the step is recorded when the next one begins, so the training thread never
+// waits for the GPU. Whether a step can be deferred, the step itself, and its settling.
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "probe_impl.hpp"
+
+namespace keel::probe {
+
+int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const {
+  if (!plan.grads_due) return -1;
+  // Still decided on the host: the scaler's backoff (its scale is a host float the next
+  // backward reads), a dump that must precede an update nothing skips, and a dump asked for
+  // by command.
+  if (scaler_ != nullptr && scaler_->enabled()) return -1;
+  if (options_.dump_on_nonfinite && !options_.skip_on_nonfinite) return -1;
+  if (dump_requested_) return -1;
+  // Weight norms without the update pass take a pass of their own, which waits.
+  if (plan.param_due && !plan.update_due) return -1;
+  if (plan.update_due && !has_update_rules(optimizer_)) return -1;
+  int device = -1;
+  for (const auto& p : params_) {
+    const auto& g = p.grad();
+    if (!g.defined()) continue;
+    if (!device_pass_accepts(g) || !device_pass_accepts(p) || g.device() != p.device()) return -1;
+    const int index = g.device().index();
+    if (device != -1 && index != device) return -1;
+    device = index;
+  }
+  if (device < 0) return -1;
+  if (loss.defined() && loss.numel() == 1 && !(loss.is_cuda() && loss.device().index() == device)) return -1;
+  std::string why;
+  if ((options_.skip_on_nonfinite || options_.skip_on_spike) && !FusedOptimizerStep::supports(optimizer_, device, why)) {
+    return -1;
+  }
+  return device;
+}
+
+void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome,
+                                StepTimes& times) {
+  PendingStep p;
+  p.step = step_;
+  p.plan = plan;
+  p.times = times;
+  p.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
+  const bool scheduled_skip = !scheduled_skips_.empty() && scheduled_skips_.erase(step_) > 0;
+  if (command_skips_left_ > 0 || scheduled_skip) {
+    if (command_skips_left_ > 0) --command_skips_left_;
+    p.command_skip = true;
+  }
+  bool stepped = p.command_skip;
+  try {
+    const auto reduce_start = Clock::now();
+    reducer_.enqueue_grads(1.0f);
+    p.has_loss = loss.defined() && loss.numel() == 1;
+    // The verdict asks what the host's policies would (decide()): non-finite values, a
+    // non-finite loss and an fp32 overflow for skip_on_nonfinite; the spike rule's bound, from
+    // the window as it stands after the last step, for skip_on_spike (non-finite values and
+    // an overflow are spikes to it too).
+    p.skip_nonfinite = options_.skip_on_nonfinite;
+    VerdictRequest verdict;
+    verdict.max_sumsq = std::numeric_limits<float>::max();
+    if (options_.skip_on_spike) {
+      const double bound = spike_.bound_norm();
+      verdict.max_sumsq = std::min(verdict.max_sumsq, bound * bound);
+    }
+    if (p.has_loss) {
+      loss_.start(loss, /*piggyback=*/true);
+      if (p.skip_nonfinite) verdict.loss = loss.detach().to(torch::kFloat).reshape({1});
+    }
+    p.verdict = (options_.skip_on_nonfinite || options_.skip_on_spike) && !p.command_skip;
+    reducer_.finish_grads(p.verdict ? &verdict : nullptr);
+    p.reduce_us = micros(Clock::now() - reduce_start);
+    times.optimizer_start = Clock::now();
+    if (!p.command_skip) {
+      if (p.verdict) {
+        fused_step_.step(optimizer_, reducer_.found_inf());
+      } else {
+        optimizer_.step();
+      }
+      stepped = true;
+    }
+    times.optimizer_end = Clock::now();
+    if (plan.update_due && !p.command_skip) {
+      const auto update_start = Clock::now();
+      reducer_.enqueue_updates();
+      p.updates = true;
+      p.reduce_us += micros(Clock::now() - update_start);
+    }
+    watches_.collect(p.watches);
+    p.times = times;
+    pending_ = std::move(p);
+    outcome.applied = !pending_->command_skip;
+    outcome.skip_reason = pending_->command_skip ? "command" : "";
+    outcome.settled = !pending_->verdict;
+  } catch (const std::exception&) {
+    // The probe's own failure must not change training: the update is applied as libtorch
+    // would, and this step reports nothing.
+    ++probe_errors_;
+    pending_.reset();
+    if (!stepped) optimizer_.step();
+    times.optimizer_end = Clock::now();
+  }
+}
+
+void Probe::Impl::settle_pending() {
+  if (!pending_) return;
+  PendingStep p = std::move(*pending_);
+  pending_.reset();
+  const int64_t current_step = record_step_;
+  record_step_ = p.step;
+  StepOutcome outcome;
+  outcome.step = p.step;
+  Reduction r;
+  r.reduce_us = p.reduce_us;
+  try {
+    reducer_.collect_grads();
+    if (p.has_loss) r.loss = loss_.value();
+    // Backward order is this step's (its backward has run): the layer named is the first in
+    // the order the layers' gradients arrive, which does not change from step to step.
+    health_ = assess_step(r.loss, p.has_loss, reducer_.grad_stats(), [this](size_t layer) { return order_.position(layer); });
+    outcome.nonfinite_layers = health_.nonfinite_layers;
+    outcome.nonfinite_cause = health_.cause();
+    const bool device_skipped = p.verdict && reducer_.collected_found_inf() != 0.0f;
+    if (p.verdict) fused_step_.settle(!device_skipped);
+    outcome.applied = !p.command_skip && !device_skipped;
+    outcome.skip_reason = p.command_skip                                      ? "command"
+                          : !device_skipped                                   ? ""
+                          : p.skip_nonfinite && health_.blown_up()            ? "nonfinite"
+                                                                              : "spike";
+    spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity() : health_.grad_norm);
+    if (p.updates) {
+      reducer_.collect_updates(outcome.applied);
+    } else if (p.plan.update_due) {
+      reducer_.keep_snapshot();
+    }
+    // The dump of a blown-up step, a step late: the device skipped its update, so the
+    // weights and the optimizer state are still the ones its gradients were computed on.
+    // A dump asked for by command waits for the step that takes it (it holds that step's state).
+    std::optional<DumpRequest> requested = std::move(dump_requested_);
+    dump_requested_.reset();
+    dump_if_due(Reduction{});
+    dump_requested_ = std::move(requested);
+  } catch (const std::exception&) {
+    ++probe_errors_;
+    r.stats_ok = false;
+  }
+  if (r.stats_ok) {
+    record(p.plan, r, outcome, p.times, &p.watches);
+    record_.lr = p.lr;
+  }
+  last_settled_ = outcome;
+  record_step_ = current_step;
+}
+
+}  // namespace keel::probe
