@@ -1,10 +1,12 @@
 // The gradient pass's CUDA kernels (probe/src/cuda/multi_tensor_stats.cu) on a real device,
 // against the same math run on the host: every element type, special values, tensors that
 // cross chunk boundaries, the fused unscale (bit for bit), and results that repeat exactly.
+// Likewise the watched tensor's kernel (watch_stats.cu).
 // Where there is no CUDA device every test reports as skipped, with the reason.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +17,7 @@
 #include "cuda/chunk_plan.hpp"
 #include "cuda/multi_tensor_stats.hpp"
 #include "cuda/stats_math.hpp"
+#include "cuda/watch_stats.hpp"
 
 namespace {
 
@@ -231,6 +234,80 @@ TEST(CudaGradStats, ResultsRepeatBitForBit) {
   device_stats(tensors, 1.0f, second, after);
   ASSERT_EQ(first.size(), second.size());
   EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(GradAccumulator)), 0);
+}
+
+// The watch kernel's result for a [rows, cols] tensor.
+void device_watch(const HostTensor& t, int64_t rows, int64_t cols, WatchTotals& out) {
+  void *data = nullptr, *row_out = nullptr, *d_out = nullptr;
+  ASSERT_CUDA(cudaMalloc(&data, std::max<size_t>(t.bytes.size(), 1)));
+  ASSERT_CUDA(cudaMemcpy(data, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMalloc(&row_out, std::max<int64_t>(rows, 1) * sizeof(RowStats)));
+  ASSERT_CUDA(cudaMalloc(&d_out, sizeof(WatchTotals)));
+  WatchPass pass;
+  pass.data = data;
+  pass.type = t.type;
+  pass.rows = rows;
+  pass.cols = cols;
+  pass.row_out = static_cast<RowStats*>(row_out);
+  pass.out = static_cast<WatchTotals*>(d_out);
+  ASSERT_EQ(enqueue_watch_stats(pass, nullptr), 0);
+  ASSERT_CUDA(cudaMemcpy(&out, d_out, sizeof(WatchTotals), cudaMemcpyDeviceToHost));
+  for (void* p : {data, row_out, d_out}) ASSERT_CUDA(cudaFree(p));
+}
+
+WatchTotals host_watch(const HostTensor& t, int64_t rows, int64_t cols) {
+  WatchTotals totals;
+  const void* data = t.bytes.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    switch (t.type) {
+      case ElementType::kFloat32: totals.fold(row_range<ElementType::kFloat32>(static_cast<const float*>(data), r * cols, (r + 1) * cols, 0, 1)); break;
+      case ElementType::kFloat64: totals.fold(row_range<ElementType::kFloat64>(static_cast<const double*>(data), r * cols, (r + 1) * cols, 0, 1)); break;
+      case ElementType::kBFloat16: totals.fold(row_range<ElementType::kBFloat16>(static_cast<const uint16_t*>(data), r * cols, (r + 1) * cols, 0, 1)); break;
+      case ElementType::kFloat16: totals.fold(row_range<ElementType::kFloat16>(static_cast<const uint16_t*>(data), r * cols, (r + 1) * cols, 0, 1)); break;
+    }
+  }
+  return totals;
+}
+
+// Logits-like rows (a vocabulary of 5,003 columns, wider than a block), one row with a NaN and
+// one with +Inf: the absmax, sum of squares and counts exactly as the host folds them (fp64
+// sums in the same per-row order are not promised, so to 1e-12), log-sum-exp to fp32 rounding
+// (the device's expf is not the host's), and the same bits when run again.
+TEST(CudaWatchStats, EveryElementTypeMatchesTheHostMath) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t rows = 37, cols = 5003;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> logits(0.0, 4.0);
+  std::vector<double> values(static_cast<size_t>(rows * cols));
+  for (double& v : values) v = logits(rng);
+  values[static_cast<size_t>(3 * cols + 17)] = std::numeric_limits<double>::quiet_NaN();
+  values[static_cast<size_t>(9 * cols + 4000)] = std::numeric_limits<double>::infinity();
+  for (ElementType type : {ElementType::kFloat32, ElementType::kFloat64, ElementType::kBFloat16, ElementType::kFloat16}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    const HostTensor t = make_tensor(type, values);
+    WatchTotals device, again;
+    device_watch(t, rows, cols, device);
+    device_watch(t, rows, cols, again);
+    const WatchTotals host = host_watch(t, rows, cols);
+    EXPECT_EQ(device.rows, host.rows);
+    EXPECT_EQ(device.values.absmax_bits, host.values.absmax_bits);
+    EXPECT_EQ(device.values.nonfinite, host.values.nonfinite);
+    EXPECT_EQ(device.values.zeros, host.values.zeros);
+    EXPECT_NEAR(device.values.sumsq, host.values.sumsq, 1e-12 * host.values.sumsq);
+    // The NaN row makes the sum NaN, as torch.logsumexp(-1).sum() would.
+    EXPECT_TRUE(std::isnan(device.lse_sum) && std::isnan(host.lse_sum));
+    EXPECT_EQ(std::memcmp(&device, &again, sizeof device), 0) << "not repeatable";
+  }
+  // Without the special rows, the log-sum-exp sum itself.
+  values[static_cast<size_t>(3 * cols + 17)] = 0.5;
+  values[static_cast<size_t>(9 * cols + 4000)] = 0.5;
+  for (ElementType type : {ElementType::kFloat32, ElementType::kBFloat16}) {
+    const HostTensor t = make_tensor(type, values);
+    WatchTotals device;
+    device_watch(t, rows, cols, device);
+    const WatchTotals host = host_watch(t, rows, cols);
+    EXPECT_NEAR(device.lse_sum, host.lse_sum, 1e-5 * std::fabs(host.lse_sum)) << static_cast<int>(type);
+  }
 }
 
 }  // namespace

@@ -10,52 +10,11 @@
 // passes share this shape; only the per-element math and the accumulator differ.
 #include <cuda_runtime.h>
 
+#include "block_reduce.cuh"
 #include "multi_tensor_stats.hpp"
 
 namespace keel::probe::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-
-__device__ __forceinline__ GradAccumulator shuffle_down(const GradAccumulator& a, int delta) {
-  GradAccumulator b;
-  b.sumsq = __shfl_down_sync(0xffffffffu, a.sumsq, delta);
-  b.absmax_bits = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.absmax_bits), delta);
-  b.nonfinite = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.nonfinite), delta);
-  b.zeros = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.zeros), delta);
-  return b;
-}
-
-__device__ __forceinline__ UpdateAccumulator shuffle_down(const UpdateAccumulator& a, int delta) {
-  UpdateAccumulator b;
-  b.update_sumsq = __shfl_down_sync(0xffffffffu, a.update_sumsq, delta);
-  b.old_sumsq = __shfl_down_sync(0xffffffffu, a.old_sumsq, delta);
-  b.new_sumsq = __shfl_down_sync(0xffffffffu, a.new_sumsq, delta);
-  return b;
-}
-
-__device__ __forceinline__ VerdictTotals shuffle_down(const VerdictTotals& a, int delta) {
-  VerdictTotals b;
-  b.sumsq = __shfl_down_sync(0xffffffffu, a.sumsq, delta);
-  b.nonfinite = __shfl_down_sync(0xffffffffu, static_cast<unsigned long long>(a.nonfinite), delta);
-  return b;
-}
-
-// The sum over the block, valid in thread 0.
-template <class Accumulator>
-__device__ Accumulator block_reduce(Accumulator acc) {
-  __shared__ Accumulator warp_totals[kWarps];
-  for (int delta = 16; delta > 0; delta /= 2) acc.merge(shuffle_down(acc, delta));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_totals[warp] = acc;
-  __syncthreads();
-  if (warp == 0) {
-    acc = lane < kWarps ? warp_totals[lane] : Accumulator{};
-    for (int delta = kWarps / 2; delta > 0; delta /= 2) acc.merge(shuffle_down(acc, delta));
-  }
-  return acc;
-}
 
 template <ElementType T>
 __device__ GradAccumulator chunk_stats(const TensorRef& tensor, const Chunk& chunk, float inv_scale) {
