@@ -14,6 +14,7 @@
 
 #include "cuda/chunk_plan.hpp"
 #include "cuda/multi_tensor_stats.hpp"
+#include "cuda/watch_stats.hpp"
 
 namespace keel::probe {
 namespace {
@@ -264,11 +265,61 @@ class CudaUpdatePass final : public DeviceUpdatePass {
   std::vector<int64_t> numels_;
 };
 
+class CudaWatch final : public DeviceWatch {
+ public:
+  explicit CudaWatch(int device_index) : device_(torch::kCUDA, static_cast<c10::DeviceIndex>(device_index)) {}
+
+  void enqueue(const torch::Tensor& t) override {
+    c10::cuda::CUDAGuard guard(device_);
+    const int64_t cols = t.size(-1);
+    const int64_t rows = t.numel() / cols;
+    if (rows > row_capacity_) {
+      rows_ = device_bytes(static_cast<size_t>(rows) * sizeof(kc::RowStats), device_);
+      row_capacity_ = rows;
+    }
+    if (!out_.defined()) {
+      out_ = device_bytes(sizeof(kc::WatchTotals), device_);
+      out_host_ = pinned_bytes(sizeof(kc::WatchTotals));
+    }
+    kc::WatchPass pass;
+    pass.data = t.data_ptr();
+    pass.type = element_type(t);
+    pass.rows = rows;
+    pass.cols = cols;
+    pass.row_out = static_cast<kc::RowStats*>(rows_.data_ptr());
+    pass.out = static_cast<kc::WatchTotals*>(out_.data_ptr());
+    const auto stream = c10::cuda::getCurrentCUDAStream(device_.index());
+    const int error = kc::enqueue_watch_stats(pass, stream.stream());
+    if (error != 0) throw std::runtime_error(std::string("keel: watch launch failed: ") + kc::cuda_error_text(error));
+    out_host_.copy_(out_, /*non_blocking=*/true);
+    done_.record(stream);
+  }
+
+  WatchResult collect() override {
+    wait_for(done_);
+    const auto* totals = static_cast<const kc::WatchTotals*>(out_host_.data_ptr());
+    WatchResult r;
+    r.absmax = totals->values.absmax();
+    r.sumsq = totals->values.sumsq;
+    r.lse_sum = totals->lse_sum;
+    r.nonfinite = static_cast<int64_t>(totals->values.nonfinite);
+    return r;
+  }
+
+ private:
+  torch::Device device_;
+  torch::Tensor rows_, out_, out_host_;
+  int64_t row_capacity_ = 0;
+  at::cuda::CUDAEvent done_;
+};
+
 }  // namespace
 
 std::unique_ptr<DeviceGradPass> make_device_grad_pass(int device_index) {
   return std::make_unique<CudaGradPass>(device_index);
 }
+
+std::unique_ptr<DeviceWatch> make_device_watch(int device_index) { return std::make_unique<CudaWatch>(device_index); }
 
 std::unique_ptr<DeviceUpdatePass> make_device_update_pass(int device_index) {
   return std::make_unique<CudaUpdatePass>(device_index);
@@ -278,6 +329,11 @@ bool device_pass_accepts(const torch::Tensor& t) {
   kc::ElementType type;
   // is_sparse() first: is_contiguous() throws on a sparse tensor.
   return t.defined() && t.is_cuda() && !t.is_sparse() && t.is_contiguous() && element_type_of(t.scalar_type(), type);
+}
+
+bool device_watch_accepts(const torch::Tensor& t) {
+  if (!device_pass_accepts(t) || t.dim() < 1 || t.size(-1) < 1) return false;
+  return t.numel() / t.size(-1) <= INT32_MAX;
 }
 
 }  // namespace keel::probe

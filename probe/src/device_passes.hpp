@@ -71,9 +71,33 @@ class DeviceUpdatePass {
   virtual void collect(std::vector<UpdateStats>& out) = 0;
 };
 
+// A watched tensor's statistics from the fused watch kernel (cuda/watch_stats.hpp).
+struct WatchResult {
+  double absmax = 0;
+  double sumsq = 0;
+  double lse_sum = 0;      // sum over rows of log-sum-exp over the last dimension
+  int64_t nonfinite = 0;
+};
+
+class DeviceWatch {
+ public:
+  virtual ~DeviceWatch() = default;
+  // Enqueues the pass over `t` (accepted by device_watch_accepts), the copy of its result to
+  // the host and an event; returns at once. Throws std::runtime_error when the launch fails.
+  virtual void enqueue(const torch::Tensor& t) = 0;
+  // The last enqueue's result; waits only if it has not arrived.
+  virtual WatchResult collect() = 0;
+};
+
 // Passes for CUDA device `device_index`, or nullptr where keel was built without the CUDA probe.
 std::unique_ptr<DeviceGradPass> make_device_grad_pass(int device_index);
 std::unique_ptr<DeviceUpdatePass> make_device_update_pass(int device_index);
+std::unique_ptr<DeviceWatch> make_device_watch(int device_index);
+
+// Whether the watch kernel can read this tensor: built with the CUDA probe, a dense,
+// contiguous CUDA tensor of fp32, fp64, bf16 or fp16 with a last dimension of at least one
+// element and at most 2^31 - 1 rows.
+bool device_watch_accepts(const torch::Tensor& t);
 
 // Whether the fused CUDA passes can read this tensor: built with the CUDA probe, a dense,
 // contiguous CUDA tensor of fp32, fp64, bf16 or fp16.

@@ -90,7 +90,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
       p.updates = true;
       p.reduce_us += micros(Clock::now() - update_start);
     }
-    watches_.collect(p.watches);
+    p.watches = watches_.take();
     p.times = times;
     pending_ = std::move(p);
     outcome.applied = !pending_->command_skip;
@@ -148,8 +148,15 @@ void Probe::Impl::settle_pending() {
     ++probe_errors_;
     r.stats_ok = false;
   }
+  std::vector<wire::WatchStats> watched;
   if (r.stats_ok) {
-    record(p.plan, r, outcome, p.times, &p.watches);
+    try {
+      watches_.collect(p.watches, watched);
+    } catch (const std::exception&) {
+      ++probe_errors_;
+      watched.clear();
+    }
+    record(p.plan, r, outcome, p.times, &watched);
     record_.lr = p.lr;
   }
   last_settled_ = outcome;

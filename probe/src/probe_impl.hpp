@@ -141,7 +141,7 @@ class Probe::Impl {
     bool has_loss = false;
     double lr = 0;
     double reduce_us = 0;
-    std::vector<wire::WatchStats> watches;
+    WatchReducer::Batch watches;   // read when it settles
   };
   std::optional<PendingStep> pending_;
   // The CUDA device a deferred step can run on, or -1 (the step runs as before, deciding on

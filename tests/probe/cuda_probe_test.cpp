@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -302,8 +303,9 @@ TEST(CudaProbe, DefaultsAddLessThanFivePercentOfTheWeightsOnTheDevice) {
                                       << " bytes of weights";
 }
 
-// A deferred step waits for nothing: its results are read at the next step, when they have
-// long arrived, and the fused AdamW step reads the verdict on the device.
+// A deferred step waits for nothing: its results (and a watched tensor's) are read at the
+// next step, when they have long arrived, and the fused AdamW step reads the verdict on the
+// device.
 TEST(CudaProbe, DeferredStepsWithEveryMetricCostNoHostWait) {
   SKIP_WITHOUT_DEVICE();
   MixedPrecisionNet net;
@@ -314,8 +316,10 @@ TEST(CudaProbe, DeferredStepsWithEveryMetricCostNoHostWait) {
   probe.step(backward(net, opt, 5));   // first step: tables are planned and uploaded
   for (int64_t step = 6; step < 9; ++step) {
     auto loss = backward(net, opt, step);
+    const auto logits = torch::randn({4, 16, 1000}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16));
     torch::cuda::synchronize();
     SyncCounter syncs;
+    probe.watch("logits", logits);   // the fused watch kernel, read when the step settles
     const auto outcome = probe.step(loss);
     EXPECT_EQ(syncs.count, 0) << "step " << step;
     EXPECT_FALSE(outcome.settled);
@@ -377,6 +381,44 @@ TEST(CudaProbe, ASpikeIsSkippedOnTheDevice) {
   probe.step(backward(net, opt, 201));
   probe.settle();
   EXPECT_TRUE(probe.last_settled().applied) << probe.last_settled().skip_reason;
+}
+
+// A watched CUDA tensor goes through the fused watch kernel: absmax, rms, non-finite count and
+// mean log-sum-exp over the last dimension against float64, for bf16 and fp32 logits, and a
+// NaN among them counted and announced.
+TEST(CudaProbe, WatchedLogitsMatchAFloat64Reference) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  for (const auto type : {torch::kBFloat16, torch::kFloat}) {
+    for (const bool poisoned : {false, true}) {
+      auto logits = (torch::randn({3, 50, 2001}, torch::TensorOptions().device(torch::kCUDA)) * 5).to(type);
+      if (poisoned) logits.view({-1})[4321] = std::numeric_limits<float>::quiet_NaN();
+      auto loss = backward(net, opt, 30);
+      probe.watch("logits", logits);
+      probe.step(loss);
+      probe.settle();
+      const auto& watches = probe.last_record().watches;
+      ASSERT_EQ(watches.size(), 1u);
+      const auto& w = watches[0];
+      const auto x = logits.to(torch::kCPU).to(torch::kDouble);
+      const auto finite = x.masked_fill(x.isnan(), 0.0);
+      SCOPED_TRACE(std::string(type == torch::kFloat ? "fp32" : "bf16") + (poisoned ? " with a NaN" : ""));
+      EXPECT_EQ(w.nonfinite, poisoned ? 1 : 0);
+      if (poisoned) {
+        EXPECT_TRUE(std::isnan(w.absmax));
+        EXPECT_TRUE(std::isnan(w.z)) << "a NaN row makes the mean log-sum-exp NaN";
+        bool announced = false;
+        for (const auto& e : probe.last_events()) announced = announced || e.kind == "first_nonfinite_watch";
+        EXPECT_TRUE(announced);
+      } else {
+        EXPECT_TRUE(keel::test::close_rel(w.absmax, x.abs().max().item<double>(), 1e-7));
+        EXPECT_TRUE(keel::test::close_rel(w.rms, std::sqrt(finite.square().mean().item<double>()), 1e-6));
+        EXPECT_TRUE(keel::test::close_rel(w.z, x.logsumexp(-1).mean().item<double>(), 1e-5));
+      }
+    }
+  }
 }
 
 // The fused step is libtorch's step in ATen's fused arithmetic: a twin model stepped by
