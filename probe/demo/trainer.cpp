@@ -33,8 +33,13 @@ Trainer::Trainer(const TrainerConfig& config)
   rng_ = at::detail::createCPUGenerator(config.seed);
   model_ = CharTransformer(with_vocab(config.model, std::max(config.vocab, corpus_.vocab_size())));
   model_->to(config.device);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(
-      model_->parameters(), torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
+  if (config.rmsprop) {
+    optimizer_ = std::make_unique<torch::optim::RMSprop>(
+        model_->parameters(), torch::optim::RMSpropOptions(config.lr).weight_decay(config.weight_decay));
+  } else {
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
+  }
 }
 
 void Trainer::schedule(int64_t step, const Faults& faults) {

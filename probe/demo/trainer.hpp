@@ -28,6 +28,9 @@ struct TrainerConfig {
   // Token ids the model has room for; 0 = the corpus's alphabet. GPT-2's 50,257 gives the
   // GPT-2-small shape its embedding and head (the text still uses the first ~100 ids).
   int64_t vocab = 0;
+  // AdamW (the default), or RMSprop: an optimizer without ATen's fused kernel, whose update
+  // keel cannot rebuild (keel-bench-gpu measures what the probe costs it).
+  bool rmsprop = false;
 };
 
 // The GPT-2-small shape (163M parameters): 12 blocks of width 768 with 12 heads, 1,024
@@ -50,7 +53,7 @@ class Trainer {
   explicit Trainer(const TrainerConfig& config);
 
   CharTransformer& model() { return model_; }
-  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const TextCorpus& corpus() const { return corpus_; }
 
   // Sets this step's learning rate (linear warmup, then constant; lr spike if due).
@@ -66,7 +69,7 @@ class Trainer {
   TrainerConfig config_;
   TextCorpus corpus_;
   CharTransformer model_{nullptr};
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   torch::Generator rng_;
 };
 

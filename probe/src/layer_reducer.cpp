@@ -117,6 +117,13 @@ void LayerReducer::finish_grads(const VerdictRequest* verdict) {
   }
 }
 
+bool LayerReducer::needs_device_snapshot() const {
+  for (const auto& w : params_) {
+    if (!w.is_cpu() && !(rebuild_from_ != nullptr && device_pass_accepts(w))) return true;
+  }
+  return false;
+}
+
 int LayerReducer::sole_device() const {
   if (!fast_layers_.empty() || !generic_layers_.empty()) return -1;
   int found = -1;

@@ -34,6 +34,9 @@ class LayerReducer {
   void measure_updates_of(torch::optim::Optimizer* optimizer);
 
   size_t layer_count() const { return params_.size(); }
+  // Whether measuring the update would copy a weight that lives off the CPU: a layer there
+  // whose update cannot be rebuilt (another optimizer, or a layout the device passes refuse).
+  bool needs_device_snapshot() const;
 
   // Gradient statistics of every layer; when `unscale` is not 1, first multiplies each
   // gradient by it in place (loss-scaler unscale fused into the same pass). A layer without a

@@ -189,7 +189,13 @@ Probe::Impl::StepPlan Probe::Impl::plan_step() const {
   }
   plan.grads_due = (plan.mask & 0xFu) != 0 || options_.skip_on_nonfinite || options_.skip_on_spike ||
                    options_.dump_on_nonfinite || scaler_ != nullptr;
-  plan.update_due = (plan.mask >> static_cast<int>(LayerMetric::kUpdateRatio)) & 1u;
+  // Without a rule to rebuild it, the update of a layer on a device needs a copy of the
+  // weights there: only when asked for (snapshot_for_update_ratio).
+  const uint32_t update_bit = 1u << static_cast<int>(LayerMetric::kUpdateRatio);
+  if ((plan.mask & update_bit) && !options_.snapshot_for_update_ratio && reducer_.needs_device_snapshot()) {
+    plan.mask &= ~update_bit;
+  }
+  plan.update_due = (plan.mask & update_bit) != 0;
   plan.param_due = plan.update_due || ((plan.mask >> static_cast<int>(LayerMetric::kParamNorm)) & 1u);
   return plan;
 }

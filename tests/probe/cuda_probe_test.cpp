@@ -421,6 +421,50 @@ TEST(CudaProbe, WatchedLogitsMatchAFloat64Reference) {
   }
 }
 
+// An optimizer with no rule to rebuild its update (RMSprop) would need a copy of the weights
+// on the device: with the defaults the probe reports no update_ratio and holds no copy; with
+// snapshot_for_update_ratio it measures the update and holds the copy.
+TEST(CudaProbe, WithoutAnUpdateRuleTheCopyOfTheWeightsIsOptIn) {
+  SKIP_WITHOUT_DEVICE();
+  for (const bool opt_in : {false, true}) {
+    SCOPED_TRACE(opt_in ? "snapshot_for_update_ratio" : "defaults");
+    torch::nn::Sequential net(torch::nn::Linear(512, 512), torch::nn::Tanh(), torch::nn::Linear(512, 512));
+    net->to(torch::kCUDA);
+    torch::optim::RMSprop opt(net->parameters(), torch::optim::RMSpropOptions(1e-3));
+    auto step_once = [&](keel::probe::Probe* probe) {
+      opt.zero_grad();
+      auto loss = net->forward(torch::randn({32, 512}, torch::TensorOptions().device(torch::kCUDA))).pow(2).mean();
+      loss.backward();
+      if (probe) {
+        probe->step(loss.detach());
+      } else {
+        opt.step();
+      }
+    };
+    int64_t weight_bytes = 0;
+    for (const auto& p : net->parameters()) weight_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    auto in_use = [] {
+      torch::cuda::synchronize();
+      return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0].current;
+    };
+    step_once(nullptr);
+    const int64_t before = in_use();
+    auto options = quiet_options();
+    options.snapshot_for_update_ratio = opt_in;
+    keel::probe::Probe probe(*net, opt, options);
+    for (int k = 0; k < 3; ++k) step_once(&probe);
+    probe.settle();
+    const int64_t extra = in_use() - before;
+    const bool measured = probe.last_record().metric_mask & (1u << static_cast<int>(LayerMetric::kUpdateRatio));
+    EXPECT_EQ(measured, opt_in);
+    if (opt_in) {
+      EXPECT_GE(extra, weight_bytes) << "the copy of the weights";
+    } else {
+      EXPECT_LT(extra, weight_bytes / 20) << extra << " bytes held for " << weight_bytes << " bytes of weights";
+    }
+  }
+}
+
 // The fused step is libtorch's step in ATen's fused arithmetic: a twin model stepped by
 // libtorch itself ends with the same weights to fp32 rounding, and the same state and counts.
 TEST(CudaProbe, FusedStepsMatchLibtorchsOwnAndKeepItsState) {

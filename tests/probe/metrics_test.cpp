@@ -114,6 +114,26 @@ TEST(ProbeMetrics, EveryMetricMatchesDoubleReference) {
   }
 }
 
+// The copy an optimizer without an update rule needs is opt-in only on a device: on the CPU
+// (host memory) RMSprop's update ratio is measured with the defaults, exactly.
+TEST(ProbeMetrics, AnOptimizerWithoutRulesStillMeasuresUpdatesOnTheCpu) {
+  torch::manual_seed(0);
+  MixedNet net;
+  torch::optim::RMSprop opt(net->parameters(), torch::optim::RMSpropOptions(1e-2));
+  keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;
+  options.endpoint = "";
+  ASSERT_FALSE(options.snapshot_for_update_ratio);
+  keel::probe::Probe probe(*net, opt, options);
+  for (int64_t step = 0; step < 2; ++step) {
+    backward(net, opt, probe, 200 + step);
+    const auto before = take(net);
+    ASSERT_TRUE(probe.step(torch::tensor(1.0)).applied);
+    EXPECT_TRUE(probe.last_record().metric_mask & (1u << static_cast<int>(LayerMetric::kUpdateRatio)));
+    expect_metrics_match(net, probe, before, true);
+  }
+}
+
 TEST(ProbeMetrics, UpdateRatioStaysRightAcrossSkippedSteps) {
   // The update pass refreshes the snapshot for the next step; a skipped step must leave it
   // valid for the step after it.

@@ -97,6 +97,11 @@ struct ProbeOptions {
   std::string dump_dir = "keel-dumps";
   // Dumps asked for by command: at most one per this many seconds (and one at a time).
   double dump_min_interval_secs = 5.0;
+  // update_ratio of a layer off the CPU whose optimizer keeps no rule to rebuild its update
+  // (any but AdamW, Adam and SGD, docs/DESIGN.md §8) takes a copy of the weights on their
+  // device, as large as they are. Off by default: such a run reports no update_ratio. The CPU
+  // fp32 path always measures it (its copy is in host memory).
+  bool snapshot_for_update_ratio = false;
   size_t queue_capacity = 256;      // records waiting for the publisher thread
   int send_high_water_mark = 1000;  // per subscriber, in messages
   double describe_interval_secs = 2.0;
