@@ -302,7 +302,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
   try {
     record_.step = record_step_;
     record_.loss = r.loss;
-    record_.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
+    record_.lr = r.lr ? *r.lr : optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
     record_.skipped = !outcome.applied;
     record_.skip_reason = outcome.skip_reason;
     record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;

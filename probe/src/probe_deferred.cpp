@@ -98,10 +98,19 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     outcome.settled = !pending_->verdict;
   } catch (const std::exception&) {
     // The probe's own failure must not change training: the update is applied as libtorch
-    // would, and this step reports nothing.
+    // would, and this step reports nothing. A fused step already taken counted its steps
+    // before its verdict: that verdict is read now (a wait, on this rare path) to set them right.
     ++probe_errors_;
     pending_.reset();
     if (!stepped) optimizer_.step();
+    if (stepped && p.verdict) {
+      try {
+        reducer_.collect_grads();
+        fused_step_.settle(reducer_.collected_found_inf() == 0.0f);
+      } catch (const std::exception&) {
+        ++probe_errors_;
+      }
+    }
     times.optimizer_end = Clock::now();
   }
 }
@@ -116,6 +125,7 @@ void Probe::Impl::settle_pending() {
   outcome.step = p.step;
   Reduction r;
   r.reduce_us = p.reduce_us;
+  r.lr = p.lr;
   try {
     reducer_.collect_grads();
     if (p.has_loss) r.loss = loss_.value();
@@ -157,7 +167,6 @@ void Probe::Impl::settle_pending() {
       watched.clear();
     }
     record(p.plan, r, outcome, p.times, &watched);
-    record_.lr = p.lr;
   }
   last_settled_ = outcome;
   record_step_ = current_step;

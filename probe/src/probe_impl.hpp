@@ -124,6 +124,7 @@ class Probe::Impl {
     bool scaler_found_inf = false;
     double loss = std::numeric_limits<double>::quiet_NaN();
     double reduce_us = 0;
+    std::optional<double> lr;   // a deferred step's, as it was; else read when recorded
   };
   struct StepTimes {
     Clock::time_point enter, optimizer_start, optimizer_end;
