@@ -270,6 +270,42 @@ TEST(CudaProbe, UpdateRatioIsRebuiltFromTheOptimizerStateAndMatchesAFloat64Refer
   }
 }
 
+// What a probe holds on the device: `net` (width x width layers on the GPU) takes a plain step,
+// then the probe attaches and takes three; the allocator's count after them, over before.
+struct DeviceFootprint {
+  int64_t extra_bytes = 0;
+  int64_t weight_bytes = 0;
+  uint32_t metric_mask = 0;   // of the probe's last record
+};
+
+DeviceFootprint probe_footprint(torch::nn::Sequential& net, torch::optim::Optimizer& opt, int64_t width,
+                                const keel::probe::ProbeOptions& options) {
+  auto step_once = [&](keel::probe::Probe* probe) {
+    opt.zero_grad();
+    auto loss = net->forward(torch::randn({64, width}, torch::TensorOptions().device(torch::kCUDA))).pow(2).mean();
+    loss.backward();
+    if (probe) {
+      probe->step(loss.detach());
+    } else {
+      opt.step();
+    }
+  };
+  auto in_use = [] {
+    torch::cuda::synchronize();
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0].current;
+  };
+  DeviceFootprint f;
+  for (const auto& p : net->parameters()) f.weight_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  step_once(nullptr);
+  const int64_t before = in_use();
+  keel::probe::Probe probe(*net, opt, options);
+  for (int k = 0; k < 3; ++k) step_once(&probe);
+  probe.settle();
+  f.extra_bytes = in_use() - before;
+  f.metric_mask = probe.last_record().metric_mask;
+  return f;
+}
+
 // With the defaults (every metric every step), the probe holds no copy of the weights: what it
 // adds on the device (tables, partial sums) stays far below 5% of them.
 TEST(CudaProbe, DefaultsAddLessThanFivePercentOfTheWeightsOnTheDevice) {
@@ -278,29 +314,9 @@ TEST(CudaProbe, DefaultsAddLessThanFivePercentOfTheWeightsOnTheDevice) {
                             torch::nn::Tanh(), torch::nn::Linear(1024, 1024));
   net->to(torch::kCUDA);
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
-  auto step_once = [&](keel::probe::Probe* probe) {
-    opt.zero_grad();
-    auto loss = net->forward(torch::randn({64, 1024}, torch::TensorOptions().device(torch::kCUDA))).pow(2).mean();
-    loss.backward();
-    if (probe) {
-      probe->step(loss.detach());
-    } else {
-      opt.step();
-    }
-  };
-  int64_t weight_bytes = 0;
-  for (const auto& p : net->parameters()) weight_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-  auto in_use = [] {
-    torch::cuda::synchronize();
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0].current;
-  };
-  step_once(nullptr);
-  const int64_t before = in_use();
-  keel::probe::Probe probe(*net, opt, quiet_options());
-  for (int k = 0; k < 3; ++k) step_once(&probe);
-  const int64_t extra = in_use() - before;
-  EXPECT_LT(extra, weight_bytes / 20) << "the probe holds " << extra << " bytes on the device for " << weight_bytes
-                                      << " bytes of weights";
+  const DeviceFootprint f = probe_footprint(net, opt, 1024, quiet_options());
+  EXPECT_LT(f.extra_bytes, f.weight_bytes / 20)
+      << "the probe holds " << f.extra_bytes << " bytes on the device for " << f.weight_bytes << " bytes of weights";
 }
 
 // A deferred step waits for nothing: its results (and a watched tensor's) are read at the
@@ -431,36 +447,14 @@ TEST(CudaProbe, WithoutAnUpdateRuleTheCopyOfTheWeightsIsOptIn) {
     torch::nn::Sequential net(torch::nn::Linear(512, 512), torch::nn::Tanh(), torch::nn::Linear(512, 512));
     net->to(torch::kCUDA);
     torch::optim::RMSprop opt(net->parameters(), torch::optim::RMSpropOptions(1e-3));
-    auto step_once = [&](keel::probe::Probe* probe) {
-      opt.zero_grad();
-      auto loss = net->forward(torch::randn({32, 512}, torch::TensorOptions().device(torch::kCUDA))).pow(2).mean();
-      loss.backward();
-      if (probe) {
-        probe->step(loss.detach());
-      } else {
-        opt.step();
-      }
-    };
-    int64_t weight_bytes = 0;
-    for (const auto& p : net->parameters()) weight_bytes += p.numel() * static_cast<int64_t>(p.element_size());
-    auto in_use = [] {
-      torch::cuda::synchronize();
-      return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0].current;
-    };
-    step_once(nullptr);
-    const int64_t before = in_use();
     auto options = quiet_options();
     options.snapshot_for_update_ratio = opt_in;
-    keel::probe::Probe probe(*net, opt, options);
-    for (int k = 0; k < 3; ++k) step_once(&probe);
-    probe.settle();
-    const int64_t extra = in_use() - before;
-    const bool measured = probe.last_record().metric_mask & (1u << static_cast<int>(LayerMetric::kUpdateRatio));
-    EXPECT_EQ(measured, opt_in);
+    const DeviceFootprint f = probe_footprint(net, opt, 512, options);
+    EXPECT_EQ((f.metric_mask >> static_cast<int>(LayerMetric::kUpdateRatio)) & 1u, opt_in ? 1u : 0u);
     if (opt_in) {
-      EXPECT_GE(extra, weight_bytes) << "the copy of the weights";
+      EXPECT_GE(f.extra_bytes, f.weight_bytes) << "the copy of the weights";
     } else {
-      EXPECT_LT(extra, weight_bytes / 20) << extra << " bytes held for " << weight_bytes << " bytes of weights";
+      EXPECT_LT(f.extra_bytes, f.weight_bytes / 20) << f.extra_bytes << " bytes held for " << f.weight_bytes << " bytes of weights";
     }
   }
 }
