@@ -204,9 +204,10 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
   Reduction r;
   health_ = StepHealth{};
   try {
-    float unscale = 1.0f;
+    // "Unscale by 1" is still an unscale: the pass's found_inf is this step's at any scale.
     const bool scaler_active = scaler_ && scaler_->enabled();
-    if (scaler_active && !scaler_->unscaled()) unscale = scaler_->inv_scale_value();
+    const bool unscale_here = scaler_active && !scaler_->unscaled();
+    const float unscale = unscale_here ? scaler_->inv_scale_value() : 1.0f;
     const auto reduce_start = Clock::now();
     static const std::vector<GradStats> kNoGrads;
     if (plan.grads_due) reducer_.enqueue_grads(unscale);
@@ -223,7 +224,7 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     outcome.nonfinite_layers = health_.nonfinite_layers;
     outcome.nonfinite_cause = health_.cause();
     if (scaler_active) {
-      if (unscale != 1.0f) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
+      if (unscale_here) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
       r.scaler_found_inf = scaler_->found_inf();
     }
     spike_verdict_ = SpikeVerdict{};

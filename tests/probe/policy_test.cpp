@@ -166,4 +166,37 @@ TEST(ProbeScaler, UnscalesInItsPassSkipsOnOverflowAndReportsState) {
   EXPECT_EQ(probe.last_record().scaler->skipped_total, 1);
 }
 
+// Issue 12, item 6: a scale of exactly 1.0 (reached by backing off) still gets its step's
+// overflow check. "Unscale by 1" used to read as "nothing to unscale", and the step reused the
+// last overflow's found_inf: every step after it was skipped as "scaler" whatever its gradients.
+TEST(ProbeScaler, AScaleOfExactlyOneStillChecksEachStep) {
+  torch::manual_seed(0);
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  keel::probe::GradScalerOptions so;
+  so.init_scale = 2.0;
+  keel::probe::GradScaler scaler(so);
+  probe.use_scaler(&scaler);
+
+  forward_backward(net, opt, 50, scaler.scale_value());
+  poison(net->fc2->bias);
+  auto outcome = probe.step(torch::tensor(1.0));
+  EXPECT_EQ(outcome.skip_reason, "scaler");
+  ASSERT_EQ(scaler.scale_value(), 1.0f);
+
+  for (int64_t seed = 51; seed < 54; ++seed) {
+    forward_backward(net, opt, seed, scaler.scale_value());
+    const auto before = net->fc1->weight.detach().clone();
+    outcome = probe.step(torch::tensor(1.0));
+    EXPECT_TRUE(outcome.applied) << "seed " << seed << ": " << outcome.skip_reason;
+    EXPECT_FALSE(torch::equal(net->fc1->weight, before)) << "seed " << seed;
+    EXPECT_FALSE(probe.last_record().scaler->found_inf);
+  }
+  // And an overflow at scale 1 is still found.
+  forward_backward(net, opt, 60, scaler.scale_value());
+  poison(net->fc1->weight);
+  EXPECT_EQ(probe.step(torch::tensor(1.0)).skip_reason, "scaler");
+}
+
 }  // namespace
