@@ -117,7 +117,7 @@ CommandServer::CommandServer(CommandServerOptions options)
     // An ack for a client that has gone away fails visibly instead of queueing forever.
     s.set(zmq::sockopt::router_mandatory, 1);
     // A history reply is thousands of messages; a client that stops reading is cut off by
-    // the send timeout (kHistorySendTimeoutMs) instead.
+    // the send timeout (kHistorySendTimeout per message) instead.
     s.set(zmq::sockopt::sndhwm, kSendHighWaterMark);
     s.bind(options_.endpoint);
     bound_endpoint_ = s.get(zmq::sockopt::last_endpoint);

@@ -5,8 +5,9 @@
 // and answers a malformed or unsupported command at once with Ack{ok=false}. A valid command
 // is queued for the training thread, which applies it at its next step boundary and answers
 // through reply(); this thread then sends that Ack to the client identity that asked.
-// Threads: take() and reply() from the training thread only; the socket and everything
-// about client identities belong to the command thread.
+// Threads: take() from the training thread only; reply() from the training thread and from
+// the dump writer's thread (a dump's ack is sent when its files are written), under a mutex;
+// the socket and everything about client identities belong to the command thread.
 // Never: touches tensors or the model; blocks the training thread on the socket (take() is a
 // try-pop that skips the lock while nothing is queued, reply() only pushes under a mutex that
 // the command thread holds for a few instructions); grows without bound (a command that

@@ -5,10 +5,12 @@
 // records whether any is non-finite; step(optimizer) skips the update when one was; update()
 // backs the scale off (x0.5) after an overflow and grows it (x2) after `growth_interval`
 // clean steps, keeping the scale a float32 as PyTorch does.
-// CUDA gradients are unscaled by ATen's _amp_foreach_non_finite_check_and_unscale_; CPU
-// gradients by the probe's fused pass (libtorch 1.13 has no CPU kernel for it).
+// Used alone, unscale_() unscales CUDA gradients with ATen's
+// _amp_foreach_non_finite_check_and_unscale_ (one wait to read found_inf) and CPU gradients one
+// tensor at a time (libtorch 1.13 has no CPU kernel for it).
 // When used with keel::probe::Probe, call probe.step() instead of scaler.step()/update(): the
-// probe unscales in the same pass that computes its statistics, then steps and updates.
+// probe unscales in the same pass that computes its statistics (the fused CPU pass, the fused
+// CUDA kernel, or a per-layer multiply on its generic path), then steps and updates.
 // Threads: the training thread only. Never: throws from step()/update() on non-finite values.
 #pragma once
 

@@ -39,10 +39,13 @@
 // telemetry socket, the command thread the command socket; step() only exchanges commands and
 // acks with it through bounded queues, and never waits for a client.
 // Never: throws from watch() or step() because of keel (a failure inside the probe's own work
-// is counted and the update is still applied; exceptions of the user's optimizer propagate);
-// blocks on the network (a full queue drops the record and counts it; a slow subscriber loses
-// records alone, as seq gaps it shows); calls
-// .item() or synchronises per layer. The constructor throws AttachError, with a clear
+// is counted, though the count is not yet published, and the update is still applied;
+// exceptions of the user's optimizer propagate); blocks on the network (a full queue drops
+// the record and counts it; a slow subscriber loses records alone, as seq gaps it shows);
+// synchronises per layer: the device passes read their results back in one copy each, and a
+// deferred step not at all (CPU tensors are read where they are; the generic ATen path for
+// other layouts copies one small stats tensor per pass, and a CUDA loss without a fused pass
+// on its device is read with .item()). The constructor throws AttachError, with a clear
 // message, on setup errors (address in use, bad endpoint, no parameters).
 #pragma once
 
