@@ -112,6 +112,12 @@ void LayerReducer::enqueue_grads(float unscale) {
 }
 
 void LayerReducer::finish_grads(const VerdictRequest* verdict) {
+  verdict_device_ = -1;
+  if (verdict) {
+    // The verdict folds one pass's results: every gradient must be in it.
+    verdict_device_ = sole_device();
+    if (verdict_device_ < 0) throw std::logic_error("keel: a verdict needs every gradient on one device");
+  }
   for (auto& [index, device] : devices_) {
     if (!device.grads.layers.empty()) device.grads_pass->finish(verdict);
   }
@@ -136,15 +142,13 @@ int LayerReducer::sole_device() const {
 }
 
 torch::Tensor LayerReducer::found_inf() const {
-  const int index = sole_device();
-  if (index < 0) throw std::logic_error("keel: a verdict needs every gradient on one device");
-  return devices_.at(index).grads_pass->found_inf();
+  if (verdict_device_ < 0) throw std::logic_error("keel: no verdict was asked for");
+  return devices_.at(verdict_device_).grads_pass->found_inf();
 }
 
 float LayerReducer::collected_found_inf() const {
-  const int index = sole_device();
-  if (index < 0) throw std::logic_error("keel: a verdict needs every gradient on one device");
-  return devices_.at(index).grads_pass->collected_found_inf();
+  if (verdict_device_ < 0) throw std::logic_error("keel: no verdict was asked for");
+  return devices_.at(verdict_device_).grads_pass->collected_found_inf();
 }
 
 void LayerReducer::collect_grads() {

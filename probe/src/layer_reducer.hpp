@@ -55,11 +55,9 @@ class LayerReducer {
   // Whether the last enqueue_grads put a fused pass on this CUDA device's current stream (so
   // collect_grads covers what the caller enqueues there before finish_grads).
   bool device_pass_on(int device_index) const;
-  // The CUDA device whose fused pass holds every gradient of the last enqueue_grads (nothing
-  // on the host or the generic path, nothing on another device); -1 when there is none.
-  int sole_device() const;
-  // After finish_grads with a verdict: found_inf on that device (float32, one element), and,
-  // after collect_grads, its value (1: unsafe).
+  // After finish_grads with a verdict (which needs every gradient in one device's fused pass):
+  // found_inf on that device (float32, one element), and, after collect_grads, its value
+  // (1: unsafe). Throws std::logic_error when the last finish_grads asked for none.
   torch::Tensor found_inf() const;
   float collected_found_inf() const;
   // Copies every weight into the snapshot and computes sum w^2 (before the update). Layers
@@ -90,6 +88,9 @@ class LayerReducer {
   const std::vector<double>& update_sumsq() const { return update_sumsq_; }
 
  private:
+  // The CUDA device whose fused pass holds every gradient of the last enqueue_grads (nothing
+  // on the host or the generic path, nothing on another device); -1 when there is none.
+  int sole_device() const;
   bool on_fast_path(size_t layer) const;
   bool grad_on_fast_path(size_t layer) const;
   // Sorts the layers for a weight pass: fast_layers_ (CPU fp32), the device layers of
@@ -135,6 +136,7 @@ class LayerReducer {
   std::vector<const LayerUpdateRule*> device_rules_;
   std::vector<UpdateStats> device_update_out_;
 
+  int verdict_device_ = -1;   // the device of the last finish_grads' verdict, -1: none
   std::vector<GradStats> grad_stats_;
   std::vector<double> param_sumsq_;
   std::vector<double> update_sumsq_;

@@ -271,15 +271,17 @@ void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
   }
 }
 
-void Probe::Impl::dump_if_due(const Reduction& r) {
+void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested) {
   // The state the gradients were computed on, before this step's update touches it.
   const bool nonfinite_starts = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
   const bool auto_dump_due = options_.dump_on_nonfinite && nonfinite_starts &&
                              (!last_auto_dump_step_ || record_step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
-  if (dump_requested_ || auto_dump_due) {
+  const bool requested = take_requested && dump_requested_;
+  if (requested || auto_dump_due) {
     if (auto_dump_due) last_auto_dump_step_ = record_step_;
-    take_dump(dump_requested_ ? "command" : "nonfinite", dump_requested_);
-    dump_requested_.reset();
+    const std::optional<DumpRequest> request = requested ? dump_requested_ : std::nullopt;
+    take_dump(request ? "command" : "nonfinite", request);
+    if (requested) dump_requested_.reset();
   }
 }
 
@@ -459,10 +461,7 @@ void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_-
 
 StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
 
-void Probe::settle() {
-  impl_->settle_pending();
-  impl_->events_published_ = impl_->events_.size();
-}
+void Probe::settle() { impl_->settle_pending(); }
 const StepOutcome& Probe::last_settled() const { return impl_->last_settled_; }
 
 const wire::StepRecord& Probe::last_record() const { return impl_->record_; }

@@ -150,10 +150,7 @@ void Probe::Impl::settle_pending() {
     // The dump of a blown-up step, a step late: the device skipped its update, so the
     // weights and the optimizer state are still the ones its gradients were computed on.
     // A dump asked for by command waits for the step that takes it (it holds that step's state).
-    std::optional<DumpRequest> requested = std::move(dump_requested_);
-    dump_requested_.reset();
-    dump_if_due(Reduction{});
-    dump_requested_ = std::move(requested);
+    dump_if_due(Reduction{}, /*take_requested=*/false);
   } catch (const std::exception&) {
     ++probe_errors_;
     r.stats_ok = false;

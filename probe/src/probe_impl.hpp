@@ -154,7 +154,8 @@ class Probe::Impl {
   StepPlan plan_step() const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
-  void dump_if_due(const Reduction& reduction);
+  // The automatic dump of a blown-up step, and with `take_requested` one asked for by command.
+  void dump_if_due(const Reduction& reduction, bool take_requested = true);
   // The update pass of an immediate step, after the optimizer's.
   void measure_updates(const StepPlan& plan, bool applied, Reduction& reduction);
   // `watches`: the watched tensors' statistics of a deferred step, taken when it was enqueued;

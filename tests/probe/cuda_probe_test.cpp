@@ -139,6 +139,22 @@ TEST(CudaProbe, GradientMetricsOfEveryElementTypeMatchAFloat64Reference) {
   }
 }
 
+// Steps `loss` (the caller has already spoiled what it wants spoiled), settles the step, and
+// checks that the device skipped it as non-finite for `cause`, leaving the weights and the
+// AdamW state bit-identical. The device skips (ATen's fused AdamW reads the verdict the
+// gradient pass wrote); the host hears of it when the step settles.
+void expect_skipped_on_device(MixedPrecisionNet& net, torch::optim::AdamW& opt, keel::probe::Probe& probe,
+                              const torch::Tensor& loss, const std::string& cause) {
+  const auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
+  EXPECT_FALSE(probe.step(loss).settled);
+  probe.settle();
+  const auto& outcome = probe.last_settled();
+  EXPECT_FALSE(outcome.applied);
+  EXPECT_EQ(outcome.skip_reason, "nonfinite");
+  EXPECT_EQ(outcome.nonfinite_cause, cause);
+  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+}
+
 TEST(CudaProbe, NonfiniteStepIsSkippedWithBitIdenticalWeightsAndOptimizerState) {
   SKIP_WITHOUT_DEVICE();
   MixedPrecisionNet net;
@@ -147,18 +163,10 @@ TEST(CudaProbe, NonfiniteStepIsSkippedWithBitIdenticalWeightsAndOptimizerState) 
   probe.step(backward(net, opt, 1));
   auto loss = backward(net, opt, 2);
   keel::test::poison(net->mid->weight);
-  const auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
   const int64_t step_count = adamw_step_count(opt, net->mid->weight);
-  // The device skips it (ATen's fused AdamW reads the verdict the gradient pass wrote); the
-  // host hears of it when the step settles.
-  EXPECT_FALSE(probe.step(loss).settled);
-  probe.settle();
-  const auto& outcome = probe.last_settled();
-  EXPECT_EQ(outcome.step, 1);
-  EXPECT_FALSE(outcome.applied);
-  EXPECT_EQ(outcome.skip_reason, "nonfinite");
-  EXPECT_EQ(outcome.nonfinite_layers, 1);
-  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+  expect_skipped_on_device(net, opt, probe, loss, "non-finite gradient values");
+  EXPECT_EQ(probe.last_settled().step, 1);
+  EXPECT_EQ(probe.last_settled().nonfinite_layers, 1);
   EXPECT_EQ(adamw_step_count(opt, net->mid->weight), step_count) << "a skipped step is not counted once settled";
   bool named = false;
   for (const auto& e : probe.last_events()) named = named || (e.kind == "first_nonfinite" && e.layer == "mid.weight");
@@ -179,20 +187,10 @@ TEST(CudaProbe, APoisonedBatchAndANonfiniteLossAreSkippedOnTheDevice) {
     torch::NoGradGuard no_grad;
     net->fc->weight.mutable_grad().fill_(1e19);   // 320 values: sum of squares 3.2e40
   }
-  auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
-  probe.step(loss);
-  probe.settle();
-  EXPECT_FALSE(probe.last_settled().applied);
-  EXPECT_EQ(probe.last_settled().nonfinite_cause, "overflowing grad norm");
-  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+  expect_skipped_on_device(net, opt, probe, loss, "overflowing grad norm");
 
   loss = backward(net, opt, 3);
-  before = on_host(keel::test::params_and_adamw_state(*net, opt));
-  probe.step(loss * std::numeric_limits<float>::quiet_NaN());
-  probe.settle();
-  EXPECT_FALSE(probe.last_settled().applied);
-  EXPECT_EQ(probe.last_settled().nonfinite_cause, "non-finite loss");
-  EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
+  expect_skipped_on_device(net, opt, probe, loss * std::numeric_limits<float>::quiet_NaN(), "non-finite loss");
 
   probe.step(backward(net, opt, 4));
   probe.settle();
