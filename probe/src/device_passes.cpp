@@ -170,9 +170,10 @@ class CudaGradPass final : public DeviceGradPass {
     verdict_pending_ = verdict != nullptr;
     if (verdict) {
       c10::cuda::CUDAGuard guard(table_.device());
-      if (!found_inf_.defined()) {
-        found_inf_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(table_.device()));
-        found_inf_host_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+      if (!verdict_.defined()) {
+        // [0] the verdict, [1] whether a gradient value was non-finite (enqueue_step_verdict).
+        verdict_ = torch::zeros({2}, torch::TensorOptions().dtype(torch::kFloat).device(table_.device()));
+        verdict_host_ = torch::zeros({2}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
       }
       const torch::Tensor& loss = verdict->loss;
       if (loss.defined() && (loss.scalar_type() != torch::kFloat || loss.device() != table_.device() || loss.numel() != 1)) {
@@ -180,18 +181,19 @@ class CudaGradPass final : public DeviceGradPass {
       }
       const int error = kc::enqueue_step_verdict(table_.device_results(), static_cast<int32_t>(rows_.size()),
                                                  loss.defined() ? loss.data_ptr<float>() : nullptr, verdict->max_sumsq,
-                                                 found_inf_.data_ptr<float>(), table_.stream().stream());
+                                                 verdict_.data_ptr<float>(), table_.stream().stream());
       if (error != 0) throw std::runtime_error(std::string("keel: verdict launch failed: ") + kc::cuda_error_text(error));
-      found_inf_host_.copy_(found_inf_, /*non_blocking=*/true);
+      verdict_host_.copy_(verdict_, /*non_blocking=*/true);
+      if (verdict->after_verdict) verdict->after_verdict(verdict_.narrow(0, 1, 1));
     }
     table_.finish();
   }
 
-  torch::Tensor found_inf() const override { return found_inf_; }
+  torch::Tensor found_inf() const override { return verdict_.narrow(0, 0, 1); }
 
   float collected_found_inf() const override {
     if (!verdict_pending_) throw std::logic_error("keel: no verdict was asked for");
-    return found_inf_host_.data_ptr<float>()[0];
+    return verdict_host_.data_ptr<float>()[0];
   }
 
   void collect(std::vector<GradStats>& out) override {
@@ -210,7 +212,7 @@ class CudaGradPass final : public DeviceGradPass {
   TablePass<kc::TensorRef, kc::GradAccumulator> table_;
   std::vector<kc::TensorRef> rows_;
   std::vector<int64_t> numels_;
-  torch::Tensor found_inf_, found_inf_host_;
+  torch::Tensor verdict_, verdict_host_;
   bool verdict_pending_ = false;
 };
 

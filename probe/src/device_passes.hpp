@@ -19,6 +19,7 @@
 // Threads: the training thread. Never: changes a tensor but by the unscale asked for.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,7 +33,12 @@ namespace keel::probe {
 // What the step's verdict reads besides the gradient pass's results (cuda/step_verdict.hpp).
 struct VerdictRequest {
   torch::Tensor loss;   // float32, one element, on the pass's device; undefined: no loss
-  double max_sumsq = 0;   // the bound on the global sum of squares (FLT_MAX, or the spike bound)
+  double max_sumsq = 0;   // the bound on the global sum of squares (FLT_MAX, the spike bound, or +Inf)
+  // Called on the training thread right after the verdict is enqueued, with whether a
+  // gradient value was non-finite (float32, one element, on the device: 1 or 0). What it
+  // enqueues on the current stream comes before the results' event, so collect() covers it:
+  // a loss scaler's update on the device (GradScaler::enqueue_device_update).
+  std::function<void(const torch::Tensor& gradients_nonfinite)> after_verdict;
 };
 
 class DeviceGradPass {

@@ -1,6 +1,7 @@
 #include "keel/probe/grad_scaler.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 namespace keel::probe {
@@ -8,9 +9,45 @@ namespace keel::probe {
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(options), scale_(static_cast<float>(options.init_scale)) {}
 
-torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) {
   if (!options_.enabled) return loss;
-  return loss * static_cast<double>(scale_);
+  if (!loss.is_cuda()) return loss * static_cast<double>(scale_);
+  if (!device_scale_.defined() || device_scale_.device() != loss.device()) {
+    // Created from the host values, which are the truth until a deferred step updates the
+    // device's (a scaler moved between devices carries its last settled values).
+    const auto on = torch::TensorOptions().device(loss.device());
+    device_scale_ = torch::full({}, scale_, on.dtype(torch::kFloat));
+    device_growth_tracker_ = torch::full({}, growth_tracker_, on.dtype(torch::kInt));
+    const auto pinned = torch::TensorOptions().pinned_memory(true);
+    settled_scale_ = torch::empty({}, pinned.dtype(torch::kFloat));
+    settled_growth_tracker_ = torch::empty({}, pinned.dtype(torch::kInt));
+    settled_found_inf_ = torch::empty({}, pinned.dtype(torch::kFloat));
+  }
+  // float32 like the scale, as PyTorch's: a half-precision loss times 65,536 would overflow.
+  return loss * device_scale_;
+}
+
+bool GradScaler::on_device(const torch::Device& device) const {
+  return device_scale_.defined() && device_scale_.device() == device;
+}
+
+void GradScaler::enqueue_device_update(const torch::Tensor& found_inf) {
+  if (!device_scale_.defined() || found_inf.device() != device_scale_.device()) {
+    throw std::logic_error("keel: the scaler's scale is not on the device of this update");
+  }
+  at::_amp_update_scale_(device_scale_, device_growth_tracker_, found_inf, options_.growth_factor,
+                         options_.backoff_factor, options_.growth_interval);
+  settled_scale_.copy_(device_scale_, /*non_blocking=*/true);
+  settled_growth_tracker_.copy_(device_growth_tracker_, /*non_blocking=*/true);
+  settled_found_inf_.copy_(found_inf.reshape({}), /*non_blocking=*/true);
+}
+
+void GradScaler::settle_device_update() {
+  scale_ = settled_scale_.item<float>();
+  growth_tracker_ = settled_growth_tracker_.item<int32_t>();
+  found_inf_ = settled_found_inf_.item<float>() != 0.0f;
+  if (found_inf_) ++skipped_total_;
+  unscaled_ = false;
 }
 
 void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
@@ -73,6 +110,11 @@ void GradScaler::update() {
     } else {
       growth_tracker_ = successful;
     }
+  }
+  // The device's copy follows the host's: two fills, enqueued, no wait.
+  if (device_scale_.defined()) {
+    device_scale_.fill_(scale_);
+    device_growth_tracker_.fill_(growth_tracker_);
   }
   unscaled_ = false;
 }

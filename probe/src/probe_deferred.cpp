@@ -12,10 +12,11 @@ namespace keel::probe {
 
 int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const {
   if (!plan.grads_due) return -1;
-  // Still decided on the host: the scaler's backoff (its scale is a host float the next
-  // backward reads), a dump that must precede an update nothing skips, and a dump asked for
-  // by command.
-  if (scaler_ != nullptr && scaler_->enabled()) return -1;
+  // Still decided on the host: a scaler whose scale is not on the device (its scale() has not
+  // seen a loss there) or that the caller already unscaled (its verdict is on the host), a
+  // dump that must precede an update nothing skips, and a dump asked for by command.
+  const bool scaler_active = scaler_ != nullptr && scaler_->enabled();
+  if (scaler_active && (scaler_->unscaled() || scaler_out_of_step_)) return -1;
   if (options_.dump_on_nonfinite && !options_.skip_on_nonfinite) return -1;
   if (dump_requested_) return -1;
   // Weight norms without the update pass take a pass of their own, which waits.
@@ -32,8 +33,10 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   }
   if (device < 0) return -1;
   if (loss.defined() && loss.numel() == 1 && !(loss.is_cuda() && loss.device().index() == device)) return -1;
+  if (scaler_active && !scaler_->on_device(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)))) return -1;
   std::string why;
-  if ((options_.skip_on_nonfinite || options_.skip_on_spike) && !FusedOptimizerStep::supports(optimizer_, device, why)) {
+  if ((options_.skip_on_nonfinite || options_.skip_on_spike || scaler_active) &&
+      !FusedOptimizerStep::supports(optimizer_, device, why)) {
     return -1;
   }
   return device;
@@ -52,17 +55,21 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     p.command_skip = true;
   }
   bool stepped = p.command_skip;
+  if (scaler_ != nullptr && scaler_->enabled()) p.scaler = scaler_;
   try {
     const auto reduce_start = Clock::now();
-    reducer_.enqueue_grads(1.0f);
+    // The scale the loss was scaled with: the device's, which the host's equals once the last
+    // deferred step settled (step() settles it before this one begins).
+    reducer_.enqueue_grads(p.scaler ? p.scaler->inv_scale_value() : 1.0f);
     p.has_loss = loss.defined() && loss.numel() == 1;
-    // The verdict asks what the host's policies would (decide()): non-finite values, a
-    // non-finite loss and an fp32 overflow for skip_on_nonfinite; the spike rule's bound, from
-    // the window as it stands after the last step, for skip_on_spike (non-finite values and
-    // an overflow are spikes to it too).
+    // The verdict asks what the host's policies would (decide()): a non-finite gradient value
+    // for the scaler; non-finite values, a non-finite loss and an fp32 overflow for
+    // skip_on_nonfinite; the spike rule's bound, from the window as it stands after the last
+    // step, for skip_on_spike (non-finite values and an overflow are spikes to it too).
     p.skip_nonfinite = options_.skip_on_nonfinite;
     VerdictRequest verdict;
-    verdict.max_sumsq = std::numeric_limits<float>::max();
+    verdict.max_sumsq = std::numeric_limits<double>::infinity();
+    if (options_.skip_on_nonfinite || options_.skip_on_spike) verdict.max_sumsq = std::numeric_limits<float>::max();
     if (options_.skip_on_spike) {
       const double bound = spike_.bound_norm();
       verdict.max_sumsq = std::min(verdict.max_sumsq, bound * bound);
@@ -71,8 +78,13 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
       loss_.start(loss, /*piggyback=*/true);
       if (p.skip_nonfinite) verdict.loss = loss.detach().to(torch::kFloat).reshape({1});
     }
-    p.verdict = (options_.skip_on_nonfinite || options_.skip_on_spike) && !p.command_skip;
-    reducer_.finish_grads(p.verdict ? &verdict : nullptr);
+    // The scaler's update follows its overflow even when a command skips the step, as on the host.
+    if (p.scaler) {
+      GradScaler* scaler = p.scaler;
+      verdict.after_verdict = [scaler](const torch::Tensor& nonfinite) { scaler->enqueue_device_update(nonfinite); };
+    }
+    p.verdict = (options_.skip_on_nonfinite || options_.skip_on_spike || p.scaler) && !p.command_skip;
+    reducer_.finish_grads(p.verdict || p.scaler ? &verdict : nullptr);
     p.reduce_us = micros(Clock::now() - reduce_start);
     times.optimizer_start = Clock::now();
     if (!p.command_skip) {
@@ -97,19 +109,35 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     outcome.skip_reason = pending_->command_skip ? "command" : "";
     outcome.settled = !pending_->verdict;
   } catch (const std::exception&) {
-    // The probe's own failure must not change training: the update is applied as libtorch
-    // would, and this step reports nothing. A fused step already taken counted its steps
-    // before its verdict: that verdict is read now (a wait, on this rare path) to set them right.
+    // The probe's own failure must not change training, and this step reports nothing.
+    // Without a scaler the update is applied as libtorch would. With one, the gradients may
+    // still be scaled (or half unscaled): the step ends as an overflow, skipped, the scale
+    // backed off. A fused step already taken counted its steps before its verdict, and a
+    // scaler's update may be on its way: both are read now (a wait, on this rare path).
     ++probe_errors_;
     pending_.reset();
-    if (!stepped) optimizer_.step();
     if (stepped && p.verdict) {
       try {
         reducer_.collect_grads();
         fused_step_.settle(reducer_.collected_found_inf() == 0.0f);
+        if (p.scaler) p.scaler->settle_device_update();
       } catch (const std::exception&) {
         ++probe_errors_;
       }
+    } else if (p.scaler) {
+      // The host's overflow update also overwrites whatever the device's had begun.
+      p.scaler->mark_unscaled(/*found_inf=*/true);
+      p.scaler->update();
+      if (!stepped) {
+        outcome.applied = false;
+        outcome.skip_reason = "scaler";
+      }
+    } else if (!stepped) {
+      optimizer_.step();
+    }
+    if (p.command_skip) {
+      outcome.applied = false;
+      outcome.skip_reason = "command";
     }
     times.optimizer_end = Clock::now();
   }
@@ -126,8 +154,15 @@ void Probe::Impl::settle_pending() {
   Reduction r;
   r.reduce_us = p.reduce_us;
   r.lr = p.lr;
+  bool scaler_settled = false;
   try {
     reducer_.collect_grads();
+    // First: the next step's loss is already scaled by the device's scale, which the host
+    // must know before it unscales that step.
+    if (p.scaler) {
+      p.scaler->settle_device_update();
+      scaler_settled = true;
+    }
     if (p.has_loss) r.loss = loss_.value();
     // Backward order is this step's (its backward has run): the layer named is the first in
     // the order the layers' gradients arrive, which does not change from step to step.
@@ -136,12 +171,18 @@ void Probe::Impl::settle_pending() {
     outcome.nonfinite_cause = health_.cause();
     const bool device_skipped = p.verdict && reducer_.collected_found_inf() != 0.0f;
     if (p.verdict) fused_step_.settle(!device_skipped);
+    const bool scaler_overflow = p.scaler && p.scaler->found_inf();
     outcome.applied = !p.command_skip && !device_skipped;
     outcome.skip_reason = p.command_skip                                      ? "command"
                           : !device_skipped                                   ? ""
+                          : scaler_overflow                                   ? "scaler"
                           : p.skip_nonfinite && health_.blown_up()            ? "nonfinite"
                                                                               : "spike";
-    spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity() : health_.grad_norm);
+    // As on the host (reduce()): the scaler's overflow is its business, not a spike.
+    spike_verdict_ = SpikeVerdict{};
+    if (!scaler_overflow) {
+      spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity() : health_.grad_norm);
+    }
     if (p.updates) {
       reducer_.collect_updates(outcome.applied);
     } else if (p.plan.update_due) {
@@ -154,6 +195,9 @@ void Probe::Impl::settle_pending() {
   } catch (const std::exception&) {
     ++probe_errors_;
     r.stats_ok = false;
+    // The device's scale was not read: the step being taken was scaled by a value the host
+    // does not know, so it ends as an overflow (the host's backoff then rewrites the device's).
+    if (p.scaler && !scaler_settled) scaler_out_of_step_ = true;
   }
   std::vector<wire::WatchStats> watched;
   if (r.stats_ok) {

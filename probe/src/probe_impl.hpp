@@ -91,6 +91,9 @@ class Probe::Impl {
   bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
   bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()
   bool watch_nonfinite_last_step_ = false;
+  // A deferred step's scaler update was lost (its settling failed): the next step's loss was
+  // scaled by a value the host does not know, so that step ends as the scaler's overflow.
+  bool scaler_out_of_step_ = false;
   uint64_t probe_errors_ = 0;
   uint64_t subscription_resets_seen_ = 0;
   wire::StepRecord record_;
@@ -140,6 +143,7 @@ class Probe::Impl {
     bool skip_nonfinite = false; // the policy as it was when the verdict was asked for
     bool updates = false;        // an update pass was enqueued
     bool has_loss = false;
+    GradScaler* scaler = nullptr;   // its scale updated on the device, read when the step settles
     double lr = 0;
     double reduce_us = 0;
     WatchReducer::Batch watches;   // read when it settles

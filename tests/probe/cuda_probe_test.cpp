@@ -227,6 +227,63 @@ TEST(CudaProbe, ScalerUnscalesInThePassAndSkipsAnOverflow) {
   EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))));
 }
 
+// A scaler whose scale lives on the device (scale() saw a loss there) is decided there too:
+// the unscale fused into the pass, the overflow in the verdict the fused AdamW reads, and the
+// scale's backoff and growth by ATen's _amp_update_scale_, read back when the step settles.
+// No host wait per step, and the same trajectory as PyTorch's algorithm (growth every 2 clean
+// steps, backoff on the poisoned one).
+TEST(CudaProbe, TheScalerDecidesOnTheDeviceWithNoHostWait) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  keel::probe::GradScalerOptions scaler_options;
+  scaler_options.growth_interval = 2;
+  keel::probe::GradScaler scaler(scaler_options);
+  probe.use_scaler(&scaler);
+  constexpr int64_t kPoisoned = 3;
+  // The scale each step was scaled with, and the one it leaves (PyTorch's algorithm).
+  const std::vector<float> scaled_with{65536, 65536, 131072, 131072, 65536, 65536, 131072};
+  std::vector<torch::Tensor> step1_grads;
+  for (int64_t step = 0; step < 7; ++step) {
+    torch::manual_seed(step);
+    opt.zero_grad();
+    auto x = torch::randn({16, 5}, torch::TensorOptions().device(torch::kCUDA));
+    auto loss = net->forward(x).pow(2).mean();
+    scaler.scale(loss).backward();
+    if (step == kPoisoned) keel::test::poison(net->mid->weight);
+    if (step == 1) step1_grads = grads_on_host(net);
+    const auto before = on_host(keel::test::params_and_adamw_state(*net, opt));
+    torch::cuda::synchronize();
+    keel::probe::StepOutcome outcome;
+    {
+      SyncCounter syncs;
+      outcome = probe.step(loss.detach());
+      if (step > 0) EXPECT_EQ(syncs.count, 0) << "step " << step;
+    }
+    EXPECT_FALSE(outcome.settled) << "step " << step;
+    if (step == kPoisoned) {
+      EXPECT_TRUE(keel::test::all_identical(before, on_host(keel::test::params_and_adamw_state(*net, opt))))
+          << "the device skipped the poisoned update";
+    }
+    if (step == 0) continue;
+    // Step - 1 has settled: its outcome, its record and the scaler's host values.
+    const auto& settled = probe.last_settled();
+    ASSERT_EQ(settled.step, step - 1);
+    EXPECT_EQ(settled.applied, step - 1 != kPoisoned) << "step " << step - 1;
+    if (step - 1 == kPoisoned) EXPECT_EQ(settled.skip_reason, "scaler");
+    EXPECT_EQ(scaler.scale_value(), scaled_with[step]) << "after step " << step - 1;
+    const auto& record = probe.last_record();
+    ASSERT_TRUE(record.scaler.has_value());
+    EXPECT_EQ(record.scaler->found_inf, step - 1 == kPoisoned);
+    EXPECT_EQ(record.scaler->scale, scaled_with[step]);
+    if (step - 1 == 1) expect_grad_metrics(probe, step1_grads, scaled_with[1]);
+  }
+  probe.settle();
+  EXPECT_EQ(scaler.skipped_total(), 1);
+  EXPECT_EQ(adamw_step_count(opt, net->fc->weight), 6) << "seven steps, one skipped";
+}
+
 // update_ratio and param_norm of AdamW, Adam and SGD (momentum) steps on the device, against
 // the weights before and after in float64: the update is rebuilt from the optimizer's state.
 TEST(CudaProbe, UpdateRatioIsRebuiltFromTheOptimizerStateAndMatchesAFloat64Reference) {

@@ -70,6 +70,18 @@ TEST(StepVerdict, ASumOfSquaresAboveTheBoundIsUnsafeEvenWhenEveryLayerIsBelowIt)
   EXPECT_FALSE(fold_all({tensor_of({10.0f})}).unsafe(bits(1.0f), 100.0));
 }
 
+// A scaler backs off for non-finite gradient values only: a NaN loss, a finite overflow of
+// the sum or a spike bound makes the step unsafe without being the scaler's overflow.
+TEST(StepVerdict, TheScalersOverflowIsANonfiniteGradientValueOnly) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(fold_all({tensor_of({1.0f}), tensor_of({-inf})}).gradients_nonfinite());
+  const auto finite = fold_all({tensor_of({1e30f, 1e30f})});
+  EXPECT_FALSE(finite.gradients_nonfinite());
+  EXPECT_TRUE(finite.unsafe(bits(std::numeric_limits<float>::quiet_NaN()), kFp32Max));
+  EXPECT_TRUE(finite.unsafe(bits(1.0f), kFp32Max)) << "2e60 is above FLT_MAX";
+  EXPECT_FALSE(finite.unsafe(bits(1.0f), std::numeric_limits<double>::infinity())) << "no bound: a scaler alone";
+}
+
 TEST(StepVerdict, MergingPartialTotalsGivesTheWholeFold) {
   const std::vector<GradAccumulator> tensors = {tensor_of({1.0f, 2.0f}), tensor_of({std::numeric_limits<float>::quiet_NaN()}),
                                                 tensor_of({3.0f})};

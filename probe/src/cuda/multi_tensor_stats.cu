@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(kThreads) verdict_kernel(const GradAccumulator
   if (threadIdx.x == 0) {
     const uint32_t loss_bits = loss == nullptr ? 0u : float_bits(*loss);
     found_inf[0] = found_inf_value(totals.unsafe(loss_bits, max_sumsq));
+    found_inf[1] = found_inf_value(totals.gradients_nonfinite());
   }
 }
 

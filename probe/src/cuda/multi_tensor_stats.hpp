@@ -68,7 +68,8 @@ int enqueue_update_stats(const UpdatePass& pass, void* stream);
 
 // Enqueues the step's verdict (step_verdict.hpp) after a gradient pass: folds its per-tensor
 // results `per_tensor[count]` and the loss (`loss`: one fp32 value, or null when there is
-// none) and writes found_inf_value() to `found_inf[0]`. One block; reads and writes device
+// none) and writes found_inf_value() to `found_inf[0]`, and to `found_inf[1]` whether a
+// gradient value was non-finite (a loss scaler's overflow). One block; reads and writes device
 // memory only. Returns 0 or the launch's CUDA error code.
 int enqueue_step_verdict(const GradAccumulator* per_tensor, int32_t count, const float* loss, double max_sumsq,
                          float* found_inf, void* stream);

@@ -34,6 +34,8 @@ struct VerdictTotals {
     const bool loss_nonfinite = (loss_bits & 0x7f800000u) == 0x7f800000u;
     return nonfinite > 0 || loss_nonfinite || !(sumsq <= max_sumsq);
   }
+  // What a loss scaler calls an overflow (and backs off for): a non-finite gradient value.
+  KEEL_HD bool gradients_nonfinite() const { return nonfinite > 0; }
 };
 
 // found_inf as ATen's fused optimizers read it: exactly 1.0f to skip, 0.0f to apply.

@@ -11,6 +11,13 @@
 // When used with keel::probe::Probe, call probe.step() instead of scaler.step()/update(): the
 // probe unscales in the same pass that computes its statistics (the fused CPU pass, the fused
 // CUDA kernel, or a per-layer multiply on its generic path), then steps and updates.
+// The scale on a CUDA device: as PyTorch's GradScaler does, scale() of a loss on a CUDA device
+// keeps the scale there too (a float32 and an int32 growth tracker), so scaling reads nothing
+// back. The host values stay the truth while the scaler decides on the host (update() writes
+// them to the device without a wait). A probe step deferred on that device updates them there
+// instead (enqueue_device_update) and hands the result back when the step settles
+// (settle_device_update): until then scale_value(), growth_tracker(), found_inf() and
+// skipped_total() are those of the step before.
 // Threads: the training thread only. Never: throws from step()/update() on non-finite values.
 #pragma once
 
@@ -32,7 +39,7 @@ class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
-  torch::Tensor scale(const torch::Tensor& loss) const;
+  torch::Tensor scale(const torch::Tensor& loss);
   // Divides every gradient of `optimizer` by the scale, once per step.
   void unscale_(torch::optim::Optimizer& optimizer);
   // Unscales if not yet done, then steps unless a gradient was non-finite. Returns applied.
@@ -43,6 +50,17 @@ class GradScaler {
   // The probe's fused pass unscaled the gradients itself and found `found_inf`.
   void mark_unscaled(bool found_inf);
   bool unscaled() const { return unscaled_; }
+
+  // Whether scale() keeps the scale on this CUDA device (it has scaled a loss there).
+  bool on_device(const torch::Device& device) const;
+  // The probe's deferred step: after its verdict, updates the device's scale from
+  // `found_inf` (a float32 one-element tensor on that device, 1 when a gradient was
+  // non-finite) with ATen's _amp_update_scale_, the arithmetic of update(), and enqueues the
+  // copy of the result to the host. The caller orders an event after it and waits on that
+  // event before settle_device_update(). Throws std::logic_error without a scale there.
+  void enqueue_device_update(const torch::Tensor& found_inf);
+  // After that event: the host values become the device's, and the scaler is rearmed.
+  void settle_device_update();
 
   bool enabled() const { return options_.enabled; }
   float scale_value() const { return scale_; }
@@ -59,6 +77,10 @@ class GradScaler {
   bool found_inf_ = false;
   bool unscaled_ = false;
   int64_t skipped_total_ = 0;
+  // On a CUDA device once scale() saw a loss there: the scale and growth tracker (zero-dim),
+  // and the pinned host copies the deferred update is read back through.
+  torch::Tensor device_scale_, device_growth_tracker_;
+  torch::Tensor settled_scale_, settled_growth_tracker_, settled_found_inf_;
 };
 
 }  // namespace keel::probe

@@ -161,7 +161,8 @@ class Probe {
   const StepOutcome& last_settled() const;
 
   // Loss scaling: step() unscales (fused with its gradient pass), skips on overflow, and
-  // updates the scaler. The scaler must outlive the probe.
+  // updates the scaler; in a deferred step all three on the device, the scaler's host values
+  // coming with the step's settling. The scaler must outlive the probe.
   void use_scaler(GradScaler* scaler);
 
   // Statistics of an activation (absmax, rms, mean logsumexp over the last dim, non-finite
