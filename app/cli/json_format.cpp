@@ -89,6 +89,7 @@ Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   out["step_time_us"] = json_number(step.step_time_us);
   out["probe_us"] = json_number(step.probe_us);
   out["dropped"] = step.dropped;
+  out["probe_errors"] = step.probe_errors;
   out["stamp_unix_ns"] = step.stamp_unix_ns;
   out["layers"] = std::move(layers);
   out["scaler"] = std::move(scaler);

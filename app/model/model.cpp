@@ -105,6 +105,14 @@ std::vector<int32_t> Model::ranks() const {
   return out;
 }
 
+uint64_t Model::probe_errors(const std::string& run_id) const {
+  uint64_t total = 0;
+  for (const auto& run : runs_) {
+    if (run->run_id() == run_id) total += run->counters().probe_errors;
+  }
+  return total;
+}
+
 size_t Model::bytes_used() const {
   size_t bytes = sizeof(Model);
   for (const auto& run : runs_) bytes += run->bytes_used();

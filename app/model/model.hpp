@@ -57,6 +57,8 @@ class Model {
   const RunModel* current_run(int32_t rank) const;
   // Ranks that have sent telemetry, ascending.
   std::vector<int32_t> ranks() const;
+  // Failures inside the probe (StepRecord::probe_errors) summed over the ranks of a run.
+  uint64_t probe_errors(const std::string& run_id) const;
 
   // Command acknowledgements, newest first, at most ModelConfig::max_acks.
   const std::deque<wire::Ack>& acks() const { return acks_; }

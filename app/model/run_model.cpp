@@ -200,6 +200,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   if (record.scaler) latest_.scaler = *record.scaler;
   ++counters_.steps_stored;
   counters_.probe_dropped = record.dropped;
+  counters_.probe_errors = record.probe_errors;
 
   if (record.stamp_unix_ns > 0) {
     stamps_.emplace_back(step, record.stamp_unix_ns);

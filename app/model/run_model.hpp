@@ -63,6 +63,7 @@ struct RunCounters {
   uint64_t seq_rewinds = 0;     // messages whose seq was not after the last one (replays)
   uint64_t duplicate_steps = 0; // step records not stored: step not after the newest stored
   uint64_t probe_dropped = 0;   // the probe's own cumulative drop count, from the newest record
+  uint64_t probe_errors = 0;    // failures inside the probe so far, from the newest record
   uint64_t events_evicted = 0;  // events pushed out of the bounded list
 };
 

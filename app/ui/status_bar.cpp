@@ -93,6 +93,18 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
     separator();
     ImGui::TextColored(ImVec4(1.0f, 0.63f, 0.13f, 1.0f), "skipped (%s)", latest.skip_reason.c_str());
   }
+  // Shown only once the probe has failed: what failed is in the events (probe_error).
+  const uint64_t probe_errors = model.probe_errors(run->run_id());
+  if (probe_errors > 0) {
+    separator();
+    ImGui::TextColored(ImVec4(1.0f, 0.3f, 0.3f, 1.0f), "probe errors %llu", static_cast<unsigned long long>(probe_errors));
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip("keel itself failed in %llu step(s) of this run, summed over its ranks.\n"
+                        "Each is a probe_error event saying what failed and what the step did:\n"
+                        "the update applied as libtorch would, or with a loss scaler skipped as an overflow.",
+                        static_cast<unsigned long long>(probe_errors));
+    }
+  }
 }
 
 }  // namespace keel::app::ui

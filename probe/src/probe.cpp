@@ -128,8 +128,8 @@ void Probe::Impl::watch(const std::string& name, const torch::Tensor& tensor) {
       description_.watches = watches_.names();
       if (publisher_) publisher_->describe(description_);
     }
-  } catch (const std::exception&) {
-    ++probe_errors_;
+  } catch (const std::exception& e) {
+    report_probe_error("watching " + name, e.what(), "not measured this step", step_);
   }
   watch_us_ += micros(Clock::now() - start);
 }
@@ -151,6 +151,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   }
   Reduction reduction = reduce(loss, plan, outcome);
   decide(reduction, outcome);
+  if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
   dump_if_due(reduction);
 
   times.optimizer_start = Clock::now();
@@ -158,17 +159,17 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   times.optimizer_end = Clock::now();
   if (scaler_ && scaler_->enabled()) scaler_->update();
 
-  if (reduction.stats_ok) {
-    measure_updates(plan, outcome.applied, reduction);
-    record(plan, reduction, outcome, times);
-  }
+  if (reduction.stats_ok) measure_updates(plan, outcome.applied, reduction);
+  record(plan, reduction, outcome, times);
   last_settled_ = outcome;
   end_step(plan, reduction, times);
   return outcome;
 }
 
 void Probe::Impl::begin_step() {
-  events_.clear();
+  // Events that have not gone out yet (raised after the last record, or with a record that
+  // failed to go out) go with this step's.
+  events_.erase(events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(events_published_));
   events_published_ = 0;
   report_finished_dumps();
   report_subscription_resets();
@@ -244,10 +245,27 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
       reducer_.reduce_weights();
     }
     r.reduce_us = micros(Clock::now() - reduce_start);
-  } catch (const std::exception&) {
-    // The probe's own failure must not change training: apply the update, report nothing.
-    ++probe_errors_;
+  } catch (const std::exception& e) {
+    // The probe's own failure must not change training. Without a scaler the update is
+    // applied as libtorch would; with one the gradients may still be scaled, or half
+    // unscaled, so the step ends as its overflow: skipped, the scale backed off.
     r.stats_ok = false;
+    r.error = e.what();
+    r.lost_mask = plan.mask;
+    // The loss still goes on the record: read directly (a wait on a GPU, on this rare path).
+    if (loss.defined() && loss.numel() == 1 && std::isnan(r.loss)) {
+      try {
+        r.loss = loss.detach().to(torch::kCPU).to(torch::kDouble).item<double>();
+      } catch (const std::exception&) {
+      }
+    }
+    health_ = StepHealth{};
+    spike_verdict_ = SpikeVerdict{};
+    if (scaler_ && scaler_->enabled()) {
+      scaler_->mark_unscaled(/*found_inf=*/true);
+      scaler_out_of_step_ = false;
+      r.scaler_found_inf = true;
+    }
   }
   return r;
 }
@@ -261,7 +279,7 @@ void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
     if (command_skips_left_ > 0) --command_skips_left_;
     outcome.applied = false;
     outcome.skip_reason = "command";
-  } else if (r.stats_ok && r.scaler_found_inf) {
+  } else if (r.scaler_found_inf) {
     outcome.applied = false;
     outcome.skip_reason = "scaler";
   } else if (r.stats_ok && options_.skip_on_nonfinite && health_.blown_up()) {
@@ -296,9 +314,9 @@ void Probe::Impl::measure_updates(const StepPlan& plan, bool applied, Reduction&
     } else if (plan.update_due) {
       reducer_.keep_snapshot();
     }
-  } catch (const std::exception&) {
-    ++probe_errors_;
-    r.stats_ok = false;
+  } catch (const std::exception& e) {
+    r.lost_mask |= (1u << static_cast<int>(LayerMetric::kUpdateRatio)) | (1u << static_cast<int>(LayerMetric::kParamNorm));
+    report_probe_error("measuring the update", e.what(), "update_ratio and param_norm not measured this step");
   }
 }
 
@@ -311,12 +329,18 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.skipped = !outcome.applied;
     record_.skip_reason = outcome.skip_reason;
     record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
-    fill_layer_values(plan.mask, outcome.applied, plan.grads_due);
+    // A metric the probe failed to measure is absent, not a stale or partial value.
+    fill_layer_values(plan.mask & ~r.lost_mask, outcome.applied, plan.grads_due && r.stats_ok);
     outcome.grad_norm = record_.grad_norm;
     if (watches) {
       record_.watches = std::move(*watches);
     } else {
-      watches_.collect(record_.watches);
+      try {
+        watches_.collect(record_.watches);
+      } catch (const std::exception& e) {
+        record_.watches.clear();
+        report_probe_error("reading the watched tensors", e.what(), "not measured this step");
+      }
     }
     if (scaler_ && scaler_->enabled()) {
       record_.scaler = wire::ScalerState{scaler_->scale_value(), scaler_->growth_tracker(),
@@ -324,8 +348,9 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     } else {
       record_.scaler.reset();
     }
-    raise_events(outcome);
+    raise_events(outcome, r.stats_ok);
     record_.dropped = publisher_ ? publisher_->dropped() : 0;
+    record_.probe_errors = probe_errors_;
     record_.stamp_unix_ns = unix_ns();
     record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
     if (publisher_) {
@@ -333,14 +358,15 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
       publisher_->publish(record_);
     }
     events_published_ = events_.size();
-  } catch (const std::exception&) {
-    ++probe_errors_;
+  } catch (const std::exception& e) {
+    report_probe_error("publishing the step's record", e.what(), "its record is lost; its events go with the next");
   }
 }
 
 void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepTimes& times) {
   // Valid only while nothing but our own update pass has touched the weights since.
-  snapshot_current_ = r.stats_ok && plan.update_due;
+  const uint32_t update_bit = 1u << static_cast<int>(LayerMetric::kUpdateRatio);
+  snapshot_current_ = r.stats_ok && plan.update_due && !(r.lost_mask & update_bit);
   order_.rearm();
   timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
   timing_.reduce_us = r.reduce_us + watch_us_;
@@ -400,13 +426,31 @@ void Probe::Impl::add_event(const std::string& kind, const std::string& layer, c
   events_.push_back(std::move(e));
 }
 
-void Probe::Impl::raise_events(const StepOutcome& outcome) {
-  if (health_.blown_up() && !nonfinite_last_step_) {
+void Probe::Impl::report_probe_error(const std::string& what, const std::string& error,
+                                     const std::string& consequence, std::optional<int64_t> step) {
+  ++probe_errors_;
+  // Bounded: an exception's text can be anything (a CUDA message, a tensor's repr).
+  constexpr size_t kMaxError = 400;
+  const std::string shown = error.size() > kMaxError ? error.substr(0, kMaxError) + "..." : error;
+  add_event("probe_error", "", "keel failed " + what + ": " + shown + "; " + consequence, step);
+}
+
+std::string Probe::Impl::consequence_of(const StepOutcome& outcome) {
+  if (outcome.applied) return "update applied as libtorch would";
+  if (outcome.skip_reason == "scaler") {
+    return "update skipped as an overflow (the gradients may still be scaled) and the loss scale backed off";
+  }
+  return "update skipped: " + outcome.skip_reason;
+}
+
+void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
+  // An unmeasured step says nothing about health: the run of unsafe steps neither starts nor ends.
+  if (measured && health_.blown_up() && !nonfinite_last_step_) {
     const bool named = health_.layer != StepHealth::kNoLayer;
     add_event("first_nonfinite", named ? names_[health_.layer] : std::string(),
               describe_health(health_, record_.loss, reducer_.grad_stats(), names_));
   }
-  nonfinite_last_step_ = health_.blown_up();
+  if (measured) nonfinite_last_step_ = health_.blown_up();
 
   bool watch_nonfinite = false;
   for (const auto& w : record_.watches) {
@@ -420,7 +464,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome) {
   watch_nonfinite_last_step_ = watch_nonfinite;
 
   // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.
-  if (spike_verdict_.spike && std::isfinite(spike_verdict_.z)) {
+  if (measured && spike_verdict_.spike && std::isfinite(spike_verdict_.z)) {
     char text[160];
     std::snprintf(text, sizeof text, "grad norm %.4g is %.1f sigma above the typical %.4g of the last %zu steps (log scale); ",
                   record_.grad_norm, spike_verdict_.z, spike_verdict_.mean_norm, spike_verdict_.compared_with);

@@ -24,9 +24,8 @@ void Probe::Impl::apply_commands() {
     for (const PendingCommand& pending : taken_) {
       if (auto ack = apply_command(pending)) acks_.emplace_back(pending.ticket, std::move(*ack));
     }
-  } catch (const std::exception&) {
-    // Commands taken but not answered time out on the client; training goes on.
-    ++probe_errors_;
+  } catch (const std::exception& e) {
+    report_probe_error("taking commands", e.what(), "commands taken but not answered time out on the client");
   }
 }
 

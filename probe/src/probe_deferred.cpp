@@ -108,21 +108,27 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     outcome.applied = !pending_->command_skip;
     outcome.skip_reason = pending_->command_skip ? "command" : "";
     outcome.settled = !pending_->verdict;
-  } catch (const std::exception&) {
-    // The probe's own failure must not change training, and this step reports nothing.
-    // Without a scaler the update is applied as libtorch would. With one, the gradients may
-    // still be scaled (or half unscaled): the step ends as an overflow, skipped, the scale
-    // backed off. A fused step already taken counted its steps before its verdict, and a
-    // scaler's update may be on its way: both are read now (a wait, on this rare path).
-    ++probe_errors_;
+  } catch (const std::exception& e) {
+    // The probe's own failure must not change training, and this step is recorded with
+    // nothing measured. Without a scaler the update is applied as libtorch would. With one,
+    // the gradients may still be scaled (or half unscaled): the step ends as an overflow,
+    // skipped, the scale backed off. A fused step already taken counted its steps before its
+    // verdict, and a scaler's update may be on its way: both are read now (a wait, on this
+    // rare path).
     pending_.reset();
+    std::string consequence;
     if (stepped && p.verdict) {
       try {
         reducer_.collect_grads();
-        fused_step_.settle(reducer_.collected_found_inf() == 0.0f);
+        const bool applied = reducer_.collected_found_inf() == 0.0f;
+        fused_step_.settle(applied);
         if (p.scaler) p.scaler->settle_device_update();
-      } catch (const std::exception&) {
-        ++probe_errors_;
+        outcome.applied = applied;
+        outcome.skip_reason = applied ? "" : p.scaler && p.scaler->found_inf() ? "scaler" : "nonfinite";
+        consequence = applied ? "update applied (the device found it safe)" : "update skipped by the device's verdict";
+      } catch (const std::exception& again) {
+        if (p.scaler) scaler_out_of_step_ = true;
+        consequence = std::string("the device's verdict could not be read either (") + again.what() + ")";
       }
     } else if (p.scaler) {
       // The host's overflow update also overwrites whatever the device's had begun.
@@ -140,6 +146,17 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
       outcome.skip_reason = "command";
     }
     times.optimizer_end = Clock::now();
+    report_probe_error("the deferred step", e.what(), consequence.empty() ? consequence_of(outcome) : consequence);
+    try {
+      watches_.take();   // this step's watches are not read
+    } catch (const std::exception&) {
+    }
+    Reduction failed;
+    failed.stats_ok = false;
+    failed.lost_mask = plan.mask;
+    std::vector<wire::WatchStats> none;
+    record(plan, failed, outcome, times, &none);
+    last_settled_ = outcome;
   }
 }
 
@@ -155,6 +172,7 @@ void Probe::Impl::settle_pending() {
   r.reduce_us = p.reduce_us;
   r.lr = p.lr;
   bool scaler_settled = false;
+  bool decided = false;
   try {
     reducer_.collect_grads();
     // First: the next step's loss is already scaled by the device's scale, which the host
@@ -178,37 +196,51 @@ void Probe::Impl::settle_pending() {
                           : scaler_overflow                                   ? "scaler"
                           : p.skip_nonfinite && health_.blown_up()            ? "nonfinite"
                                                                               : "spike";
+    decided = true;
     // As on the host (reduce()): the scaler's overflow is its business, not a spike.
     spike_verdict_ = SpikeVerdict{};
     if (!scaler_overflow) {
       spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity() : health_.grad_norm);
     }
-    if (p.updates) {
-      reducer_.collect_updates(outcome.applied);
-    } else if (p.plan.update_due) {
-      reducer_.keep_snapshot();
+    try {
+      if (p.updates) {
+        reducer_.collect_updates(outcome.applied);
+      } else if (p.plan.update_due) {
+        reducer_.keep_snapshot();
+      }
+    } catch (const std::exception& e) {
+      r.lost_mask |= (1u << static_cast<int>(wire::LayerMetric::kUpdateRatio)) |
+                     (1u << static_cast<int>(wire::LayerMetric::kParamNorm));
+      report_probe_error("measuring the update", e.what(), "update_ratio and param_norm not measured this step");
     }
     // The dump of a blown-up step, a step late: the device skipped its update, so the
     // weights and the optimizer state are still the ones its gradients were computed on.
     // A dump asked for by command waits for the step that takes it (it holds that step's state).
     dump_if_due(Reduction{}, /*take_requested=*/false);
-  } catch (const std::exception&) {
-    ++probe_errors_;
+  } catch (const std::exception& e) {
     r.stats_ok = false;
+    r.lost_mask = p.plan.mask;
     // The device's scale was not read: the step being taken was scaled by a value the host
     // does not know, so it ends as an overflow (the host's backoff then rewrites the device's).
     if (p.scaler && !scaler_settled) scaler_out_of_step_ = true;
+    if (!decided) {
+      outcome.applied = !p.command_skip;
+      outcome.skip_reason = p.command_skip ? "command" : "";
+    }
+    report_probe_error("settling the deferred step", e.what(),
+                       decided ? "nothing measured this step"
+                               : "nothing measured, and whether the device skipped the update is unknown");
   }
   std::vector<wire::WatchStats> watched;
   if (r.stats_ok) {
     try {
       watches_.collect(p.watches, watched);
-    } catch (const std::exception&) {
-      ++probe_errors_;
+    } catch (const std::exception& e) {
+      report_probe_error("reading the watched tensors", e.what(), "not measured this step");
       watched.clear();
     }
-    record(p.plan, r, outcome, p.times, &watched);
   }
+  record(p.plan, r, outcome, p.times, &watched);
   last_settled_ = outcome;
   record_step_ = current_step;
 }

@@ -121,9 +121,12 @@ class Probe::Impl {
     bool update_due = false;    // update_ratio: snapshot before, update pass after
     bool param_due = false;     // weight norms
   };
-  // What the reduce stage found. stats_ok is false when the probe itself failed.
+  // What the reduce stage found. stats_ok is false when the probe itself failed there: no
+  // health, no gradient statistics, and `error` says why.
   struct Reduction {
     bool stats_ok = true;
+    std::string error;
+    uint32_t lost_mask = 0;   // layer metrics that were due but could not be measured
     bool scaler_found_inf = false;
     double loss = std::numeric_limits<double>::quiet_NaN();
     double reduce_us = 0;
@@ -168,9 +171,16 @@ class Probe::Impl {
               std::vector<wire::WatchStats>* watches = nullptr);
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
   void fill_layer_values(uint32_t mask, bool applied, bool grads_reduced);
-  void raise_events(const StepOutcome& outcome);
+  // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
+  void raise_events(const StepOutcome& outcome, bool measured);
   void add_event(const std::string& kind, const std::string& layer, const std::string& detail,
                  std::optional<int64_t> step = std::nullopt);
+  // A failure inside the probe: counted (the record's probe_errors) and told as a
+  // "probe_error" event: `what` failed with `error`, and `consequence` says what the step did.
+  void report_probe_error(const std::string& what, const std::string& error, const std::string& consequence,
+                          std::optional<int64_t> step = std::nullopt);
+  // What a step whose probe failed did, for its probe_error event.
+  static std::string consequence_of(const StepOutcome& outcome);
   void apply_commands();
   std::optional<wire::Ack> apply_command(const PendingCommand& pending);
   bool set_policy(const std::string& name, bool enable);

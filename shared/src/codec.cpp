@@ -138,7 +138,7 @@ void encode_run(Encoder& e, const RunDescription& m) {
 }
 
 void encode_step(Encoder& e, const StepRecord& m) {
-  header(e, 19, kTopicStep, m.rank, m.seq);
+  header(e, 20, kTopicStep, m.rank, m.seq);
   e.key("step");
   e.sint(m.step);
   e.key("loss");
@@ -157,6 +157,8 @@ void encode_step(Encoder& e, const StepRecord& m) {
   e.f64(m.probe_us);
   e.key("dropped");
   e.uint(m.dropped);
+  e.key("probe_errors");
+  e.uint(m.probe_errors);
   e.key("stamp_unix_ns");
   e.sint(m.stamp_unix_ns);
   e.key("metric_mask");

@@ -305,6 +305,7 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
       .optional("step_time_us", m.step_time_us)
       .optional("probe_us", m.probe_us)
       .optional("dropped", m.dropped)
+      .optional("probe_errors", m.probe_errors)
       .optional("stamp_unix_ns", m.stamp_unix_ns)
       .required("metric_mask", m.metric_mask)
       .required("layer_count", m.layer_count);

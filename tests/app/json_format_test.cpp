@@ -57,12 +57,13 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
   step.skipped = true;
   step.skip_reason = "nonfinite";
   step.dropped = 3;
+  step.probe_errors = 2;
   step.watches = {{"logits", 12.5f, 3.0f, 4.25f, 0}};
   const Json json = to_json(step, names);
   EXPECT_EQ(keys_of(json),
             (std::vector<std::string>{"type", "step", "rank", "seq", "loss", "lr", "grad_norm",
                                       "skipped", "skip_reason", "step_time_us", "probe_us",
-                                      "dropped", "stamp_unix_ns", "layers", "scaler",
+                                      "dropped", "probe_errors", "stamp_unix_ns", "layers", "scaler",
                                       "watch"}));
   EXPECT_EQ(json["type"], "step");
   EXPECT_EQ(json["step"], 7);
@@ -75,6 +76,7 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
   EXPECT_EQ(json["step_time_us"], 78000.0);
   EXPECT_EQ(json["probe_us"], 420.0);
   EXPECT_EQ(json["dropped"], 3);
+  EXPECT_EQ(json["probe_errors"], 2);
   EXPECT_EQ(json["stamp_unix_ns"], 1700000000000000000);
   EXPECT_TRUE(json["scaler"].is_null());
 

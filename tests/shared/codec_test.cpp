@@ -69,6 +69,7 @@ void expect_same_step(const StepRecord& out, const StepRecord& in) {
   EXPECT_EQ(out.step_time_us, in.step_time_us);
   EXPECT_EQ(out.probe_us, in.probe_us);
   EXPECT_EQ(out.dropped, in.dropped);
+  EXPECT_EQ(out.probe_errors, in.probe_errors);
   EXPECT_EQ(out.stamp_unix_ns, in.stamp_unix_ns);
   EXPECT_EQ(out.metric_mask, in.metric_mask);
   EXPECT_EQ(out.layer_count, in.layer_count);
@@ -182,6 +183,7 @@ TEST(CodecRoundTrip, ExtremeIntegersSurvive) {
   in.seq = std::numeric_limits<uint64_t>::max();
   in.step = std::numeric_limits<int64_t>::min();
   in.dropped = std::numeric_limits<uint64_t>::max();
+  in.probe_errors = std::numeric_limits<uint64_t>::max() - 1;
   in.stamp_unix_ns = std::numeric_limits<int64_t>::max();
   expect_same_step(round_trip(in), in);
 }

@@ -82,6 +82,25 @@ TEST(Model, RanksAreSeparateRuns) {
   EXPECT_EQ(model.ranks(), (std::vector<int32_t>{0, 1}));
 }
 
+// The status bar's figure: every rank's newest count of probe failures, for one run only.
+TEST(Model, ProbeErrorsAreSummedOverTheRanksOfARun) {
+  Model model;
+  model.ingest(description("job", 0, 0));
+  model.ingest(description("job", 1, 0));
+  model.ingest(description("other", 2, 0));
+  auto failed = [](wire::StepRecord r, uint64_t errors) {
+    r.probe_errors = errors;
+    return r;
+  };
+  model.ingest(failed(step(0, 0, 1, 1.0f), 1));
+  model.ingest(failed(step(0, 1, 1, 1.0f), 2));
+  model.ingest(failed(step(1, 1, 2, 1.0f), 4));   // cumulative: the newest counts
+  model.ingest(failed(step(0, 2, 1, 1.0f), 8));
+  EXPECT_EQ(model.probe_errors("job"), 5u);
+  EXPECT_EQ(model.probe_errors("other"), 8u);
+  EXPECT_EQ(model.probe_errors("none"), 0u);
+}
+
 TEST(Model, GapsAndDuplicatesAreCountedPerRun) {
   Model model;
   model.ingest(description("job", 0, 0));

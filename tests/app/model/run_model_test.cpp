@@ -157,6 +157,17 @@ TEST(RunModel, ProbeDropsComeFromTheNewestRecord) {
   EXPECT_EQ(run.counters().probe_dropped, 9u);
 }
 
+TEST(RunModel, ProbeErrorsComeFromTheNewestRecord) {
+  RunModel run("r", 0, ModelConfig{});
+  wire::StepRecord record = record_at(1, 1);
+  record.probe_errors = 1;
+  run.add_step(record);
+  record = record_at(2, 1);
+  record.probe_errors = 3;
+  run.add_step(record);
+  EXPECT_EQ(run.counters().probe_errors, 3u);
+}
+
 TEST(RunModel, EventsAreNewestFirstAndBounded) {
   ModelConfig config;
   config.max_events = 3;

@@ -87,6 +87,7 @@ struct StepRecord {
   double step_time_us = 0;    // wall time of the previous step boundary to this one
   double probe_us = 0;        // the probe's own time on the training thread this step
   uint64_t dropped = 0;       // records the probe could not publish so far (cumulative)
+  uint64_t probe_errors = 0;  // failures inside the probe so far (cumulative): each a "probe_error" event
   int64_t stamp_unix_ns = 0;  // when the probe finished the step (for latency measurement)
   // Per-layer values, metric-major: for each metric present in metric_mask (ascending
   // LayerMetric order), layer_count float32 values in model order. A metric that is not due

@@ -1,0 +1,103 @@
+// A failure inside the probe (issue 12, item 1): it must never change training for the worse.
+// Without a loss scaler the update is applied as libtorch would; with one the gradients may
+// still be scaled (or half unscaled), so the step ends as the scaler's overflow: skipped, the
+// scale backed off. Either way the failure is counted on the wire (StepRecord::probe_errors)
+// and told as a "probe_error" event with what went wrong, and the step still has its record.
+// The failure here is a layer on the meta device: it has no data, so reading any reduction of
+// it throws, and no fix to the probe can make it readable.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "keel/probe/grad_scaler.hpp"
+#include "keel/probe/probe.hpp"
+#include "two_layer_net.hpp"
+
+namespace {
+
+struct HalfReadableImpl : torch::nn::Module {
+  HalfReadableImpl() {
+    fc = register_module("fc", torch::nn::Linear(3, 2));
+    ghost = register_parameter("ghost", torch::zeros({4}, torch::TensorOptions().device(torch::kMeta)));
+  }
+  torch::nn::Linear fc{nullptr};
+  torch::Tensor ghost;
+};
+TORCH_MODULE(HalfReadable);
+
+keel::probe::ProbeOptions quiet() {
+  keel::probe::ProbeOptions o;
+  o.endpoint = "";
+  o.dump_on_nonfinite = false;
+  return o;
+}
+
+// Gradients as a backward scaled by `scale` would leave them: fc's all 0.5 once unscaled.
+void set_grads(HalfReadable& net, double scale) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : net->fc->parameters()) p.mutable_grad() = torch::full_like(p, 0.5 * scale);
+  net->ghost.mutable_grad() = torch::zeros_like(net->ghost);
+}
+
+size_t count_events(const keel::probe::Probe& probe, const std::string& kind) {
+  size_t n = 0;
+  for (const auto& e : probe.last_events()) n += e.kind == kind;
+  return n;
+}
+
+TEST(ProbeFailure, WithoutAScalerTheUpdateIsAppliedAndTheFailureIsPublished) {
+  HalfReadable net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  const auto before = net->fc->weight.detach().clone();
+  set_grads(net, 1.0);
+  const auto outcome = probe.step(torch::tensor(2.0));
+  EXPECT_TRUE(outcome.applied);
+  EXPECT_TRUE(torch::allclose(net->fc->weight, before - 0.05)) << "applied as libtorch would";
+  const auto& record = probe.last_record();
+  EXPECT_EQ(record.step, 0) << "the failed step still has its record";
+  EXPECT_EQ(record.probe_errors, 1u);
+  EXPECT_EQ(record.metric_mask, 0u) << "no layer values it could not measure";
+  EXPECT_DOUBLE_EQ(record.loss, 2.0);
+  ASSERT_EQ(count_events(probe, "probe_error"), 1u);
+  for (const auto& e : probe.last_events()) {
+    if (e.kind == "probe_error") {
+      EXPECT_NE(e.detail.find("update applied"), std::string::npos) << e.detail;
+    }
+  }
+
+  set_grads(net, 1.0);
+  probe.step(torch::tensor(2.0));
+  EXPECT_EQ(probe.last_record().probe_errors, 2u) << "cumulative";
+}
+
+TEST(ProbeFailure, WithAScalerTheStepEndsAsAnOverflow) {
+  HalfReadable net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  keel::probe::GradScaler scaler;
+  probe.use_scaler(&scaler);
+  const float scale = scaler.scale_value();
+  const auto before = net->fc->weight.detach().clone();
+  set_grads(net, scale);
+  const auto outcome = probe.step(torch::tensor(2.0));
+  EXPECT_FALSE(outcome.applied) << "the still-scaled gradients were not stepped";
+  EXPECT_EQ(outcome.skip_reason, "scaler");
+  EXPECT_TRUE(keel::test::bit_identical(net->fc->weight.detach(), before));
+  EXPECT_EQ(scaler.scale_value(), scale / 2) << "backed off as after an overflow";
+  EXPECT_EQ(scaler.skipped_total(), 1);
+  const auto& record = probe.last_record();
+  EXPECT_EQ(record.probe_errors, 1u);
+  EXPECT_TRUE(record.skipped);
+  ASSERT_TRUE(record.scaler.has_value());
+  EXPECT_TRUE(record.scaler->found_inf);
+  ASSERT_EQ(count_events(probe, "probe_error"), 1u);
+  for (const auto& e : probe.last_events()) {
+    if (e.kind == "probe_error") {
+      EXPECT_NE(e.detail.find("skipped as an overflow"), std::string::npos) << e.detail;
+    }
+  }
+}
+
+}  // namespace
