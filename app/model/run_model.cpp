@@ -147,7 +147,14 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   }
 
   const size_t layer_count = record.layer_count;
+  // A frozen layer's gradient metrics were not measured: no sample, rather than a zero that
+  // reads as underflow. Its weight metrics still are.
+  frozen_.assign(std::max(frozen_.size(), layer_count), false);
+  for (uint32_t layer : record.frozen_layers) {
+    if (layer < layer_count) frozen_[layer] = true;
+  }
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    const bool gradient_metric = m <= static_cast<int>(wire::LayerMetric::kGradZeroFrac);
     const int block = record.metric_block(static_cast<wire::LayerMetric>(m));
     if (block < 0 || layer_count == 0) continue;
     // A hand-built record may hold fewer values than its mask promises: store what is there.
@@ -160,6 +167,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
     float* latest_values = latest_values_[m].data();
     int64_t* latest_steps = latest_steps_[m].data();
     for (size_t i = 0; i < available; ++i) {
+      if (gradient_metric && frozen_[i]) continue;
       series[i].append(step, values[i]);
       latest_values[i] = values[i];
       latest_steps[i] = step;

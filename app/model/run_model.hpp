@@ -117,6 +117,8 @@ class RunModel {
   // Latest value of a metric for a layer (NaN if never received) and the step it came from.
   float latest(size_t layer, wire::LayerMetric metric) const;
   int64_t latest_step(size_t layer, wire::LayerMetric metric) const;
+  // Whether the newest record says the layer is frozen (its gradient metrics not measured).
+  bool frozen(size_t layer) const { return layer < frozen_.size() && frozen_[layer]; }
   // A layer's history of one metric. An empty series before the first record.
   const SeriesHistory& layer_series(size_t layer, wire::LayerMetric metric) const;
 
@@ -172,6 +174,7 @@ class RunModel {
   std::array<std::vector<SeriesHistory>, wire::kLayerMetricCount> layer_series_;
   std::array<std::vector<float>, wire::kLayerMetricCount> latest_values_;
   std::array<std::vector<int64_t>, wire::kLayerMetricCount> latest_steps_;
+  std::vector<bool> frozen_;   // per layer, as of the newest record
   std::vector<SeriesHistory> global_series_;
   std::vector<std::string> watch_names_;
   std::unordered_map<std::string, size_t> watch_lookup_;

@@ -24,6 +24,7 @@ constexpr float kLargeUpdateRatio = 1e-2f;
 constexpr float kMostlyZero = 0.5f;
 
 ImU32 health_colour(const RunModel& run, size_t layer) {
+  if (run.frozen(layer)) return IM_COL32(120, 140, 170, 255);
   const float nonfinite = run.latest(layer, LayerMetric::kGradNonfinite);
   const float norm = run.latest(layer, LayerMetric::kGradNorm);
   // latest() is NaN both for "never received" and for a NaN norm; only the second is bad.
@@ -97,6 +98,11 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
   ImGui::PopID();
   for (int c = 0; c < kValueCount; ++c) {
     ImGui::TableSetColumnIndex(c + 1);
+    // A frozen layer has no gradient to measure: say so instead of its last trained values.
+    if (run.frozen(size_t(layer)) && kValueColumns[c] != LayerMetric::kUpdateRatio) {
+      ImGui::TextDisabled("frozen");
+      continue;
+    }
     const float value = run.latest(size_t(layer), kValueColumns[c]);
     const bool bad = !std::isfinite(value) && !std::isnan(value);
     const std::string text = std::isnan(value) && kValueColumns[c] != LayerMetric::kGradNorm

@@ -3,11 +3,16 @@
 namespace keel::probe {
 
 BackwardOrder::BackwardOrder(const std::vector<torch::Tensor>& params)
-    : arrivals_(std::make_shared<Arrivals>(params.size())), params_(params) {
+    : arrivals_(std::make_shared<Arrivals>(params.size())),
+      params_(params),
+      handles_(params.size(), 0),
+      hooked_(params.size(), false) {
   rearm();
-  handles_.assign(params_.size(), 0);
+}
+
+void BackwardOrder::hook_unhooked() {
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].requires_grad()) continue;
+    if (hooked_[i] || !params_[i].requires_grad()) continue;
     std::shared_ptr<Arrivals> arrivals = arrivals_;
     handles_[i] = params_[i].register_hook([arrivals, i](const torch::Tensor&) {
       int64_t unset = -1;
@@ -17,16 +22,24 @@ BackwardOrder::BackwardOrder(const std::vector<torch::Tensor>& params)
         arrivals->position[i].compare_exchange_strong(unset, pos, std::memory_order_relaxed);
       }
     });
+    hooked_[i] = true;
   }
 }
 
 BackwardOrder::~BackwardOrder() {
+  // A hook stays with its tensor when it is frozen again; removing it is still ours to do.
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (params_[i].requires_grad()) params_[i].remove_hook(handles_[i]);
+    if (!hooked_[i]) continue;
+    try {
+      params_[i].remove_hook(handles_[i]);
+    } catch (const std::exception&) {
+      // Ending the probe must not throw; the hook left only counts arrivals.
+    }
   }
 }
 
 void BackwardOrder::rearm() {
+  hook_unhooked();
   arrivals_->next.store(0, std::memory_order_relaxed);
   for (auto& p : arrivals_->position) p.store(-1, std::memory_order_relaxed);
 }

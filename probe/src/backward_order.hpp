@@ -20,9 +20,11 @@ class BackwardOrder {
  public:
   // Registers one hook per parameter that requires grad.
   explicit BackwardOrder(const std::vector<torch::Tensor>& params);
+  // Removes the hooks it registered, and only those (a parameter unfrozen since has none).
   ~BackwardOrder();
 
-  // Forgets the last step's arrivals (call after each optimizer step).
+  // Forgets the last step's arrivals (call after each optimizer step), and hooks the
+  // parameters unfrozen since: their arrivals count from the next backward.
   void rearm();
   // Arrival position of the layer's gradient in this step (0 = first), -1 if none arrived.
   int64_t position(size_t layer) const;
@@ -34,8 +36,11 @@ class BackwardOrder {
     explicit Arrivals(size_t n) : position(n) {}
   };
   std::shared_ptr<Arrivals> arrivals_;   // shared with the hooks, which may outlive us
+  void hook_unhooked();
+
   std::vector<torch::Tensor> params_;
   std::vector<unsigned> handles_;
+  std::vector<bool> hooked_;   // handles_[i] is ours: a frozen parameter's 0 is not a handle
 };
 
 }  // namespace keel::probe

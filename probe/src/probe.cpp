@@ -331,6 +331,11 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
     // A metric the probe failed to measure is absent, not a stale or partial value.
     fill_layer_values(plan.mask & ~r.lost_mask, outcome.applied, plan.grads_due && r.stats_ok);
+    // Frozen now (freezing and unfreezing mid-run is read each step): gradients not measured.
+    record_.frozen_layers.clear();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!params_[i].requires_grad()) record_.frozen_layers.push_back(static_cast<uint32_t>(i));
+    }
     outcome.grad_norm = record_.grad_norm;
     if (watches) {
       record_.watches = std::move(*watches);

@@ -138,7 +138,7 @@ void encode_run(Encoder& e, const RunDescription& m) {
 }
 
 void encode_step(Encoder& e, const StepRecord& m) {
-  header(e, 20, kTopicStep, m.rank, m.seq);
+  header(e, 21, kTopicStep, m.rank, m.seq);
   e.key("step");
   e.sint(m.step);
   e.key("loss");
@@ -196,6 +196,9 @@ void encode_step(Encoder& e, const StepRecord& m) {
     e.key("nonfinite");
     e.sint(w.nonfinite);
   }
+  e.key("frozen");
+  e.array(static_cast<uint32_t>(m.frozen_layers.size()));
+  for (uint32_t layer : m.frozen_layers) e.uint(layer);
 }
 
 void encode_event(Encoder& e, const Event& m) {

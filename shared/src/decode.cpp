@@ -337,6 +337,15 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
           .optional("nonfinite", w.nonfinite);
     }
   }
+  if (const msgpack::object_array* frozen = r.array("frozen", kMaxLayers)) {
+    m.frozen_layers.resize(frozen->size);
+    for (uint32_t i = 0; i < frozen->size && r.ok(); ++i) {
+      if (r.read_item("frozen", i, frozen->ptr[i], m.frozen_layers[i]) && m.frozen_layers[i] >= m.layer_count) {
+        r.fail("frozen[" + std::to_string(i) + "] = " + std::to_string(m.frozen_layers[i]) + " is not a layer (layer_count " +
+               std::to_string(m.layer_count) + ")");
+      }
+    }
+  }
 }
 
 void read_event(MapReader& r, Event& m) {

@@ -37,7 +37,8 @@ TEST(CodecReject, EveryTruncationOfEveryMessageType) {
     }
   }
   const std::vector<char> step = encode(sample_step());
-  expect_error(std::vector<char>(step.begin(), step.begin() + 40), "truncated");
+  // Long enough for the step map's entry count, so what is found is the truncation.
+  expect_error(std::vector<char>(step.begin(), step.begin() + 60), "truncated");
 }
 
 TEST(CodecReject, EveryBitFlipOfEveryMessageTypeIsHandled) {
@@ -99,6 +100,12 @@ TEST(CodecReject, TrailingBytesAfterTheMap) {
   std::vector<char> bytes = encode(sample_ack());
   bytes.push_back('\0');
   expect_error(bytes, "1 trailing bytes");
+}
+
+TEST(CodecReject, AFrozenLayerMustBeALayer) {
+  StepRecord record = sample_step();
+  record.frozen_layers = {1, 3};
+  expect_error(encode(record), "frozen[1] = 3 is not a layer (layer_count 3)");
 }
 
 TEST(CodecReject, LayerBlockLengthMustMatchMaskTimesCount) {

@@ -70,6 +70,7 @@ void expect_same_step(const StepRecord& out, const StepRecord& in) {
   EXPECT_EQ(out.probe_us, in.probe_us);
   EXPECT_EQ(out.dropped, in.dropped);
   EXPECT_EQ(out.probe_errors, in.probe_errors);
+  EXPECT_EQ(out.frozen_layers, in.frozen_layers);
   EXPECT_EQ(out.stamp_unix_ns, in.stamp_unix_ns);
   EXPECT_EQ(out.metric_mask, in.metric_mask);
   EXPECT_EQ(out.layer_count, in.layer_count);
@@ -122,6 +123,7 @@ TEST(CodecRoundTrip, StepRecordWithNoLayersAndEmptyMask) {
   in.layer_count = 0;
   in.layer_values.clear();
   in.watches.clear();
+  in.frozen_layers.clear();
   expect_same_step(round_trip(in), in);
 }
 

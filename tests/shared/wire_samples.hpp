@@ -63,6 +63,7 @@ inline StepRecord sample_step(bool with_scaler = true) {
   m.step_time_us = 78123.5;
   m.probe_us = 912.25;
   m.dropped = 17;
+  m.probe_errors = 2;
   m.stamp_unix_ns = 1717210800123456789ll;
   m.metric_mask = kSampleMask;
   m.layer_count = 3;
@@ -81,6 +82,7 @@ inline StepRecord sample_step(bool with_scaler = true) {
   if (with_scaler) m.scaler = ScalerState{32768.0, 1999, true, 12};
   m.watches = {{"logits", 45.5f, 3.25f, 8.125f, 0},
                {"blocks.0.attn.scores", std::numeric_limits<float>::infinity(), 1.5f, -2.0f, 96}};
+  m.frozen_layers = {0, 2};
   return m;
 }
 

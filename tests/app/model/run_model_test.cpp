@@ -66,6 +66,28 @@ TEST(RunModel, RecordsBecomePerLayerSeriesFollowingTheMask) {
   EXPECT_EQ(run.last_step(), 11);
 }
 
+// A frozen layer's gradient metrics are "not measured", not zero: no sample at those steps
+// (the heatmap and charts show a gap), its weight metrics kept, and frozen() as of the newest.
+TEST(RunModel, AFrozenLayerHasNoGradientSamplesWhileFrozen) {
+  RunModel run("r", 0, ModelConfig{});
+  run.describe(describe_layers("r", 3));
+  wire::StepRecord record = record_at(10, 3);
+  record.frozen_layers = {1};
+  ASSERT_TRUE(run.add_step(record));
+  float value = 0;
+  EXPECT_FALSE(run.layer_series(1, LayerMetric::kGradNorm).value_at(10, &value));
+  EXPECT_FALSE(run.layer_series(1, LayerMetric::kGradZeroFrac).value_at(10, &value));
+  EXPECT_TRUE(run.layer_series(1, LayerMetric::kParamNorm).value_at(10, &value));
+  EXPECT_TRUE(run.layer_series(0, LayerMetric::kGradNorm).value_at(10, &value));
+  EXPECT_TRUE(run.frozen(1));
+  EXPECT_FALSE(run.frozen(0));
+
+  ASSERT_TRUE(run.add_step(record_at(11, 3)));   // unfrozen
+  EXPECT_FALSE(run.frozen(1));
+  ASSERT_TRUE(run.layer_series(1, LayerMetric::kGradNorm).value_at(11, &value));
+  EXPECT_FLOAT_EQ(value, 1.0f + 0.011f);
+}
+
 TEST(RunModel, RecordsBeforeTheDescriptionAreKeptAndNamedLater) {
   RunModel run("", 0, ModelConfig{});
   ASSERT_TRUE(run.add_step(record_at(0, 2)));

@@ -97,6 +97,9 @@ struct StepRecord {
   std::vector<float> layer_values;
   std::optional<ScalerState> scaler;
   std::vector<WatchStats> watches;
+  // Layers whose parameter did not require grad at this step (frozen), ascending: their
+  // gradient metrics were not measured (the block holds 0 for them), which is not underflow.
+  std::vector<uint32_t> frozen_layers;
 
   // Index of a metric's block in layer_values, or -1 when absent.
   int metric_block(LayerMetric metric) const;
