@@ -315,9 +315,13 @@ void Probe::Impl::measure_updates(const StepPlan& plan, bool applied, Reduction&
       reducer_.keep_snapshot();
     }
   } catch (const std::exception& e) {
-    r.lost_mask |= (1u << static_cast<int>(LayerMetric::kUpdateRatio)) | (1u << static_cast<int>(LayerMetric::kParamNorm));
-    report_probe_error("measuring the update", e.what(), "update_ratio and param_norm not measured this step");
+    lose_update_metrics(r, e);
   }
+}
+
+void Probe::Impl::lose_update_metrics(Reduction& r, const std::exception& e) {
+  r.lost_mask |= (1u << static_cast<int>(LayerMetric::kUpdateRatio)) | (1u << static_cast<int>(LayerMetric::kParamNorm));
+  report_probe_error("measuring the update", e.what(), "update_ratio and param_norm not measured this step");
 }
 
 void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcome, const StepTimes& times,

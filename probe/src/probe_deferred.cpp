@@ -209,9 +209,7 @@ void Probe::Impl::settle_pending() {
         reducer_.keep_snapshot();
       }
     } catch (const std::exception& e) {
-      r.lost_mask |= (1u << static_cast<int>(wire::LayerMetric::kUpdateRatio)) |
-                     (1u << static_cast<int>(wire::LayerMetric::kParamNorm));
-      report_probe_error("measuring the update", e.what(), "update_ratio and param_norm not measured this step");
+      lose_update_metrics(r, e);
     }
     // The dump of a blown-up step, a step late: the device skipped its update, so the
     // weights and the optimizer state are still the ones its gradients were computed on.

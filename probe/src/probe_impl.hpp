@@ -165,6 +165,8 @@ class Probe::Impl {
   void dump_if_due(const Reduction& reduction, bool take_requested = true);
   // The update pass of an immediate step, after the optimizer's.
   void measure_updates(const StepPlan& plan, bool applied, Reduction& reduction);
+  // The update pass failed with `e`: update_ratio and param_norm are absent from the record.
+  void lose_update_metrics(Reduction& reduction, const std::exception& e);
   // `watches`: the watched tensors' statistics of a deferred step, taken when it was enqueued;
   // null: this step's, collected now.
   void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,

@@ -168,25 +168,18 @@ TEST(RunModel, SequenceGapsAreCounted) {
   EXPECT_EQ(run.counters().seq_gaps, 2u);
 }
 
-TEST(RunModel, ProbeDropsComeFromTheNewestRecord) {
+// The probe's cumulative counts (drops, its own failures) are its newest record's.
+TEST(RunModel, ProbeCountsComeFromTheNewestRecord) {
   RunModel run("r", 0, ModelConfig{});
   wire::StepRecord record = record_at(1, 1);
   record.dropped = 4;
-  run.add_step(record);
-  record = record_at(2, 1);
-  record.dropped = 9;
-  run.add_step(record);
-  EXPECT_EQ(run.counters().probe_dropped, 9u);
-}
-
-TEST(RunModel, ProbeErrorsComeFromTheNewestRecord) {
-  RunModel run("r", 0, ModelConfig{});
-  wire::StepRecord record = record_at(1, 1);
   record.probe_errors = 1;
   run.add_step(record);
   record = record_at(2, 1);
+  record.dropped = 9;
   record.probe_errors = 3;
   run.add_step(record);
+  EXPECT_EQ(run.counters().probe_dropped, 9u);
   EXPECT_EQ(run.counters().probe_errors, 3u);
 }
 
