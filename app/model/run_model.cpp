@@ -100,6 +100,7 @@ size_t RunModel::watch_index(const std::string& name) {
 
 bool RunModel::describe(const wire::RunDescription& description) {
   if (run_id_.empty()) run_id_ = description.run_id;
+  if (described_ && !same_layer_names(description.layers)) relayout(description.layers);
   described_ = true;
   description_ = description;
   ensure_layers(description.layers.size());
@@ -108,6 +109,51 @@ bool RunModel::describe(const wire::RunDescription& description) {
   }
   for (const std::string& watch : description.watches) watch_index(watch);
   return true;
+}
+
+bool RunModel::same_layer_names(const std::vector<wire::LayerInfo>& layers) const {
+  if (layers.size() != layer_names_.size()) return false;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].name != layer_names_[i]) return false;
+  }
+  return true;
+}
+
+void RunModel::relayout(const std::vector<wire::LayerInfo>& layers) {
+  constexpr size_t kNew = static_cast<size_t>(-1);
+  std::unordered_map<std::string, size_t> was;
+  for (size_t i = 0; i < layer_names_.size(); ++i) was.emplace(layer_names_[i], i);
+  const size_t n = layers.size();
+  std::vector<size_t> source(n, kNew);   // the layer's index before, kNew for a new layer
+  std::vector<std::string> names(n);
+  std::vector<bool> frozen(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    names[i] = layers[i].name;
+    const auto found = was.find(names[i]);
+    if (found == was.end()) continue;
+    source[i] = found->second;
+    frozen[i] = source[i] < frozen_.size() && frozen_[source[i]];
+  }
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    std::vector<SeriesHistory> series;
+    std::vector<float> values(n, std::numeric_limits<float>::quiet_NaN());
+    std::vector<int64_t> steps(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t old = source[i];
+      if (series_started_) {
+        series.push_back(old < layer_series_[m].size() ? std::move(layer_series_[m][old]) : make_series());
+      }
+      if (old < latest_values_[m].size()) {
+        values[i] = latest_values_[m][old];
+        steps[i] = latest_steps_[m][old];
+      }
+    }
+    layer_series_[m] = std::move(series);
+    latest_values_[m] = std::move(values);
+    latest_steps_[m] = std::move(steps);
+  }
+  layer_names_ = std::move(names);
+  frozen_ = std::move(frozen);
 }
 
 void RunModel::note_seq(uint64_t seq, bool is_description) {

@@ -9,7 +9,8 @@
 // newest stored one (a duplicate, a `history` replay, a late record) is counted, not stored.
 // Layers: the run description names them; a record that arrives before any description (a
 // client attached mid-run) still stores its layers, named "layer <i>" until described. A
-// record with more layers than known adds layers; one with fewer leaves the rest missing.
+// record with more layers than known adds layers; one with fewer leaves the rest missing. A
+// later description with other layers re-lays them out by name (describe()).
 // Threads: not thread-safe; only the model's owner thread (the UI thread) calls it.
 // References it returns (series, names, events) are valid until the next call that ingests.
 // Never: throws for any message content, or blocks. Memory is bounded: at most
@@ -88,8 +89,11 @@ class RunModel {
 
   // --- Ingest (owner thread). Each returns whether it changed what a view shows.
   // Applies a (re-sent) description: names layers and watches, adopts `run_id` when this run
-  // had none yet. A description whose seq is below the last one means the probe restarted:
-  // sequence tracking restarts with it instead of counting a rewind.
+  // had none yet. A description whose layers differ from the last one's (the probe re-planned
+  // them: the model changed after attach) moves each layer's history to its name's new index;
+  // a new layer starts empty and one no longer described is dropped. A description whose seq
+  // is below the last one means the probe restarted: sequence tracking restarts with it
+  // instead of counting a rewind.
   bool describe(const wire::RunDescription& description);
   // Stores one step record (see the header comment for ordering).
   bool add_step(const wire::StepRecord& record);
@@ -154,6 +158,8 @@ class RunModel {
 
  private:
   void ensure_layers(size_t count);
+  bool same_layer_names(const std::vector<wire::LayerInfo>& layers) const;
+  void relayout(const std::vector<wire::LayerInfo>& layers);
   size_t watch_index(const std::string& name);
   void start_series(int64_t origin_step);
   SeriesHistory make_series() const;

@@ -2,11 +2,13 @@
 
 namespace keel::probe {
 
-BackwardOrder::BackwardOrder(const std::vector<torch::Tensor>& params)
-    : arrivals_(std::make_shared<Arrivals>(params.size())),
-      params_(params),
-      handles_(params.size(), 0),
-      hooked_(params.size(), false) {
+void BackwardOrder::track(const std::vector<torch::Tensor>& params) {
+  remove_hooks();
+  // The old hooks may still run (a backward on another thread): they hold the old arrivals.
+  arrivals_ = std::make_shared<Arrivals>(params.size());
+  params_ = params;
+  handles_.assign(params.size(), 0);
+  hooked_.assign(params.size(), false);
   rearm();
 }
 
@@ -26,7 +28,7 @@ void BackwardOrder::hook_unhooked() {
   }
 }
 
-BackwardOrder::~BackwardOrder() {
+void BackwardOrder::remove_hooks() {
   // A hook stays with its tensor when it is frozen again; removing it is still ours to do.
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!hooked_[i]) continue;
@@ -35,6 +37,7 @@ BackwardOrder::~BackwardOrder() {
     } catch (const std::exception&) {
       // Ending the probe must not throw; the hook left only counts arrivals.
     }
+    hooked_[i] = false;
   }
 }
 

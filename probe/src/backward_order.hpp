@@ -19,9 +19,15 @@ namespace keel::probe {
 class BackwardOrder {
  public:
   // Registers one hook per parameter that requires grad.
-  explicit BackwardOrder(const std::vector<torch::Tensor>& params);
+  explicit BackwardOrder(const std::vector<torch::Tensor>& params) { track(params); }
   // Removes the hooks it registered, and only those (a parameter unfrozen since has none).
-  ~BackwardOrder();
+  ~BackwardOrder() { remove_hooks(); }
+  BackwardOrder(const BackwardOrder&) = delete;
+  BackwardOrder& operator=(const BackwardOrder&) = delete;
+
+  // Follows another set of parameters (the model changed after attach): its hooks leave the
+  // old ones, and the new ones are hooked; positions are of the new layers from now on.
+  void track(const std::vector<torch::Tensor>& params);
 
   // Forgets the last step's arrivals (call after each optimizer step), and hooks the
   // parameters unfrozen since: their arrivals count from the next backward.
@@ -37,6 +43,7 @@ class BackwardOrder {
   };
   std::shared_ptr<Arrivals> arrivals_;   // shared with the hooks, which may outlive us
   void hook_unhooked();
+  void remove_hooks();
 
   std::vector<torch::Tensor> params_;
   std::vector<unsigned> handles_;

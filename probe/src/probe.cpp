@@ -15,11 +15,8 @@ using wire::LayerMetric;
 
 
 namespace {
-using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
-
 NamedParams named_params(torch::nn::Module& model) {
-  NamedParams out;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  NamedParams out = parameters_of(model);
   if (out.empty()) throw AttachError("keel probe: the model has no parameters to watch");
   return out;
 }
@@ -69,12 +66,6 @@ void check_command_security(const ProbeOptions& options) {
   }
 }
 
-template <class Field>
-auto column(const NamedParams& params, Field field) {
-  std::vector<std::decay_t<decltype(params.front().*field)>> out;
-  for (const auto& p : params) out.push_back(p.*field);
-  return out;
-}
 }  // namespace
 
 Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::optim::Optimizer& optimizer,
@@ -86,6 +77,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::op
       params_(column(params, &NamedParams::value_type::second)),
       reducer_(params_),
       order_(params_),
+      layout_(params),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(params, options_);
   reducer_.measure_updates_of(&optimizer_);
@@ -143,6 +135,8 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   begin_step();
   // The last step's record, when it was deferred: its results are in by now.
   settle_pending();
+  // After it: the settled step was of the old layers.
+  follow_layout();
   const StepPlan plan = plan_step();
   if (deferrable_device(plan, loss) >= 0) {
     deferred_step(loss, plan, outcome, times);
@@ -205,6 +199,9 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
   Reduction r;
   health_ = StepHealth{};
   try {
+    // The layers could not be planned for the model as it is: measuring with the old plan
+    // would read stale or foreign memory, so the step ends as a probe failure.
+    if (!layout_error_.empty()) throw std::runtime_error(layout_error_);
     // "Unscale by 1" is still an unscale: the pass's found_inf is this step's at any scale.
     const bool scaler_active = scaler_ && scaler_->enabled();
     const bool unscale_here = scaler_active && !scaler_->unscaled();
@@ -376,6 +373,8 @@ void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepT
   // Valid only while nothing but our own update pass has touched the weights since.
   const uint32_t update_bit = 1u << static_cast<int>(LayerMetric::kUpdateRatio);
   snapshot_current_ = r.stats_ok && plan.update_due && !(r.lost_mask & update_bit);
+  // The optimizer's writes are the step's: a write after this one is the user's.
+  layout_.remember_weights(params_);
   order_.rearm();
   timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
   timing_.reduce_us = r.reduce_us + watch_us_;

@@ -11,7 +11,8 @@
 namespace keel::probe {
 
 int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const {
-  if (!plan.grads_due) return -1;
+  // A model the layers could not follow fails on the host path, safely (reduce()).
+  if (!plan.grads_due || !layout_error_.empty()) return -1;
   // Still decided on the host: a scaler whose scale is not on the device (its scale() has not
   // seen a loss there) or that the caller already unscaled (its verdict is on the host), a
   // dump that must precede an update nothing skips, and a dump asked for by command.

@@ -1,7 +1,8 @@
 // Probe::Impl: the probe's state and the stages of its step, shared by the files that define
 // its members: probe.cpp (attach, the step: reduce, decide, apply, record, and its events),
-// probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later)
-// and probe_control.cpp (commands from the dashboard, dumps, subscription resets).
+// probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later),
+// probe_control.cpp (commands from the dashboard, dumps, subscription resets) and
+// probe_layout.cpp (the model changed after attach: its layers planned again).
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
 
@@ -22,6 +23,7 @@
 #include "fused_step.hpp"
 #include "keel/probe/probe.hpp"
 #include "layer_reducer.hpp"
+#include "parameter_layout.hpp"
 #include "publisher.hpp"
 #include "spike_detector.hpp"
 #include "step_health.hpp"
@@ -39,10 +41,17 @@ inline int64_t unix_ns() {
 
 inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
+// One column of a list of pairs: the names or the tensors of NamedParams.
+template <class Pairs, class Field>
+auto column(const Pairs& pairs, Field field) {
+  std::vector<std::decay_t<decltype(pairs.front().*field)>> out;
+  for (const auto& p : pairs) out.push_back(p.*field);
+  return out;
+}
+
 class Probe::Impl {
  public:
-  Impl(torch::nn::Module& model, const std::vector<std::pair<std::string, torch::Tensor>>& params,
-       torch::optim::Optimizer& optimizer, ProbeOptions options);
+  Impl(torch::nn::Module& model, const NamedParams& params, torch::optim::Optimizer& optimizer, ProbeOptions options);
   ~Impl();
 
   void watch(const std::string& name, const torch::Tensor& tensor);
@@ -57,6 +66,10 @@ class Probe::Impl {
   std::vector<torch::Tensor> params_;
   LayerReducer reducer_;
   BackwardOrder order_;
+  ParameterLayout layout_;   // the parameters names_, params_ and reducer_ were planned for
+  // Why the layers could not be planned again for the model as it is now; empty when they
+  // were. While set, every step's reductions fail (probe_layout.cpp).
+  std::string layout_error_;
   WatchReducer watches_;
   GradScaler* scaler_ = nullptr;
   wire::RunDescription description_;
@@ -158,6 +171,11 @@ class Probe::Impl {
   int deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const;
   void deferred_step(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome, StepTimes& times);
   void begin_step();
+  // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
+  // layout is planned again and re-described, weights written since the last step make the
+  // weight snapshot stale.
+  void follow_layout();
+  void replan(const NamedParams& now, const std::string& what);
   StepPlan plan_step() const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);

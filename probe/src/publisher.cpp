@@ -61,13 +61,13 @@ Publisher::~Publisher() {
 }
 
 template <class T>
-void Publisher::enqueue(const T& message) {
+bool Publisher::enqueue(const T& message) {
   const uint64_t head = head_.load(std::memory_order_relaxed);
   if (head - tail_.load(std::memory_order_acquire) >= ring_.size()) {
     // Its sequence number is still consumed (by the publisher thread, in send order), so
     // subscribers see the gap as well as the count.
     ring_dropped_.fetch_add(1, std::memory_order_release);
-    return;
+    return false;
   }
   auto& slot = ring_[head % ring_.size()];
   if (auto* same = std::get_if<T>(&slot)) {
@@ -76,6 +76,7 @@ void Publisher::enqueue(const T& message) {
     slot = message;
   }
   head_.store(head + 1, std::memory_order_release);
+  return true;
 }
 
 uint64_t Publisher::take_seq() {
@@ -91,9 +92,11 @@ void Publisher::publish(const wire::StepRecord& record) { enqueue(record); }
 void Publisher::publish(const wire::Event& event) { enqueue(event); }
 
 void Publisher::describe(const wire::RunDescription& description) {
-  std::lock_guard<std::mutex> lock(description_mutex_);
-  description_ = description;
-  description_changed_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(description_mutex_);
+    description_ = description;
+  }
+  if (!enqueue(description)) description_changed_.store(true);
 }
 
 std::vector<Publisher::Payload> Publisher::history() const {

@@ -58,7 +58,9 @@ class Publisher {
   // sequence number when it sends it, so seq rises in send order across every topic.
   void publish(const wire::StepRecord& record);
   void publish(const wire::Event& event);
-  // Replaces the run description (e.g. a new watched tensor) and sends it soon.
+  // Replaces the run description (a new watched tensor, the model's new layers) and queues it
+  // in order with the records: a subscriber reads it before any record published after this
+  // call. Where the ring is full it goes out on the thread's next turn instead.
   void describe(const wire::RunDescription& description);
 
   // Messages lost before any subscriber could have them: refused by the full ring, or not
@@ -78,8 +80,9 @@ class Publisher {
   std::vector<Payload> event_history() const;
 
  private:
+  // False when the ring was full (the message is dropped and counted).
   template <class T>
-  void enqueue(const T& message);
+  bool enqueue(const T& message);
   void run();
   // Creates, configures and binds the XPUB socket (throws zmq::error_t).
   void open_socket(const std::string& endpoint);
@@ -115,7 +118,7 @@ class Publisher {
 
   std::mutex description_mutex_;
   wire::RunDescription description_;
-  std::atomic<bool> description_changed_{true};
+  std::atomic<bool> description_changed_{false};   // one the ring refused: send it next turn
 
   mutable std::mutex history_mutex_;
   std::deque<Payload> history_;

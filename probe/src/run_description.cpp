@@ -48,11 +48,18 @@ wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch
   d.run_id = options.run_id.empty() ? default_run_id() : options.run_id;
   d.keel_version = kKeelVersion;
   d.torch_version = TORCH_VERSION;
-  d.device = params.empty() ? "cpu" : params.front().second.device().str();
   d.policies_on = policies_on(options);
   d.start_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
+  describe_layers(params, d);
+  return d;
+}
+
+void describe_layers(const std::vector<std::pair<std::string, torch::Tensor>>& params,
+                     wire::RunDescription& d) {
+  d.device = params.empty() ? "cpu" : params.front().second.device().str();
+  d.layers.clear();
   for (const auto& [name, tensor] : params) {
     wire::LayerInfo layer;
     layer.name = name;
@@ -61,7 +68,6 @@ wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch
     layer.dtype = dtype_name(tensor.scalar_type());
     d.layers.push_back(std::move(layer));
   }
-  return d;
 }
 
 }  // namespace keel::probe

@@ -1,5 +1,6 @@
-// Building the run description (layer names, shapes, dtypes, versions) at attach time.
-// Threads: the training thread, once per attach. Never: touches tensor values.
+// Building the run description (layer names, shapes, dtypes, versions) at attach time, and
+// its layers again when the model changes.
+// Threads: the training thread. Never: touches tensor values.
 #pragma once
 
 #include <string>
@@ -19,5 +20,9 @@ std::string default_run_id();
 std::vector<std::string> policies_on(const ProbeOptions& options);
 wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch::Tensor>>& params,
                                   const ProbeOptions& options);
+// The layers and device of `description` from `params` (at attach, and again when the model's
+// parameters change: the same run, re-described).
+void describe_layers(const std::vector<std::pair<std::string, torch::Tensor>>& params,
+                     wire::RunDescription& description);
 
 }  // namespace keel::probe

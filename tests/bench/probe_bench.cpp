@@ -6,7 +6,8 @@
 // the fused reduction against memcpy on 64 MB, and the probe's training-thread time outside
 // its reductions; and trainer control (control_bench.hpp): command round trip at 10 steps/s,
 // dump throughput against a plain write, the step cost of the history ring and command
-// socket. The last line is one JSON object.
+// socket; and the per-step check that the model's parameters are still those the probe planned
+// for (parameter_layout.hpp). The last line is one JSON object.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "control_bench.hpp"
 #include "keel/probe/probe.hpp"
 #include "naive_checks.hpp"
+#include "parameter_layout.hpp"
 #include "reduce_bandwidth.hpp"
 #include "trainer.hpp"
 
@@ -29,6 +31,21 @@ using keel::bench::naive_step;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The probe's per-step layout check on `model` as the step runs it: named_parameters(), then
+// the comparison with the plan. Median of `rounds` batches of 100, in us per check.
+double layout_check_us(torch::nn::Module& model, int rounds) {
+  const keel::probe::ParameterLayout layout(keel::probe::parameters_of(model));
+  std::vector<double> us;
+  size_t changed = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 100; ++i) changed += layout.compare(keel::probe::parameters_of(model)).layout;
+    us.push_back(ms_since(start) * 1000.0 / 100);
+  }
+  if (changed != 0) std::fprintf(stderr, "keel-bench-probe: the layout check saw a change in an unchanged model\n");
+  return median(us);
 }
 
 }  // namespace
@@ -96,6 +113,8 @@ int main(int argc, char** argv) {
   const auto round_trip = keel::bench::measure_command_round_trip(10.0, quick ? 30 : 100);
   const auto dump = keel::bench::measure_dump_speed(dump_dir, quick ? 5 : 15);
 
+  const double layout_us = layout_check_us(*plain.model(), quick ? 11 : 31);
+
   int64_t params = 0;
   for (const auto& p : plain.model()->parameters()) params += p.numel();
   std::printf("keel-bench-probe: keel-demo default model, %lld parameters, %d rounds (+%d warm-up)\n",
@@ -110,6 +129,7 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f\n", "probe time per step, median (us)", median(probe_us));
   std::printf("%-44s %12.1f\n", "  of which reductions (us)", median(reduce_us));
   std::printf("%-44s %12.1f\n", "  training thread outside reductions (us)", median(outside_us));
+  std::printf("%-44s %12.1f\n", "  layout check, per step (us)", layout_us);
   std::printf("%-44s %12.2f\n", "fused reduce, GB/s", bandwidth.reduce_gbps);
   std::printf("%-44s %12.2f\n", "memcpy, GB/s", bandwidth.memcpy_gbps);
   std::printf("%-44s %12.2f\n", "fused reduce / memcpy", bandwidth.ratio);
@@ -135,9 +155,11 @@ int main(int argc, char** argv) {
       "\"step_ms_naive\":%.3f,\"reduce_gbps\":%.2f,\"memcpy_gbps\":%.2f,\"rounds\":%d,"
       "\"command_rtt_p50_ms\":%.2f,\"command_rtt_p99_ms\":%.2f,\"command_rtt_max_ms\":%.2f,"
       "\"command_boundary_to_ack_p99_ms\":%.2f,"
-      "\"dump_vs_write\":%.3f,\"dump_mb_per_s\":%.1f,\"dump_capture_ms\":%.2f,\"control_overhead_pct\":%.3f}\n",
+      "\"dump_vs_write\":%.3f,\"dump_mb_per_s\":%.1f,\"dump_capture_ms\":%.2f,\"control_overhead_pct\":%.3f,"
+      "\"layout_check_us\":%.1f}\n",
       overhead_pct, self_pct, naive_pct, bandwidth.ratio, median(outside_us), median(probe_us), plain_med,
       probe_med, naive_med, bandwidth.reduce_gbps, bandwidth.memcpy_gbps, pairs, round_trip.p50_ms,
-      round_trip.p99_ms, round_trip.max_ms, round_trip.after_boundary_p99_ms, dump.ratio, dump.dump_mb_per_s, dump.capture_ms, control.pct);
+      round_trip.p99_ms, round_trip.max_ms, round_trip.after_boundary_p99_ms, dump.ratio, dump.dump_mb_per_s, dump.capture_ms, control.pct,
+      layout_us);
   return 0;
 }

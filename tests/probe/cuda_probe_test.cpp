@@ -560,4 +560,37 @@ TEST(CudaProbe, FusedStepsMatchLibtorchsOwnAndKeepItsState) {
   }
 }
 
+// The model moves to the GPU after the probe attached on the CPU (issue 12, item 2): the
+// CPU kernels used to read device pointers (a segfault on the training thread). The probe
+// plans its layers again at the next step, measures them on the device against a float64
+// reference, and re-describes the run.
+TEST(CudaProbe, AModelMovedToTheGpuAfterAttachIsMeasuredThere) {
+  SKIP_WITHOUT_DEVICE();
+  torch::manual_seed(0);
+  keel::test::TwoLayer net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  EXPECT_EQ(probe.description().device, "cpu");
+  net->to(torch::kCUDA);
+  for (int64_t step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    auto loss = net->forward(torch::randn({4, 5}, torch::TensorOptions().device(torch::kCUDA))).pow(2).mean();
+    loss.backward();
+    std::vector<torch::Tensor> grads;
+    for (auto& p : net->parameters()) grads.push_back(p.grad().detach().to(torch::kCPU));
+    probe.step(loss.detach());
+    probe.settle();
+    ASSERT_EQ(probe.last_settled().step, step);
+    EXPECT_TRUE(probe.last_settled().applied) << probe.last_settled().skip_reason;
+    EXPECT_EQ(probe.last_record().probe_errors, 0u);
+    const auto& record = probe.last_record();
+    ASSERT_EQ(record.layer_count, grads.size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const auto ref = keel::test::reference_grad(grads[i].to(torch::kDouble));
+      EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kGradNorm, static_cast<uint32_t>(i)), ref.norm, 1e-5));
+    }
+  }
+  EXPECT_EQ(probe.description().device, "cuda:0");
+}
+
 }  // namespace

@@ -201,7 +201,7 @@ struct SeqRig {
 // send order. (When it was taken at the description's send time, records still queued went out
 // after it with lower seqs: a dashboard attaching to a fast trainer counted a gap.)
 TEST(PublisherSeq, DescriptionsSentBetweenQueuedRecordsKeepSeqInSendOrder) {
-  SeqRig rig(4096, "seq-order-test");
+  SeqRig rig(8192, "seq-order-test");   // 4,000 records and 200 descriptions queued: none dropped
   keel::probe::Publisher& publisher = rig.publisher;
   keel::wire::StepRecord& record = rig.record;
   const keel::wire::RunDescription description = SeqRig::described("seq-order-test");
@@ -211,7 +211,7 @@ TEST(PublisherSeq, DescriptionsSentBetweenQueuedRecordsKeepSeqInSendOrder) {
       record.step = step++;
       publisher.publish(record);
     }
-    publisher.describe(description);   // re-sent by the publisher thread amid queued records
+    publisher.describe(description);   // queued amid the records; the thread also re-sends it
   }
   const std::vector<Received> received = receive_until_quiet(rig.subscriber, std::chrono::milliseconds(1000));
   ASSERT_EQ(publisher.dropped(), 0u);

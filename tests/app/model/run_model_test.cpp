@@ -104,6 +104,39 @@ TEST(RunModel, RecordsBeforeTheDescriptionAreKeptAndNamedLater) {
   EXPECT_TRUE(run.layer_series(3, LayerMetric::kGradNorm).value_at(1, &value));
 }
 
+// The probe re-describes the run when the model's parameters change (a head replaced, a
+// parameter added): layers are re-planned in the model's new order. Each layer's history
+// follows its name; a new layer starts empty; one no longer described is gone.
+TEST(RunModel, ARedescribedLayoutKeepsEachLayersHistoryUnderItsName) {
+  RunModel run("r", 0, ModelConfig{});
+  run.describe(describe_layers("r", 3));   // blocks.0, blocks.1, blocks.2
+  ASSERT_TRUE(run.add_step(record_at(0, 3)));
+  ASSERT_TRUE(run.add_step(record_at(1, 3)));
+
+  wire::RunDescription relaid = describe_layers("r", 3);
+  relaid.layers.erase(relaid.layers.begin() + 1);                                  // blocks.1 removed
+  relaid.layers.insert(relaid.layers.begin(), {"temperature", {1}, 1, "float32"});  // added first
+  run.describe(relaid);   // temperature, blocks.0, blocks.2
+  ASSERT_EQ(run.layer_count(), 3u);
+  EXPECT_EQ(run.layer_name(0), "temperature");
+  EXPECT_EQ(run.layer_name(2), "blocks.2.weight");
+  float value = 0;
+  EXPECT_FALSE(run.layer_series(0, LayerMetric::kGradNorm).value_at(1, &value)) << "a new layer starts empty";
+  EXPECT_TRUE(std::isnan(run.latest(0, LayerMetric::kGradNorm)));
+  ASSERT_TRUE(run.layer_series(2, LayerMetric::kGradNorm).value_at(1, &value));
+  EXPECT_FLOAT_EQ(value, 2.0f + 0.001f) << "blocks.2 kept its history at its new index";
+  EXPECT_FLOAT_EQ(run.latest(1, LayerMetric::kParamNorm), 400.0f + 0 + 0.001f);
+  EXPECT_EQ(run.latest_step(2, LayerMetric::kGradNorm), 1);
+
+  ASSERT_TRUE(run.add_step(record_at(2, 3)));   // the new layout's record
+  ASSERT_TRUE(run.layer_series(0, LayerMetric::kGradNorm).value_at(2, &value));
+  EXPECT_FLOAT_EQ(value, 0.0f + 0.002f);
+  ASSERT_TRUE(run.layer_series(2, LayerMetric::kGradNorm).value_at(2, &value));
+  EXPECT_FLOAT_EQ(value, 2.0f + 0.002f);
+  ASSERT_TRUE(run.layer_series(2, LayerMetric::kGradNorm).value_at(0, &value));
+  EXPECT_FLOAT_EQ(value, 2.0f + 0.000f);
+}
+
 TEST(RunModel, GlobalAndWatchSeries) {
   RunModel run("r", 0, ModelConfig{});
   run.describe(describe_layers("r", 1));

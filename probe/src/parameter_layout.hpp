@@ -1,0 +1,64 @@
+// ParameterLayout: the model's parameters as the probe planned its layers for them, and what
+// has changed since.
+//
+// What it is for: a model changes after attach. to(kCUDA) left the CPU kernels reading device
+// memory, to(kBFloat16) made every step's reduction throw, a replaced parameter was measured
+// through its stale handle and an added one never. Compared once per step, before the step is
+// planned: the parameter set by name and tensor identity, and per parameter its device, type
+// and shape (the layout: a change means the layers are planned again), and its storage and
+// version counter (its values: written outside the step, so a copy of them is stale).
+// Threads: the training thread. Never: touches tensor values, throws for a tensor's kind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace keel::probe {
+
+using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
+// The model's parameters now, in libtorch's order (named_parameters, recursive).
+NamedParams parameters_of(torch::nn::Module& model);
+
+struct LayoutChange {
+  bool layout = false;    // the parameter set, or a parameter's device, type or shape changed
+  bool weights = false;   // some weight was written since remember_weights() (values only)
+  std::string what;       // when `layout`: "fc1.weight replaced; temperature added", for the event
+};
+
+class ParameterLayout {
+ public:
+  explicit ParameterLayout(const NamedParams& params);
+
+  // What differs between the planned parameters and `now` (the model's named_parameters).
+  LayoutChange compare(const NamedParams& now) const;
+  // The weights as they are now are the step's own (after the optimizer's step): only a write
+  // after this reads as `weights` to compare(). `params` in the planned order.
+  void remember_weights(const std::vector<torch::Tensor>& params);
+
+ private:
+  struct Entry {
+    std::string name;
+    const void* tensor = nullptr;   // identity: the planned tensor is held by the probe, never reused
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    std::vector<int64_t> sizes;
+    // Its values: a write bumps the version counter, set_data or set_ swaps the storage.
+    struct Values {
+      const void* storage = nullptr;
+      int64_t storage_offset = 0;
+      int64_t version = -1;
+      bool operator!=(const Values& o) const {
+        return storage != o.storage || storage_offset != o.storage_offset || version != o.version;
+      }
+    } values;
+  };
+  static Entry entry_of(const std::string& name, const torch::Tensor& t);
+  static Entry::Values values_of(const torch::Tensor& t);
+  std::vector<Entry> entries_;
+};
+
+}  // namespace keel::probe

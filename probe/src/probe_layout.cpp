@@ -1,0 +1,56 @@
+// The model changed after attach (ParameterLayout): its layers planned again at the next step.
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "probe_impl.hpp"
+#include "run_description.hpp"
+
+namespace keel::probe {
+
+void Probe::Impl::follow_layout() {
+  try {
+    const NamedParams now = parameters_of(model_);
+    const LayoutChange change = layout_.compare(now);
+    // Weights written outside the step: the copy the last update pass kept is not W.
+    if (change.weights) snapshot_current_ = false;
+    if (change.layout) {
+      if (now.empty()) throw std::runtime_error("the model has no parameters any more (" + change.what + ")");
+      replan(now, change.what);
+    } else if (change.weights) {
+      layout_.remember_weights(params_);
+    }
+    layout_error_.clear();
+  } catch (const std::exception& e) {
+    // The old plan is intact but the model may have left it (another device): until the
+    // layers can be planned, every step's reductions fail, safely and counted (reduce()).
+    layout_error_ = std::string("the model's parameters changed and could not be followed: ") + e.what();
+  }
+}
+
+void Probe::Impl::replan(const NamedParams& now, const std::string& what) {
+  // Everything that can fail first, while the old plan stands.
+  std::vector<std::string> names = column(now, &NamedParams::value_type::first);
+  std::vector<torch::Tensor> params = column(now, &NamedParams::value_type::second);
+  LayerReducer reducer(params);
+  reducer.measure_updates_of(&optimizer_);
+  wire::RunDescription description = description_;   // the same run: its id, start and watches
+  describe_layers(now, description);
+  ParameterLayout layout(now);
+
+  order_.track(params);
+  names_ = std::move(names);
+  params_ = std::move(params);
+  reducer_ = std::move(reducer);
+  layout_ = std::move(layout);
+  description_ = std::move(description);
+  record_.layer_count = static_cast<uint32_t>(params_.size());
+  snapshot_current_ = false;
+  // In order with the records: a subscriber reads the new layers before the first record of them.
+  if (publisher_) publisher_->describe(description_);
+  add_event("layout_changed", "",
+            "the model's parameters changed after the last step: " + what + "; its " +
+                std::to_string(params_.size()) + " layers are measured as they are now, and the run is re-described");
+}
+
+}  // namespace keel::probe
