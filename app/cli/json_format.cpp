@@ -20,10 +20,9 @@ Json non_finite(double value) {
 Json run_json(const wire::RunDescription& run) {
   Json layers = Json::array();
   for (const wire::LayerInfo& layer : run.layers) {
-    layers.push_back(Json{{"name", layer.name},
-                          {"shape", layer.shape},
-                          {"numel", layer.numel},
-                          {"dtype", layer.dtype}});
+    Json entry{{"name", layer.name}, {"shape", layer.shape}, {"numel", layer.numel}, {"dtype", layer.dtype}};
+    if (!layer.aliases.empty()) entry["aliases"] = layer.aliases;
+    layers.push_back(std::move(entry));
   }
   Json out;
   out["type"] = wire::kTopicRun;

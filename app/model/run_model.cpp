@@ -283,6 +283,11 @@ double RunModel::steps_per_second() const {
   return nanos > 0 ? steps * 1e9 / nanos : 0;
 }
 
+const std::vector<std::string>& RunModel::layer_aliases(size_t layer) const {
+  static const std::vector<std::string> kNone;
+  return layer < description_.layers.size() ? description_.layers[layer].aliases : kNone;
+}
+
 float RunModel::latest(size_t layer, wire::LayerMetric metric) const {
   const auto& values = latest_values_[static_cast<size_t>(metric)];
   return layer < values.size() ? values[layer] : std::numeric_limits<float>::quiet_NaN();

@@ -118,6 +118,8 @@ class RunModel {
   // --- Layers (model order).
   size_t layer_count() const { return layer_names_.size(); }
   const std::string& layer_name(size_t layer) const { return layer_names_[layer]; }
+  // The other names of the layer's tensor (a shared submodule, tied weights), as described.
+  const std::vector<std::string>& layer_aliases(size_t layer) const;
   // Latest value of a metric for a layer (NaN if never received) and the step it came from.
   float latest(size_t layer, wire::LayerMetric metric) const;
   int64_t latest_step(size_t layer, wire::LayerMetric metric) const;

@@ -94,7 +94,12 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
                         ImGuiSelectableFlags_SpanAllColumns)) {
     state.select_layer(layer, run.layer_name(size_t(layer)));
   }
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", run.layer_name(size_t(layer)).c_str());
+  if (ImGui::IsItemHovered()) {
+    std::string tip = run.layer_name(size_t(layer));
+    const auto& aliases = run.layer_aliases(size_t(layer));
+    for (size_t a = 0; a < aliases.size(); ++a) tip += (a ? ", " : "\nalso named ") + aliases[a];
+    ImGui::SetTooltip("%s", tip.c_str());
+  }
   ImGui::PopID();
   for (int c = 0; c < kValueCount; ++c) {
     ImGui::TableSetColumnIndex(c + 1);

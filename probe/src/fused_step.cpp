@@ -1,5 +1,6 @@
 #include "fused_step.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -104,9 +105,11 @@ bool FusedOptimizerStep::supports(torch::optim::Optimizer& optimizer, int device
     why = "the optimizer is not AdamW, Adam or SGD";
     return false;
   }
+  std::vector<const void*> tensors;
   for (auto& group : optimizer.param_groups()) {
     const auto* sgd_options = dynamic_cast<const torch::optim::SGDOptions*>(&group.options());
     for (const auto& p : group.params()) {
+      tensors.push_back(p.unsafeGetTensorImpl());
       if (!stepped_here(p, device_index, why)) return false;
       if (sgd_options && sgd_options->momentum() != 0 && p.grad().defined()) {
         const auto found = optimizer.state().find(compat::optimizer_state_key(p));
@@ -116,6 +119,14 @@ bool FusedOptimizerStep::supports(torch::optim::Optimizer& optimizer, int device
         }
       }
     }
+  }
+  // A tensor listed twice (the optimizer built from libtorch's named_parameters() of a model
+  // with a shared submodule): libtorch steps it twice, one after the other; one fused kernel
+  // given it twice would race on it.
+  std::sort(tensors.begin(), tensors.end());
+  if (std::adjacent_find(tensors.begin(), tensors.end()) != tensors.end()) {
+    why = "a parameter is in the optimizer twice";
+    return false;
   }
   return true;
 }

@@ -32,8 +32,8 @@ class FusedOptimizerStep {
   static bool available();
   // Whether `optimizer`'s next step can be taken here: AdamW, Adam or SGD; every parameter with
   // a gradient a dense CUDA tensor on `device_index` of fp32, fp64, bf16 or fp16 with a gradient of its
-  // type; SGD with momentum only once its buffers exist (its first step is libtorch's own). When
-  // not, `why` says what stands in the way.
+  // type; SGD with momentum only once its buffers exist (its first step is libtorch's own); no tensor
+  // listed twice. When not, `why` says what stands in the way.
   static bool supports(torch::optim::Optimizer& optimizer, int device_index, std::string& why);
 
   // Enqueues the step, skipped on the device when found_inf (float32, one element, on the

@@ -45,12 +45,6 @@ std::string shape_text(const std::vector<int64_t>& sizes) {
 
 }  // namespace
 
-NamedParams parameters_of(torch::nn::Module& model) {
-  NamedParams out;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
-  return out;
-}
-
 ParameterLayout::ParameterLayout(const NamedParams& params) {
   entries_.reserve(params.size());
   for (const auto& [name, tensor] : params) entries_.push_back(entry_of(name, tensor));

@@ -17,11 +17,9 @@
 
 #include <torch/torch.h>
 
-namespace keel::probe {
+#include "model_parameters.hpp"
 
-using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
-// The model's parameters now, in libtorch's order (named_parameters, recursive).
-NamedParams parameters_of(torch::nn::Module& model);
+namespace keel::probe {
 
 struct LayoutChange {
   bool layout = false;    // the parameter set, or a parameter's device, type or shape changed
@@ -33,7 +31,7 @@ class ParameterLayout {
  public:
   explicit ParameterLayout(const NamedParams& params);
 
-  // What differs between the planned parameters and `now` (the model's named_parameters).
+  // What differs between the planned parameters and `now` (parameters_of the model).
   LayoutChange compare(const NamedParams& now) const;
   // The weights as they are now are the step's own (after the optimizer's step): only a write
   // after this reads as `weights` to compare(). `params` in the planned order.

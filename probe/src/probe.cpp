@@ -15,9 +15,9 @@ using wire::LayerMetric;
 
 
 namespace {
-NamedParams named_params(torch::nn::Module& model) {
-  NamedParams out = parameters_of(model);
-  if (out.empty()) throw AttachError("keel probe: the model has no parameters to watch");
+ModelParameters named_params(torch::nn::Module& model) {
+  ModelParameters out = parameters_of(model);
+  if (out.params.empty()) throw AttachError("keel probe: the model has no parameters to watch");
   return out;
 }
 
@@ -68,18 +68,18 @@ void check_command_security(const ProbeOptions& options) {
 
 }  // namespace
 
-Probe::Impl::Impl(torch::nn::Module& model, const NamedParams& params, torch::optim::Optimizer& optimizer,
+Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, torch::optim::Optimizer& optimizer,
                   ProbeOptions options)
     : options_(std::move(options)),
       model_(model),
       optimizer_(optimizer),
-      names_(column(params, &NamedParams::value_type::first)),
-      params_(column(params, &NamedParams::value_type::second)),
+      names_(column(parameters.params, &NamedParams::value_type::first)),
+      params_(column(parameters.params, &NamedParams::value_type::second)),
       reducer_(params_),
       order_(params_),
-      layout_(params),
+      layout_(parameters.params),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
-  description_ = describe_run(params, options_);
+  description_ = describe_run(parameters, options_);
   reducer_.measure_updates_of(&optimizer_);
   check_rank(options_);
   check_command_security(options_);

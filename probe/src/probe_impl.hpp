@@ -51,7 +51,8 @@ auto column(const Pairs& pairs, Field field) {
 
 class Probe::Impl {
  public:
-  Impl(torch::nn::Module& model, const NamedParams& params, torch::optim::Optimizer& optimizer, ProbeOptions options);
+  Impl(torch::nn::Module& model, const ModelParameters& parameters, torch::optim::Optimizer& optimizer,
+       ProbeOptions options);
   ~Impl();
 
   void watch(const std::string& name, const torch::Tensor& tensor);
@@ -175,7 +176,7 @@ class Probe::Impl {
   // layout is planned again and re-described, weights written since the last step make the
   // weight snapshot stale.
   void follow_layout();
-  void replan(const NamedParams& now, const std::string& what);
+  void replan(const ModelParameters& now, const std::string& what);
   StepPlan plan_step() const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);

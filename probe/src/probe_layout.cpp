@@ -10,12 +10,12 @@ namespace keel::probe {
 
 void Probe::Impl::follow_layout() {
   try {
-    const NamedParams now = parameters_of(model_);
-    const LayoutChange change = layout_.compare(now);
+    const ModelParameters now = parameters_of(model_);
+    const LayoutChange change = layout_.compare(now.params);
     // Weights written outside the step: the copy the last update pass kept is not W.
     if (change.weights) snapshot_current_ = false;
     if (change.layout) {
-      if (now.empty()) throw std::runtime_error("the model has no parameters any more (" + change.what + ")");
+      if (now.params.empty()) throw std::runtime_error("the model has no parameters any more (" + change.what + ")");
       replan(now, change.what);
     } else if (change.weights) {
       layout_.remember_weights(params_);
@@ -28,15 +28,15 @@ void Probe::Impl::follow_layout() {
   }
 }
 
-void Probe::Impl::replan(const NamedParams& now, const std::string& what) {
+void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
   // Everything that can fail first, while the old plan stands.
-  std::vector<std::string> names = column(now, &NamedParams::value_type::first);
-  std::vector<torch::Tensor> params = column(now, &NamedParams::value_type::second);
+  std::vector<std::string> names = column(now.params, &NamedParams::value_type::first);
+  std::vector<torch::Tensor> params = column(now.params, &NamedParams::value_type::second);
   LayerReducer reducer(params);
   reducer.measure_updates_of(&optimizer_);
   wire::RunDescription description = description_;   // the same run: its id, start and watches
   describe_layers(now, description);
-  ParameterLayout layout(now);
+  ParameterLayout layout(now.params);
 
   order_.track(params);
   names_ = std::move(names);

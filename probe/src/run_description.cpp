@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <torch/version.h>
 
 #include "command_server.hpp"
+#include "keel/wire/codec.hpp"
 #include "keel_version.hpp"
 
 namespace keel::probe {
@@ -40,8 +42,7 @@ std::vector<std::string> policies_on(const ProbeOptions& options) {
   return on;
 }
 
-wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch::Tensor>>& params,
-                                  const ProbeOptions& options) {
+wire::RunDescription describe_run(const ModelParameters& parameters, const ProbeOptions& options) {
   wire::RunDescription d;
   d.rank = options.rank;
   d.world_size = options.world_size;
@@ -52,20 +53,24 @@ wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch
   d.start_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
-  describe_layers(params, d);
+  describe_layers(parameters, d);
   return d;
 }
 
-void describe_layers(const std::vector<std::pair<std::string, torch::Tensor>>& params,
-                     wire::RunDescription& d) {
+void describe_layers(const ModelParameters& parameters, wire::RunDescription& d) {
+  const NamedParams& params = parameters.params;
   d.device = params.empty() ? "cpu" : params.front().second.device().str();
   d.layers.clear();
-  for (const auto& [name, tensor] : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [name, tensor] = params[i];
     wire::LayerInfo layer;
     layer.name = name;
     layer.shape = tensor.sizes().vec();
     layer.numel = tensor.numel();
     layer.dtype = dtype_name(tensor.scalar_type());
+    // The wire's bound (kMaxAliases): a tensor under more names keeps the first of them.
+    const auto& aliases = parameters.aliases[i];
+    layer.aliases.assign(aliases.begin(), aliases.begin() + std::min<size_t>(aliases.size(), wire::kMaxAliases));
     d.layers.push_back(std::move(layer));
   }
 }

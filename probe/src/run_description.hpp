@@ -11,6 +11,7 @@
 
 #include "keel/probe/probe.hpp"
 #include "keel/wire/messages.hpp"
+#include "model_parameters.hpp"
 
 namespace keel::probe {
 
@@ -18,11 +19,9 @@ std::string dtype_name(torch::ScalarType type);
 std::string default_run_id();
 // The names of the policies (command_server.hpp) that `options` has on, for the description.
 std::vector<std::string> policies_on(const ProbeOptions& options);
-wire::RunDescription describe_run(const std::vector<std::pair<std::string, torch::Tensor>>& params,
-                                  const ProbeOptions& options);
+wire::RunDescription describe_run(const ModelParameters& parameters, const ProbeOptions& options);
 // The layers and device of `description` from `params` (at attach, and again when the model's
 // parameters change: the same run, re-described).
-void describe_layers(const std::vector<std::pair<std::string, torch::Tensor>>& params,
-                     wire::RunDescription& description);
+void describe_layers(const ModelParameters& parameters, wire::RunDescription& description);
 
 }  // namespace keel::probe

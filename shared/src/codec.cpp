@@ -108,7 +108,7 @@ void encode_run(Encoder& e, const RunDescription& m) {
   e.key("layers");
   e.array(static_cast<uint32_t>(m.layers.size()));
   for (const LayerInfo& layer : m.layers) {
-    e.map(4);
+    e.map(layer.aliases.empty() ? 4 : 5);
     e.key("name");
     e.str(layer.name);
     e.key("shape");
@@ -118,6 +118,11 @@ void encode_run(Encoder& e, const RunDescription& m) {
     e.sint(layer.numel);
     e.key("dtype");
     e.str(layer.dtype);
+    if (!layer.aliases.empty()) {
+      e.key("aliases");
+      e.array(static_cast<uint32_t>(layer.aliases.size()));
+      for (const std::string& alias : layer.aliases) e.str(alias);
+    }
   }
   e.key("watches");
   e.array(static_cast<uint32_t>(m.watches.size()));

@@ -238,6 +238,12 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
           lr.read_item("shape", d, shape->ptr[d], layer.shape[d]);
         }
       }
+      if (const msgpack::object_array* aliases = lr.array("aliases", kMaxAliases)) {
+        layer.aliases.resize(aliases->size);
+        for (uint32_t a = 0; a < aliases->size && lr.ok(); ++a) {
+          lr.read_item("aliases", a, aliases->ptr[a], layer.aliases[a]);
+        }
+      }
     }
   }
   if (const msgpack::object_array* watches = r.array("watches", kMaxWatches)) {

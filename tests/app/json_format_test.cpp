@@ -50,6 +50,15 @@ TEST(JsonFormat, RunDescriptionHasEveryField) {
   EXPECT_EQ(json["torch_version"], "1.13.1");
 }
 
+TEST(JsonFormat, ALayersAliasesArePrintedWhenItHasThem) {
+  wire::RunDescription run = sample_run();
+  run.layers[1].aliases = {"head.weight"};
+  const Json json = to_json(run, LayerNames{});
+  EXPECT_EQ(keys_of(json["layers"][1]), (std::vector<std::string>{"name", "shape", "numel", "dtype", "aliases"}));
+  EXPECT_EQ(json["layers"][1]["aliases"], Json::array({"head.weight"}));
+  EXPECT_EQ(keys_of(json["layers"][0]), (std::vector<std::string>{"name", "shape", "numel", "dtype"}));
+}
+
 TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
   LayerNames names;
   names.learn(sample_run());

@@ -36,12 +36,12 @@ double ms_since(Clock::time_point start) {
 // The probe's per-step layout check on `model` as the step runs it: named_parameters(), then
 // the comparison with the plan. Median of `rounds` batches of 100, in us per check.
 double layout_check_us(torch::nn::Module& model, int rounds) {
-  const keel::probe::ParameterLayout layout(keel::probe::parameters_of(model));
+  const keel::probe::ParameterLayout layout(keel::probe::parameters_of(model).params);
   std::vector<double> us;
   size_t changed = 0;
   for (int r = 0; r < rounds; ++r) {
     const auto start = Clock::now();
-    for (int i = 0; i < 100; ++i) changed += layout.compare(keel::probe::parameters_of(model)).layout;
+    for (int i = 0; i < 100; ++i) changed += layout.compare(keel::probe::parameters_of(model).params).layout;
     us.push_back(ms_since(start) * 1000.0 / 100);
   }
   if (changed != 0) std::fprintf(stderr, "keel-bench-probe: the layout check saw a change in an unchanged model\n");

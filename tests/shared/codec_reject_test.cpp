@@ -289,5 +289,19 @@ TEST(CodecReject, TooManyItems) {
                "more than the limit of 1024");
 }
 
+TEST(CodecReject, ALayerWithTooManyAliases) {
+  expect_error(with_field(encode(sample_run()), "layers",
+                          [](Packer& p) {
+                            p.pack_array(1);
+                            p.pack_map(2);
+                            p.pack(std::string("name"));
+                            p.pack(std::string("w"));
+                            p.pack(std::string("aliases"));
+                            p.pack_array(kMaxAliases + 1);
+                            for (uint32_t i = 0; i <= kMaxAliases; ++i) p.pack(std::string("a"));
+                          }),
+               "more than the limit of 64");
+}
+
 }  // namespace
 }  // namespace keel::wire

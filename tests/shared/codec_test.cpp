@@ -35,6 +35,7 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
     EXPECT_EQ(out.layers[i].shape, in.layers[i].shape);
     EXPECT_EQ(out.layers[i].numel, in.layers[i].numel);
     EXPECT_EQ(out.layers[i].dtype, in.layers[i].dtype);
+    EXPECT_EQ(out.layers[i].aliases, in.layers[i].aliases);
   }
   EXPECT_EQ(out.watches, in.watches);
   EXPECT_EQ(out.keel_version, in.keel_version);

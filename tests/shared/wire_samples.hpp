@@ -22,7 +22,7 @@ inline RunDescription sample_run() {
   m.seq = 1234567890123ull;
   m.run_id = "run-2024-06-01T03:00:00-char-transformer";
   m.world_size = 8;
-  m.layers = {{"tok_emb.weight", {96, 65}, 96 * 65, "float32"},
+  m.layers = {{"tok_emb.weight", {96, 65}, 96 * 65, "float32", {"head.weight", "decoder.weight"}},
               {"blocks.0.attn.qkv.weight", {288, 96}, 288 * 96, "bfloat16"},
               {"blocks.0.ln.bias", {96}, 96, "float16"},
               {"scalar", {}, 1, "float64"}};

@@ -137,6 +137,16 @@ TEST(RunModel, ARedescribedLayoutKeepsEachLayersHistoryUnderItsName) {
   EXPECT_FLOAT_EQ(value, 2.0f + 0.000f);
 }
 
+TEST(RunModel, ALayersAliasesComeFromTheDescription) {
+  RunModel run("r", 0, ModelConfig{});
+  wire::RunDescription description = describe_layers("r", 2);
+  description.layers[1].aliases = {"head.weight"};
+  run.describe(description);
+  EXPECT_TRUE(run.layer_aliases(0).empty());
+  EXPECT_EQ(run.layer_aliases(1), std::vector<std::string>{"head.weight"});
+  EXPECT_TRUE(run.layer_aliases(5).empty());
+}
+
 TEST(RunModel, GlobalAndWatchSeries) {
   RunModel run("r", 0, ModelConfig{});
   run.describe(describe_layers("r", 1));

@@ -24,6 +24,8 @@ inline constexpr uint32_t kMaxLayers = 1u << 20;
 inline constexpr uint32_t kMaxWatches = 1024;
 // Most entries of a run description's policies_on.
 inline constexpr uint32_t kMaxPolicies = 64;
+// Other names of one layer's tensor in a run description (LayerInfo::aliases).
+inline constexpr uint32_t kMaxAliases = 64;
 inline constexpr uint32_t kMaxStringBytes = 64u << 10;
 
 // Topic frames. Subscribers filter on these prefixes.

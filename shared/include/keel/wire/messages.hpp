@@ -38,6 +38,9 @@ struct LayerInfo {
   std::vector<int64_t> shape;
   int64_t numel = 0;
   std::string dtype;           // "float32", "bfloat16", ...
+  // The tensor's other names (a submodule registered twice, tied weights): named_parameters()
+  // lists one tensor under each, and it is one layer, under the first.
+  std::vector<std::string> aliases = {};
 };
 
 // Sent first to every new subscriber and re-sent periodically, so a late client understands

@@ -1,0 +1,33 @@
+#include "model_parameters.hpp"
+
+#include <algorithm>
+
+namespace keel::probe {
+
+ModelParameters parameters_of(torch::nn::Module& model) {
+  const auto named = model.named_parameters(/*recurse=*/true);
+  const size_t n = named.size();
+  // Names grouped by tensor (sorted once, no per-name lookup): each name's first name.
+  std::vector<std::pair<const void*, size_t>> by_tensor(n);
+  for (size_t i = 0; i < n; ++i) by_tensor[i] = {named[i].value().unsafeGetTensorImpl(), i};
+  std::sort(by_tensor.begin(), by_tensor.end());
+  std::vector<size_t> first_name(n);
+  for (size_t k = 0; k < n; ++k) {
+    const bool starts_group = k == 0 || by_tensor[k].first != by_tensor[k - 1].first;
+    first_name[by_tensor[k].second] = starts_group ? by_tensor[k].second : first_name[by_tensor[k - 1].second];
+  }
+  ModelParameters out;
+  std::vector<size_t> entry_of(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (first_name[i] == i) {
+      entry_of[i] = out.params.size();
+      out.params.emplace_back(named[i].key(), named[i].value());
+      out.aliases.emplace_back();
+    } else {
+      out.aliases[entry_of[first_name[i]]].push_back(named[i].key());
+    }
+  }
+  return out;
+}
+
+}  // namespace keel::probe

@@ -1,0 +1,30 @@
+// The model's parameters as the probe's layers: one layer per tensor.
+//
+// What it is for: libtorch's named_parameters() lists a tensor once per name it has (a
+// submodule registered under two names, weights tied by registering one tensor twice), unlike
+// PyTorch's. Measured per name, a shared gradient was unscaled twice, and two spans wrote the
+// same memory in one parallel region. Here it is one layer, under the first name, and the
+// other names are its aliases (LayerInfo::aliases). Distinct tensors that share storage
+// (tied with set_data) have gradients of their own and stay layers of their own.
+// Threads: the training thread. Never: touches tensor values.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace keel::probe {
+
+using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
+
+struct ModelParameters {
+  NamedParams params;                              // one per tensor, in named_parameters() order
+  std::vector<std::vector<std::string>> aliases;   // per entry of params: its other names
+};
+
+// The model's parameters now (named_parameters(), recursive), one entry per tensor.
+ModelParameters parameters_of(torch::nn::Module& model);
+
+}  // namespace keel::probe
