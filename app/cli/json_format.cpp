@@ -82,6 +82,11 @@ Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   out["seq"] = step.seq;
   out["loss"] = json_number(step.loss);
   out["lr"] = json_number(step.lr);
+  if (!step.group_lrs.empty()) {
+    Json lrs = Json::array();
+    for (double lr : step.group_lrs) lrs.push_back(json_number(lr));
+    out["group_lrs"] = std::move(lrs);
+  }
   out["grad_norm"] = json_number(step.grad_norm);
   out["skipped"] = step.skipped;
   out["skip_reason"] = step.skip_reason;

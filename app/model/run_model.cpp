@@ -244,6 +244,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   latest_.step = step;
   latest_.loss = record.loss;
   latest_.lr = record.lr;
+  latest_.group_lrs = record.group_lrs;
   latest_.grad_norm = record.grad_norm;
   latest_.skipped = record.skipped;
   latest_.skip_reason = record.skip_reason;

@@ -73,6 +73,7 @@ struct LatestStep {
   int64_t step = -1;            // -1 before the first record
   double loss = 0;
   double lr = 0;
+  std::vector<double> group_lrs;   // every param group's lr when there are several
   double grad_norm = 0;
   bool skipped = false;
   std::string skip_reason;

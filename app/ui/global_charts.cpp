@@ -1,6 +1,8 @@
 #include "ui/global_charts.hpp"
 
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include <imgui.h>
 
@@ -14,6 +16,19 @@ constexpr ImU32 kNormColour = IM_COL32(120, 220, 140, 255);
 constexpr ImU32 kScaleColour = IM_COL32(230, 200, 90, 255);
 constexpr ImU32 kAbsmaxColour = IM_COL32(240, 120, 90, 255);
 constexpr ImU32 kZColour = IM_COL32(200, 140, 255, 255);
+
+// The chart plots param group 0's lr; with several groups the title names each group's.
+std::string lr_title(const std::vector<double>& group_lrs) {
+  if (group_lrs.empty()) return "learning rate";
+  std::string title = "learning rate of group 0; groups now:";
+  char value[32];
+  for (size_t g = 0; g < group_lrs.size() && g < 8; ++g) {
+    std::snprintf(value, sizeof value, " %zu: %.3g", g, group_lrs[g]);
+    title += value;
+  }
+  if (group_lrs.size() > 8) title += " ...";
+  return title;
+}
 
 }  // namespace
 
@@ -50,8 +65,8 @@ void draw_global_charts(const RunModel& run, AppState& state) {
                  {&run.watch_series(0, WatchMetric::kZ), "z", kZColour}},
                 false, state, skipped);
   } else {
-    plot_series("learning rate", cell, {{&run.global_series(GlobalSeries::kLr), "lr", kScaleColour}},
-                false, state, skipped);
+    plot_series(lr_title(run.latest_step().group_lrs).c_str(), cell,
+                {{&run.global_series(GlobalSeries::kLr), "lr", kScaleColour}}, false, state, skipped);
   }
 }
 

@@ -4,7 +4,7 @@
 
 namespace keel::probe {
 
-ModelParameters parameters_of(torch::nn::Module& model) {
+ModelParameters parameters_of(torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
   const auto named = model.named_parameters(/*recurse=*/true);
   const size_t n = named.size();
   // Names grouped by tensor (sorted once, no per-name lookup): each name's first name.
@@ -25,6 +25,21 @@ ModelParameters parameters_of(torch::nn::Module& model) {
       out.aliases.emplace_back();
     } else {
       out.aliases[entry_of[first_name[i]]].push_back(named[i].key());
+    }
+  }
+  if (optimizer == nullptr) return out;
+  const auto& groups = optimizer->param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& params = groups[g].params();
+    for (size_t k = 0; k < params.size(); ++k) {
+      // by_tensor grows as the optimizer's own are found: one listed twice is one layer.
+      const std::pair<const void*, size_t> key{params[k].unsafeGetTensorImpl(), 0};
+      const auto at = std::lower_bound(by_tensor.begin(), by_tensor.end(), key,
+                                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      if (at != by_tensor.end() && at->first == key.first) continue;
+      by_tensor.insert(at, key);
+      out.params.emplace_back("optimizer.param_groups." + std::to_string(g) + ".params." + std::to_string(k), params[k]);
+      out.aliases.emplace_back();
     }
   }
   return out;

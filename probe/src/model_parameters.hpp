@@ -6,6 +6,10 @@
 // same memory in one parallel region. Here it is one layer, under the first name, and the
 // other names are its aliases (LayerInfo::aliases). Distinct tensors that share storage
 // (tied with set_data) have gradients of their own and stay layers of their own.
+// A tensor the optimizer steps that the model does not have (a learned temperature kept
+// outside the module) is a layer too, after the model's, named after its place in the
+// optimizer ("optimizer.param_groups.1.params.0"): unwatched, it was stepped with its
+// gradient still scaled, and its NaNs never skipped a step.
 // Threads: the training thread. Never: touches tensor values.
 #pragma once
 
@@ -24,7 +28,8 @@ struct ModelParameters {
   std::vector<std::vector<std::string>> aliases;   // per entry of params: its other names
 };
 
-// The model's parameters now (named_parameters(), recursive), one entry per tensor.
-ModelParameters parameters_of(torch::nn::Module& model);
+// The model's parameters now (named_parameters(), recursive), one entry per tensor, then the
+// optimizer's that the model does not have (none without an optimizer).
+ModelParameters parameters_of(torch::nn::Module& model, torch::optim::Optimizer* optimizer);
 
 }  // namespace keel::probe

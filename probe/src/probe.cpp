@@ -15,8 +15,8 @@ using wire::LayerMetric;
 
 
 namespace {
-ModelParameters named_params(torch::nn::Module& model) {
-  ModelParameters out = parameters_of(model);
+ModelParameters named_params(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  ModelParameters out = parameters_of(model, &optimizer);
   if (out.params.empty()) throw AttachError("keel probe: the model has no parameters to watch");
   return out;
 }
@@ -326,7 +326,12 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
   try {
     record_.step = record_step_;
     record_.loss = r.loss;
-    record_.lr = r.lr ? *r.lr : optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
+    if (r.lr) {
+      record_.lr = *r.lr;
+      record_.group_lrs = r.group_lrs;
+    } else {
+      read_lrs(optimizer_, record_.lr, record_.group_lrs);
+    }
     record_.skipped = !outcome.applied;
     record_.skip_reason = outcome.skip_reason;
     record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
@@ -487,7 +492,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
 }
 
 Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
-    : impl_(std::make_unique<Impl>(model, named_params(model), optimizer, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(model, named_params(model, optimizer), optimizer, std::move(options))) {}
 
 Probe::Impl::~Impl() {
   // A dump still being written when the job ends is finished, and its outcome (a failure

@@ -49,7 +49,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
   p.step = step_;
   p.plan = plan;
   p.times = times;
-  p.lr = optimizer_.param_groups().empty() ? 0.0 : optimizer_.param_groups()[0].options().get_lr();
+  read_lrs(optimizer_, p.lr, p.group_lrs);
   const bool scheduled_skip = !scheduled_skips_.empty() && scheduled_skips_.erase(step_) > 0;
   if (command_skips_left_ > 0 || scheduled_skip) {
     if (command_skips_left_ > 0) --command_skips_left_;
@@ -172,6 +172,7 @@ void Probe::Impl::settle_pending() {
   Reduction r;
   r.reduce_us = p.reduce_us;
   r.lr = p.lr;
+  r.group_lrs = std::move(p.group_lrs);
   bool scaler_settled = false;
   bool decided = false;
   try {

@@ -41,6 +41,17 @@ inline int64_t unix_ns() {
 
 inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
+// Group 0's lr (0 without groups), and every group's when there are several
+// (StepRecord::group_lrs; empty with one group).
+inline void read_lrs(torch::optim::Optimizer& optimizer, double& lr, std::vector<double>& group_lrs) {
+  const auto& groups = optimizer.param_groups();
+  lr = groups.empty() ? 0.0 : groups[0].options().get_lr();
+  group_lrs.clear();
+  if (groups.size() > 1) {
+    for (const auto& group : groups) group_lrs.push_back(group.options().get_lr());
+  }
+}
+
 // One column of a list of pairs: the names or the tensors of NamedParams.
 template <class Pairs, class Field>
 auto column(const Pairs& pairs, Field field) {
@@ -145,6 +156,7 @@ class Probe::Impl {
     double loss = std::numeric_limits<double>::quiet_NaN();
     double reduce_us = 0;
     std::optional<double> lr;   // a deferred step's, as it was; else read when recorded
+    std::vector<double> group_lrs;   // with `lr`: every group's, when there are several
   };
   struct StepTimes {
     Clock::time_point enter, optimizer_start, optimizer_end;
@@ -162,6 +174,7 @@ class Probe::Impl {
     bool has_loss = false;
     GradScaler* scaler = nullptr;   // its scale updated on the device, read when the step settles
     double lr = 0;
+    std::vector<double> group_lrs;   // read_lrs()
     double reduce_us = 0;
     WatchReducer::Batch watches;   // read when it settles
   };

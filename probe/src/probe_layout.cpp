@@ -10,7 +10,7 @@ namespace keel::probe {
 
 void Probe::Impl::follow_layout() {
   try {
-    const ModelParameters now = parameters_of(model_);
+    const ModelParameters now = parameters_of(model_, &optimizer_);
     const LayoutChange change = layout_.compare(now.params);
     // Weights written outside the step: the copy the last update pass kept is not W.
     if (change.weights) snapshot_current_ = false;

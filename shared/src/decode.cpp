@@ -352,6 +352,10 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
       }
     }
   }
+  if (const msgpack::object_array* lrs = r.array("group_lrs", kMaxGroupLrs)) {
+    m.group_lrs.resize(lrs->size);
+    for (uint32_t i = 0; i < lrs->size && r.ok(); ++i) r.read_item("group_lrs", i, lrs->ptr[i], m.group_lrs[i]);
+  }
 }
 
 void read_event(MapReader& r, Event& m) {

@@ -50,6 +50,13 @@ TEST(JsonFormat, RunDescriptionHasEveryField) {
   EXPECT_EQ(json["torch_version"], "1.13.1");
 }
 
+TEST(JsonFormat, EachParamGroupsLrIsPrintedWhenThereAreSeveral) {
+  wire::StepRecord step = sample_step(7);
+  EXPECT_FALSE(to_json(step, LayerNames{}).contains("group_lrs"));
+  step.group_lrs = {1e-3, 1e-4};
+  EXPECT_EQ(to_json(step, LayerNames{})["group_lrs"], Json::array({1e-3, 1e-4}));
+}
+
 TEST(JsonFormat, ALayersAliasesArePrintedWhenItHasThem) {
   wire::RunDescription run = sample_run();
   run.layers[1].aliases = {"head.weight"};

@@ -33,15 +33,16 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// The probe's per-step layout check on `model` as the step runs it: named_parameters(), then
-// the comparison with the plan. Median of `rounds` batches of 100, in us per check.
-double layout_check_us(torch::nn::Module& model, int rounds) {
-  const keel::probe::ParameterLayout layout(keel::probe::parameters_of(model).params);
+// The probe's per-step layout check on `model` and `optimizer` as the step runs it: their
+// parameters, then the comparison with the plan. Median of `rounds` batches of 100, in us per
+// check.
+double layout_check_us(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int rounds) {
+  const keel::probe::ParameterLayout layout(keel::probe::parameters_of(model, &optimizer).params);
   std::vector<double> us;
   size_t changed = 0;
   for (int r = 0; r < rounds; ++r) {
     const auto start = Clock::now();
-    for (int i = 0; i < 100; ++i) changed += layout.compare(keel::probe::parameters_of(model).params).layout;
+    for (int i = 0; i < 100; ++i) changed += layout.compare(keel::probe::parameters_of(model, &optimizer).params).layout;
     us.push_back(ms_since(start) * 1000.0 / 100);
   }
   if (changed != 0) std::fprintf(stderr, "keel-bench-probe: the layout check saw a change in an unchanged model\n");
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
   const auto round_trip = keel::bench::measure_command_round_trip(10.0, quick ? 30 : 100);
   const auto dump = keel::bench::measure_dump_speed(dump_dir, quick ? 5 : 15);
 
-  const double layout_us = layout_check_us(*plain.model(), quick ? 11 : 31);
+  const double layout_us = layout_check_us(*plain.model(), plain.optimizer(), quick ? 11 : 31);
 
   int64_t params = 0;
   for (const auto& p : plain.model()->parameters()) params += p.numel();

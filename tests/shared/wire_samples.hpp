@@ -83,6 +83,7 @@ inline StepRecord sample_step(bool with_scaler = true) {
   m.watches = {{"logits", 45.5f, 3.25f, 8.125f, 0},
                {"blocks.0.attn.scores", std::numeric_limits<float>::infinity(), 1.5f, -2.0f, 96}};
   m.frozen_layers = {0, 2};
+  if (with_scaler) m.group_lrs = {3e-4, 3e-5};
   return m;
 }
 

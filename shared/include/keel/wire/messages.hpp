@@ -103,6 +103,9 @@ struct StepRecord {
   // Layers whose parameter did not require grad at this step (frozen), ascending: their
   // gradient metrics were not measured (the block holds 0 for them), which is not underflow.
   std::vector<uint32_t> frozen_layers;
+  // Each param group's lr, in the optimizer's order, when it has more than one group (`lr` is
+  // group 0's); empty with one group.
+  std::vector<double> group_lrs;
 
   // Index of a metric's block in layer_values, or -1 when absent.
   int metric_block(LayerMetric metric) const;
