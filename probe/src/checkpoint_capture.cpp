@@ -73,6 +73,7 @@ std::string manifest(const DumpReason& why, const wire::RunDescription& descript
 std::string checkpoint_name(const DumpReason& why) {
   std::string name = "step-" + std::to_string(why.step) + "-" + why.reason;
   if (!why.label.empty()) name += "-" + why.label;
+  if (why.rank >= 0) name += "-rank" + std::to_string(why.rank);
   return name;
 }
 

@@ -30,9 +30,10 @@ struct DumpReason {
   std::string reason;   // "command" or "nonfinite"
   std::string label;    // already sanitised; may be empty
   uint64_t command_id = 0;
+  int32_t rank = -1;    // in the name when >= 0: ranks of one job share a dump directory
 };
 
-// "step-<step>-<reason>[-<label>]"
+// "step-<step>-<reason>[-<label>][-rank<rank>]"
 std::string checkpoint_name(const DumpReason& why);
 
 // The files of a dump. Throws c10::Error / std::exception when serialisation fails.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -47,12 +48,37 @@ void sync_directory(const fs::path& dir) {
   ::close(fd);
 }
 
-// The first of name, name-2, name-3, ... that does not exist yet in `dir`.
-fs::path free_name(const fs::path& dir, const std::string& name) {
+// Renames `partial` to the first of name, name-2, name-3, ... in `dir` that is free, in one
+// step that cannot take a name another process took meanwhile: checking for a free name and
+// then renaming let two ranks that share a dump directory pick the same one, and the second
+// rename failed. Where the filesystem has no RENAME_NOREPLACE (EINVAL), the check and rename
+// remain. Sets `error` (and returns the last name tried) when none could be taken.
+fs::path rename_to_free_name(const fs::path& partial, const fs::path& dir, const std::string& name, std::string& error) {
+  auto failed = [&](const fs::path& to) {
+    error = "cannot rename " + partial.string() + " to " + to.string() + ": " + errno_text(errno);
+    return to;
+  };
+  bool no_replace = true;
   fs::path candidate = dir / name;
-  std::error_code ec;
-  for (int i = 2; fs::exists(candidate, ec) && i < 1000; ++i) candidate = dir / (name + "-" + std::to_string(i));
-  return candidate;
+  for (int i = 2;; ++i) {
+    if (no_replace) {
+      if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, candidate.c_str(), RENAME_NOREPLACE) == 0) return candidate;
+      if (errno == EINVAL || errno == ENOSYS) {
+        no_replace = false;   // this name again, the old way
+      } else if (errno != EEXIST && errno != ENOTEMPTY) {
+        return failed(candidate);
+      }
+    }
+    if (!no_replace) {
+      std::error_code ec;
+      if (!fs::exists(candidate, ec)) return ::rename(partial.c_str(), candidate.c_str()) == 0 ? candidate : failed(candidate);
+    }
+    if (i > 1000) {
+      error = "no free name for " + (dir / name).string() + " (1000 taken)";
+      return candidate;
+    }
+    candidate = dir / (name + "-" + std::to_string(i));
+  }
 }
 
 }  // namespace
@@ -82,9 +108,8 @@ CheckpointResult write_checkpoint(const CheckpointJob& job) {
     result.error = "cannot create dump directory " + dir.string() + ": " + ec.message();
     return result;
   }
-  const fs::path final_path = free_name(dir, job.name);
-  result.path = final_path.string();
-  const fs::path partial = dir / ("." + final_path.filename().string() + ".partial-" + std::to_string(::getpid()));
+  const fs::path partial = dir / ("." + job.name + ".partial-" + std::to_string(::getpid()));
+  result.path = (dir / job.name).string();
   remove_tree(partial.string());   // left by an earlier failure of this very process
   if (::mkdir(partial.c_str(), 0755) != 0) {
     result.error = "cannot create " + partial.string() + ": " + errno_text(errno);
@@ -97,9 +122,7 @@ CheckpointResult write_checkpoint(const CheckpointJob& job) {
   }
   if (result.error.empty()) {
     sync_directory(partial);
-    if (::rename(partial.c_str(), final_path.c_str()) != 0) {
-      result.error = "cannot rename " + partial.string() + " to " + final_path.string() + ": " + errno_text(errno);
-    }
+    result.path = rename_to_free_name(partial, dir, job.name, result.error).string();
   }
   if (!result.error.empty()) {
     // A partial dump is worthless and fills the disk further: remove what was written.

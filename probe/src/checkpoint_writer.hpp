@@ -6,6 +6,8 @@
 // written as `<dump dir>/.<name>.partial-<pid>/`, every file fsync'ed, then renamed to its
 // final name (and the dump dir fsync'ed): a directory under a final name is always complete; a
 // crash or a full disk leaves at most a hidden `.partial` directory (removed on a write error).
+// A name already taken gets `-2`, `-3`, ...; the rename takes it only where it is free
+// (RENAME_NOREPLACE), so processes sharing the dump directory never collide.
 // Threads: submit() and poll() from the training thread; `on_written` runs on the writer
 // thread. Never: throws from submit() or poll(); takes a path from a client (the directory
 // is the probe's configured one, the name is built by the probe from sanitised parts).

@@ -124,6 +124,8 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   DumpReason why;
   why.step = record_step_;
   why.reason = reason;
+  // Every rank dumps the same step (an all-reduced NaN reaches them all): the rank tells them apart.
+  if (options_.world_size > 1) why.rank = options_.rank;
   if (request) {
     why.label = request->label;
     why.command_id = request->command_id;

@@ -156,6 +156,20 @@ TEST(Dump, AnInjectedNanDumpsExactlyOnce) {
   EXPECT_TRUE(all_identical(keel::test::params_and_adamw_state(*fresh, fresh_opt), rig.seen[3].state_before));
 }
 
+// Ranks of one job share the dump directory and all see the same all-reduced NaN: each dump's
+// name says its rank, instead of one rank winning the name and the others getting "-2".
+TEST(Dump, ARanksDumpIsNamedAfterItsRank) {
+  TempDir tmp("dump-rank");
+  keel::probe::ProbeOptions options = dumping_into(tmp.path());
+  options.world_size = 4;
+  options.rank = 2;
+  Rig rig(options);
+  rig.step();
+  rig.step(/*nan=*/true);
+  ASSERT_TRUE(step_until_event(rig, "dump")) << "the automatic dump never finished";
+  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-1-nonfinite-rank2"});
+}
+
 TEST(Dump, TheDumpNonfinitePolicyCanBeSwitchedOff) {
   TempDir tmp("dump-off");
   Rig rig(dumping_into(tmp.path()));
