@@ -107,6 +107,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
     }
   }
   dumps_ = std::make_unique<CheckpointWriter>();
+  step_ = options_.first_step;
   record_.rank = options_.rank;
   record_.layer_count = static_cast<uint32_t>(params_.size());
 }

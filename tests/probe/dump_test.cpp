@@ -170,6 +170,21 @@ TEST(Dump, ARanksDumpIsNamedAfterItsRank) {
   EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-1-nonfinite-rank2"});
 }
 
+// A job resumed from a checkpoint counts on from the step it was taken at: its records and its
+// dumps say the real step, not one counted from 0 again.
+TEST(Dump, AResumedJobCountsOnFromItsFirstStep) {
+  TempDir tmp("dump-resumed");
+  keel::probe::ProbeOptions options = dumping_into(tmp.path());
+  options.first_step = 40000;
+  Rig rig(options);
+  rig.step();
+  EXPECT_EQ(rig.probe.last_record().step, 40000);
+  rig.step(/*nan=*/true);
+  EXPECT_EQ(rig.probe.last_record().step, 40001);
+  ASSERT_TRUE(step_until_event(rig, "dump")) << "the automatic dump never finished";
+  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-40001-nonfinite"});
+}
+
 TEST(Dump, TheDumpNonfinitePolicyCanBeSwitchedOff) {
   TempDir tmp("dump-off");
   Rig rig(dumping_into(tmp.path()));

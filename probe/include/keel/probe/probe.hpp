@@ -75,6 +75,9 @@ struct ProbeOptions {
   // still run) and takes no commands. Loopback by default. Commands are taken on the next port.
   std::string endpoint = wire::kDefaultPubEndpoint;
   std::string run_id;               // default: "<hostname>-<pid>-<start time>"
+  // The number of the first step(): a job resumed from a checkpoint taken at step 40,000 sets
+  // 40000, so its records and dumps go on from there instead of starting again at 0.
+  int64_t first_step = 0;
   int32_t rank = 0;
   int32_t world_size = 1;
   // Per LayerMetric (index = wire::LayerMetric): compute every N steps; 0 = never.
