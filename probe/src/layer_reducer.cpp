@@ -9,8 +9,9 @@ namespace keel::probe {
 namespace {
 
 bool cpu_float_contiguous(const torch::Tensor& t) {
-  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
-         t.is_contiguous() && !t.is_sparse();
+  // is_sparse() first: is_contiguous() throws on a sparse tensor.
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && !t.is_sparse() &&
+         t.is_contiguous();
 }
 
 // Stacks per-layer rows that live on several devices into one host table: one stack and one
@@ -173,10 +174,15 @@ void LayerReducer::reduce_generic_grads(const std::vector<size_t>& layers, float
   for (size_t i : layers) {
     auto grad = params_[i].mutable_grad();
     if (unscale != 1.0f) grad.mul_(unscale);
+    // A sparse gradient (an Embedding with sparse=true) is measured by the values it stores,
+    // coalesced so that repeated indices add up first; the elements it does not store are zeros.
+    const bool sparse = grad.is_sparse();
+    const auto stored = sparse ? grad.coalesce()._values() : grad;
     // fp16/bf16 widen exactly to fp32; fp64 stays fp64, where a value above FLT_MAX is finite.
-    auto g = grad.scalar_type() == torch::kDouble ? grad : grad.to(torch::kFloat);
+    auto g = stored.scalar_type() == torch::kDouble ? stored : stored.to(torch::kFloat);
     auto nonfinite = torch::isfinite(g).logical_not().sum().to(torch::kDouble);
     auto zeros = g.eq(0).sum().to(torch::kDouble);
+    if (sparse) zeros = zeros + static_cast<double>(grad.numel() - stored.numel());
     // max() propagates NaN, which is the definition of grad_absmax.
     auto absmax = g.numel() > 0 ? g.abs().max().to(torch::kDouble)
                                 : torch::zeros({}, g.options().dtype(torch::kDouble));

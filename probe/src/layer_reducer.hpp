@@ -6,9 +6,10 @@
 // device passes (device_passes.hpp), one launch per device, where keel is built with the CUDA
 // probe: gradients, weight norms, and, when the optimizer's update can be rebuilt from its
 // state (AdamW, Adam, SGD: update_rules.hpp), the update, with no copy of the weights. Every
-// other tensor (strided, other types, or on a GPU under another optimizer) goes through ATen
-// ops that run on its device and write into one small double stats tensor per device, brought
-// to the host with a single copy per pass; a snapshot of its weights gives its update.
+// other tensor (strided, other types, sparse gradients by the values they store, or on a GPU
+// under another optimizer) goes through ATen ops that run on its device and write into one
+// small double stats tensor per device, brought to the host with a single copy per pass; a
+// snapshot of its weights gives its update.
 // Threads: the training thread only. Never: throws for non-finite values; allocates in the CPU
 // fast path once warmed up.
 #pragma once
