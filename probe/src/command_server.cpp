@@ -26,10 +26,9 @@ constexpr int64_t kMaxFrameBytes = 1 << 20;
 // Frames read of one request; the rest are drained and ignored (a request has 3).
 constexpr size_t kMaxFrames = 8;
 constexpr int kLingerMs = 200;
-constexpr int kSendHighWaterMark = 20000;
-// How long one message of a history reply may wait for a slow client before the reply is
-// abandoned (the command thread serves nobody else meanwhile; training never waits on it).
-constexpr std::chrono::milliseconds kHistorySendTimeout{1000};
+// How long a history reply's client may take nothing before the reply is cut short (its ack
+// says how many steps it got). The command thread serves everyone else meanwhile.
+constexpr std::chrono::milliseconds kHistoryStallTimeout{1000};
 
 // The step of an encoded step record (event) from the publisher's rings; -1 if it is not one.
 template <class Message>
@@ -116,9 +115,9 @@ CommandServer::CommandServer(CommandServerOptions options)
     s.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
     // An ack for a client that has gone away fails visibly instead of queueing forever.
     s.set(zmq::sockopt::router_mandatory, 1);
-    // A history reply is thousands of messages; a client that stops reading is cut off by
-    // the send timeout (kHistorySendTimeout per message) instead.
-    s.set(zmq::sockopt::sndhwm, kSendHighWaterMark);
+    // A history reply is thousands of messages, sent as its client takes them
+    // (send_histories); one that stops reading is cut off after kHistoryStallTimeout.
+    s.set(zmq::sockopt::sndhwm, options_.send_high_water_mark);
     s.bind(options_.endpoint);
     bound_endpoint_ = s.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -155,68 +154,96 @@ void CommandServer::reply(uint64_t ticket, const wire::Ack& ack) {
   }
 }
 
-void CommandServer::send_ack(const std::string& identity, wire::Ack ack, bool may_wait) {
+bool CommandServer::send_ack(const std::string& identity, wire::Ack ack) {
   auto& s = socket_->socket;
   ack.rank = options_.rank;
-  ack.seq = next_seq_++;
-  // Without may_wait a full pipe drops the ack (the client times out) rather than stalling
-  // every other client.
-  const auto flags = may_wait ? zmq::send_flags::none : zmq::send_flags::dontwait;
+  // A full pipe refuses the ack (the client times out, or a history reply tries again next
+  // turn) rather than stalling every other client.
+  const auto flags = zmq::send_flags::dontwait;
   try {
+    ack.seq = next_seq_;
     const std::vector<char> payload = wire::encode(ack);
     const std::string_view topic(wire::kTopicAck);
-    if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore | flags)) return;
+    if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore | flags)) return false;
+    ++next_seq_;
     s.send(zmq::buffer(topic), zmq::send_flags::sndmore | flags);
     s.send(zmq::buffer(payload), flags);
+    return true;
   } catch (const zmq::error_t&) {
     // The client disconnected (EHOSTUNREACH) or stopped reading: nobody is left to tell.
+    return true;
   }
 }
 
-void CommandServer::send_history(const std::string& identity, const wire::Command& command) {
+void CommandServer::start_history(const std::string& identity, const wire::Command& command) {
   wire::Ack ack;
   ack.id = command.id;
   if (!options_.history) {
     ack.error = "this probe keeps no history (it publishes no telemetry or its ring size is 0)";
-    return send_ack(identity, ack);
+    return (void)send_ack(identity, ack);
+  }
+  if (histories_.size() >= kMaxHistoryReplies) {
+    ack.error = "busy: " + std::to_string(histories_.size()) + " history answers are being sent";
+    return (void)send_ack(identity, ack);
   }
   auto ring = options_.history();
   const size_t first = ring.size() > static_cast<size_t>(command.count) ? ring.size() - command.count : 0;
-  auto& s = socket_->socket;
-  const std::string_view topic(wire::kTopicStep);
-  const auto deadline_per_message = static_cast<int>(kHistorySendTimeout.count());
-  s.set(zmq::sockopt::sndtimeo, deadline_per_message);
-  int64_t sent = 0;
-  auto send_one = [&](std::string_view topic_of_message, const std::vector<char>& payload) {
-    if (!s.send(zmq::buffer(identity), zmq::send_flags::sndmore)) return false;
-    s.send(zmq::buffer(topic_of_message), zmq::send_flags::sndmore);
-    s.send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::none);
-    return true;
-  };
-  try {
-    for (size_t i = first; i < ring.size(); ++i) {
-      if (!send_one(topic, *ring[i])) break;
-      ++sent;
+  HistoryReply reply;
+  reply.identity = identity;
+  reply.ack = ack;
+  reply.ack.ok = true;
+  for (size_t i = first; i < ring.size(); ++i) reply.messages.emplace_back(wire::kTopicStep, std::move(ring[i]));
+  reply.steps = reply.messages.size();
+  // The events follow: all the probe keeps when the whole ring was asked for (the first
+  // non-finite gradient may be older than every step kept), else those of the steps sent.
+  if (options_.event_history) {
+    const bool whole_ring = first == 0;
+    const int64_t since = whole_ring || reply.steps == 0 ? 0 : step_of(*reply.messages.front().second);
+    for (auto& event : options_.event_history()) {
+      if (!whole_ring && event_step_of(*event) < since) continue;
+      reply.messages.emplace_back(wire::kTopicEvent, std::move(event));
     }
-    // The events follow: all the probe keeps when the whole ring was asked for (the first
-    // non-finite gradient may be older than every step kept), else those of the steps sent.
-    if (options_.event_history && sent == static_cast<int64_t>(ring.size() - first)) {
-      const bool whole_ring = first == 0;
-      const int64_t since = whole_ring ? 0 : step_of(*ring[first]);
-      for (const auto& event : options_.event_history()) {
-        if (!whole_ring && event_step_of(*event) < since) continue;
-        if (!send_one(wire::kTopicEvent, *event)) break;
-      }
-    }
-  } catch (const zmq::error_t&) {
-    // The client went away or stopped reading: the ack below says how much it got.
   }
-  ack.ok = true;
-  ack.count = sent;
-  if (sent > 0) ack.step = step_of(*ring[first + static_cast<size_t>(sent) - 1]);
-  // Behind thousands of step messages the pipe may be full: wait (bounded) rather than drop.
-  send_ack(identity, ack, /*may_wait=*/true);
-  s.set(zmq::sockopt::sndtimeo, -1);
+  reply.last_progress = std::chrono::steady_clock::now();
+  histories_.push_back(std::move(reply));
+}
+
+void CommandServer::send_histories() {
+  auto& s = socket_->socket;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = histories_.begin(); it != histories_.end();) {
+    HistoryReply& r = *it;
+    bool gone = false;
+    try {
+      while (r.next < r.messages.size()) {
+        const auto& [topic, payload] = r.messages[r.next];
+        // The client's pipe is full: the rest waits for the next turn.
+        if (!s.send(zmq::buffer(r.identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) break;
+        s.send(zmq::buffer(std::string_view(topic)), zmq::send_flags::sndmore);
+        s.send(zmq::buffer(payload->data(), payload->size()), zmq::send_flags::none);
+        ++r.next;
+        r.last_progress = now;
+      }
+    } catch (const zmq::error_t&) {
+      gone = true;   // the client went away (EHOSTUNREACH): nobody is left to tell
+    }
+    const bool stalled = now - r.last_progress >= kHistoryStallTimeout;
+    if (!gone && r.next < r.messages.size() && !stalled) {
+      ++it;
+      continue;
+    }
+    // Complete or cut short: the ack says how many steps went out. Behind thousands of
+    // messages the client's pipe may still be full: the ack waits its turn like them.
+    const size_t steps_sent = std::min(r.next, r.steps);
+    r.ack.count = static_cast<int64_t>(steps_sent);
+    if (steps_sent > 0) r.ack.step = step_of(*r.messages[steps_sent - 1].second);
+    r.messages.resize(r.next);   // nothing more of it goes out
+    if (!gone && !send_ack(r.identity, r.ack) && !stalled) {
+      ++it;
+      continue;
+    }
+    it = histories_.erase(it);
+  }
 }
 
 void CommandServer::handle(std::vector<std::string>& frames) {
@@ -224,36 +251,36 @@ void CommandServer::handle(std::vector<std::string>& frames) {
   wire::Ack refusal;
   if (frames.size() != 3) {
     refusal.error = "expected 2 frames (topic, payload), got " + std::to_string(frames.size() - 1);
-    return send_ack(identity, refusal);
+    return (void)send_ack(identity, refusal);
   }
   if (frames[1] != wire::kTopicCommand) {
     refusal.error = "topic must be \"cmd\", got \"" + frames[1].substr(0, 32) + "\"";
-    return send_ack(identity, refusal);
+    return (void)send_ack(identity, refusal);
   }
   const std::string& payload = frames[2];
   if (payload.size() > kMaxCommandBytes) {
     refusal.error = "command of " + std::to_string(payload.size()) + " bytes exceeds the limit of " +
                     std::to_string(kMaxCommandBytes) + " bytes";
-    return send_ack(identity, refusal);
+    return (void)send_ack(identity, refusal);
   }
   wire::DecodeResult decoded = wire::decode(payload.data(), payload.size());
   if (!decoded.ok) {
     refusal.error = "malformed command: " + decoded.error;
-    return send_ack(identity, refusal);
+    return (void)send_ack(identity, refusal);
   }
   auto* command = std::get_if<wire::Command>(&decoded.message);
   if (command == nullptr) {
     refusal.error = std::string("expected a cmd message, got ") + wire::topic_of(decoded.message);
-    return send_ack(identity, refusal);
+    return (void)send_ack(identity, refusal);
   }
   refusal.id = command->id;
   refusal.error = check_command(*command, options_.rank);
-  if (!refusal.error.empty()) return send_ack(identity, refusal);
-  // History needs no model state: answered here, at once, whatever the training loop does.
-  if (command->kind == "history") return send_history(identity, *command);
+  if (!refusal.error.empty()) return (void)send_ack(identity, refusal);
+  // History needs no model state: answered here, whatever the training loop does.
+  if (command->kind == "history") return start_history(identity, *command);
   if (clients_.size() >= options_.queue_capacity) {
     refusal.error = "busy: " + std::to_string(clients_.size()) + " commands are already waiting";
-    return send_ack(identity, refusal);
+    return (void)send_ack(identity, refusal);
   }
   const uint64_t ticket = next_ticket_++;
   clients_.emplace_back(ticket, identity);
@@ -347,6 +374,7 @@ void CommandServer::run() {
       }
       receive_all();
       send_replies();
+      send_histories();
     } catch (const std::exception&) {
       // A socket error must not end the command channel; the next poll retries.
     }

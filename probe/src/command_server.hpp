@@ -46,6 +46,8 @@ inline constexpr const char* kPolicySkipSpike = "skip_spike";
 inline constexpr const char* kPolicyDumpNonfinite = "dump_nonfinite";
 // Largest `count` of a history request (all of any ring the probe can be configured with).
 inline constexpr int64_t kMaxHistoryCount = int64_t{1} << 20;
+// History answers in progress at once; another request is refused as busy.
+inline constexpr size_t kMaxHistoryReplies = 8;
 // Longest dump label accepted (it is sanitised and cut to 64 characters for the file name).
 inline constexpr size_t kMaxLabelBytes = 256;
 
@@ -53,6 +55,8 @@ struct CommandServerOptions {
   std::string endpoint;          // where to bind the ROUTER socket; may have a wildcard port
   int32_t rank = 0;              // commands for another rank are refused
   size_t queue_capacity = 64;    // commands taken but not yet answered, at most
+  // Messages queued for one client before it must read (a history answer goes out as it does).
+  int send_high_water_mark = 20000;
   // The publisher's ring of encoded step records, oldest first (called on the command
   // thread); empty: history requests are refused.
   std::function<std::vector<std::shared_ptr<const std::vector<char>>>()> history;
@@ -103,14 +107,28 @@ class CommandServer {
     uint64_t ticket = 0;
     wire::Ack ack;
   };
+  // A history answer in progress: sent a few messages at a time between the other work of the
+  // command thread, never waiting on its client, so a slow reader delays no one's ack.
+  struct HistoryReply {
+    std::string identity;
+    wire::Ack ack;   // its id; count and step as steps go out
+    std::vector<std::pair<const char*, std::shared_ptr<const std::vector<char>>>> messages;   // topic, payload
+    size_t steps = 0;   // messages[0, steps) are step records, the rest events
+    size_t next = 0;
+    std::chrono::steady_clock::time_point last_progress;
+  };
   struct Socket;
 
   void run();
   void collect_refusals();
   void receive_all();
   void handle(std::vector<std::string>& frames);
-  void send_ack(const std::string& identity, wire::Ack ack, bool may_wait = false);
-  void send_history(const std::string& identity, const wire::Command& command);
+  // Never waits: false when the client's pipe is full (the ack is not sent).
+  bool send_ack(const std::string& identity, wire::Ack ack);
+  void start_history(const std::string& identity, const wire::Command& command);
+  // Sends what the history replies' clients take now; ends a reply when it is complete or
+  // its client took nothing for kHistoryStallTimeout.
+  void send_histories();
   void send_replies();
 
   CommandServerOptions options_;
@@ -125,6 +143,7 @@ class CommandServer {
   std::vector<std::pair<uint64_t, std::string>> clients_;
   uint64_t next_ticket_ = 1;
   uint64_t next_seq_ = 0;
+  std::deque<HistoryReply> histories_;      // command thread; at most kMaxHistoryReplies
 
   std::unique_ptr<ZapAuthenticator> zap_;   // command thread; null without authentication
   std::unique_ptr<zmq::socket_t> monitor_;  // handshake failures of the command socket, with zap_
