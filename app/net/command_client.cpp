@@ -88,103 +88,142 @@ void CommandClient::finish(uint64_t id, CommandState state, const keel::wire::Ac
   status.error = error;
 }
 
-void CommandClient::run() {
+// The thread's sockets and scratch, kept across turns.
+struct CommandClient::Loop {
   std::map<std::string, std::unique_ptr<CommandSocket>> sockets;
   std::vector<Outgoing> sending;
   std::vector<zmq::pollitem_t> items;
   std::vector<CommandSocket*> polled;
+};
+
+void CommandClient::run() {
+  Loop loop;
   while (!stop_.load()) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      sending.swap(outbox_);
-    }
-    for (Outgoing& outgoing : sending) {
-      std::string error;
-      std::unique_ptr<CommandSocket>& socket = sockets[outgoing.command_endpoint];
-      if (!socket) {
-        try {
-          socket = std::make_unique<CommandSocket>(outgoing.command_endpoint, options_.auth);
-        } catch (const std::exception& failure) {
-          error = failure.what();
-        }
-      }
-      if (socket) socket->send(outgoing.command, error);
-      if (!socket) sockets.erase(outgoing.command_endpoint);
-      const double timeout_secs =
-          outgoing.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error.empty()) {
-        finish(outgoing.id, CommandState::kRefused, nullptr, "not sent: " + error);
-      } else if (statuses_.count(outgoing.id) != 0) {
-        deadlines_[outgoing.id] =
-            Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(timeout_secs));
-      }
-    }
-    sending.clear();
-
-    items.clear();
-    polled.clear();
-    for (auto& [endpoint, socket] : sockets) {
-      items.push_back(zmq::pollitem_t{socket->socket().handle(), 0, ZMQ_POLLIN, 0});
-      polled.push_back(socket.get());
-    }
-    if (items.empty()) {
+    try {
+      serve_once(loop);
+    } catch (const std::exception& failure) {
+      // A socket failure used to leave this thread with the exception and end the dashboard.
+      channel_failed(loop, failure.what());
       std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
-    } else {
-      try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
-      } catch (const zmq::error_t& error) {
-        if (error.num() != EINTR) throw;
-      }
     }
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!(items[i].revents & ZMQ_POLLIN)) continue;
-      while (true) {
-        ReceiveResult reply = polled[i]->receive(0);
-        if (reply.status == ReceiveStatus::kTimeout || reply.status == ReceiveStatus::kInterrupted) {
-          break;
-        }
-        const auto* ack = reply.status == ReceiveStatus::kMessage
-                              ? std::get_if<keel::wire::Ack>(&reply.message)
-                              : nullptr;
-        if (ack == nullptr) continue;  // not an answer to a command of ours
-        std::lock_guard<std::mutex> lock(mutex_);
-        uint64_t id = ack->id;
-        if (id == 0) {
-          // The probe could not read the command it refuses; it is ours if exactly one of
-          // ours to that endpoint is unanswered.
-          int unanswered = 0;
-          for (const auto& [pending_id, deadline] : deadlines_) {
-            if (statuses_[pending_id].command_endpoint == polled[i]->endpoint()) {
-              ++unanswered;
-              id = pending_id;
-            }
-          }
-          if (unanswered != 1) continue;
-        }
-        const auto found = statuses_.find(id);
-        if (found == statuses_.end() || found->second.command_endpoint != polled[i]->endpoint()) {
-          continue;
-        }
-        finish(id, ack->ok ? CommandState::kAcknowledged : CommandState::kRefused, ack, ack->error);
-      }
-    }
+  }
+}
 
+void CommandClient::channel_failed(Loop& loop, const std::string& why) {
+  // Fresh sockets for the next commands; those in flight may have reached their probe.
+  loop.sockets.clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<uint64_t> pending;
+  for (const auto& [id, deadline] : deadlines_) pending.push_back(id);
+  for (uint64_t id : pending) {
+    finish(id, CommandState::kTimedOut, nullptr,
+           "the command channel failed (" + why + "); it may still be applied, it is not resent");
+  }
+  // Taken from the outbox but not sent yet (no deadline): they never left.
+  for (const Outgoing& outgoing : loop.sending) {
+    const auto found = statuses_.find(outgoing.id);
+    if (found != statuses_.end() && found->second.state == CommandState::kPending) {
+      finish(outgoing.id, CommandState::kRefused, nullptr, "not sent: the command channel failed (" + why + ")");
+    }
+  }
+  loop.sending.clear();
+}
+
+void CommandClient::serve_once(Loop& loop) {
+  auto& sockets = loop.sockets;
+  auto& sending = loop.sending;
+  auto& items = loop.items;
+  auto& polled = loop.polled;
+  {
     std::lock_guard<std::mutex> lock(mutex_);
-    const Clock::time_point now = Clock::now();
-    std::vector<uint64_t> expired;
-    for (const auto& [id, deadline] : deadlines_) {
-      if (deadline <= now) expired.push_back(id);
+    sending.swap(outbox_);
+  }
+  for (Outgoing& outgoing : sending) {
+    std::string error;
+    std::unique_ptr<CommandSocket>& socket = sockets[outgoing.command_endpoint];
+    if (!socket) {
+      try {
+        socket = std::make_unique<CommandSocket>(outgoing.command_endpoint, options_.auth);
+      } catch (const std::exception& failure) {
+        error = failure.what();
+      }
     }
-    for (uint64_t id : expired) {
-      const CommandStatus& status = statuses_[id];
-      const double timeout_secs =
-          status.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
-      finish(id, CommandState::kTimedOut, nullptr,
-             "no answer within " + seconds_text(timeout_secs) +
-                 "; it may still be applied later, it is not resent");
+    if (socket) socket->send(outgoing.command, error);
+    if (!socket) sockets.erase(outgoing.command_endpoint);
+    const double timeout_secs =
+        outgoing.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error.empty()) {
+      finish(outgoing.id, CommandState::kRefused, nullptr, "not sent: " + error);
+    } else if (statuses_.count(outgoing.id) != 0) {
+      deadlines_[outgoing.id] =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(timeout_secs));
     }
+  }
+  sending.clear();
+
+  items.clear();
+  polled.clear();
+  for (auto& [endpoint, socket] : sockets) {
+    items.push_back(zmq::pollitem_t{socket->socket().handle(), 0, ZMQ_POLLIN, 0});
+    polled.push_back(socket.get());
+  }
+  if (items.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+  } else {
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
+    } catch (const zmq::error_t& error) {
+      if (error.num() != EINTR) throw;   // to run(), which recovers
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!(items[i].revents & ZMQ_POLLIN)) continue;
+    while (true) {
+      ReceiveResult reply = polled[i]->receive(0);
+      if (reply.status == ReceiveStatus::kTimeout || reply.status == ReceiveStatus::kInterrupted) {
+        break;
+      }
+      const auto* ack = reply.status == ReceiveStatus::kMessage
+                            ? std::get_if<keel::wire::Ack>(&reply.message)
+                            : nullptr;
+      if (ack == nullptr) continue;  // not an answer to a command of ours
+      std::lock_guard<std::mutex> lock(mutex_);
+      uint64_t id = ack->id;
+      if (id == 0) {
+        // The probe could not read the command it refuses; it is ours if exactly one of
+        // ours to that endpoint is unanswered.
+        int unanswered = 0;
+        for (const auto& [pending_id, deadline] : deadlines_) {
+          if (statuses_[pending_id].command_endpoint == polled[i]->endpoint()) {
+            ++unanswered;
+            id = pending_id;
+          }
+        }
+        if (unanswered != 1) continue;
+      }
+      const auto found = statuses_.find(id);
+      if (found == statuses_.end() || found->second.command_endpoint != polled[i]->endpoint()) {
+        continue;
+      }
+      finish(id, ack->ok ? CommandState::kAcknowledged : CommandState::kRefused, ack, ack->error);
+    }
+  }
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Clock::time_point now = Clock::now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, deadline] : deadlines_) {
+    if (deadline <= now) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    const CommandStatus& status = statuses_[id];
+    const double timeout_secs =
+        status.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
+    finish(id, CommandState::kTimedOut, nullptr,
+           "no answer within " + seconds_text(timeout_secs) +
+               "; it may still be applied later, it is not resent");
   }
 }
 

@@ -85,7 +85,13 @@ class CommandClient {
     keel::wire::Command command;
   };
 
+  struct Loop;
   void run();
+  // One turn of the thread: sends what was submitted, takes acks, times out the silent.
+  void serve_once(Loop& loop);
+  // A turn failed (a socket error): its sockets are dropped and the commands in flight end
+  // as timed out, saying why; the thread goes on with fresh sockets.
+  void channel_failed(Loop& loop, const std::string& why);
   // Called with mutex_ held.
   void finish(uint64_t id, CommandState state, const keel::wire::Ack* ack, const std::string& error);
 
