@@ -9,18 +9,14 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "two_layer_net.hpp"
 
 namespace {
 
 using keel::test::TwoLayer;
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;
-  return o;
-}
+using keel::test::quiet;
 
 void backward(TwoLayer& net, torch::optim::Optimizer& opt) {
   opt.zero_grad();

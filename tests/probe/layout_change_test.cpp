@@ -15,6 +15,7 @@
 
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
+#include "quiet_options.hpp"
 #include "reference_stats.hpp"
 #include "two_layer_net.hpp"
 
@@ -25,12 +26,7 @@ using keel::test::close_rel;
 using keel::test::TwoLayer;
 using keel::wire::LayerMetric;
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;
-  return o;
-}
+using keel::test::quiet;
 
 void backward(TwoLayer& net, torch::optim::Optimizer& opt, torch::Dtype dtype = torch::kFloat) {
   opt.zero_grad();

@@ -10,6 +10,7 @@
 
 #include "keel/probe/grad_scaler.hpp"
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "reference_stats.hpp"
 #include "two_layer_net.hpp"
 
@@ -18,12 +19,7 @@ namespace {
 using keel::test::TwoLayer;
 using keel::wire::LayerMetric;
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;
-  return o;
-}
+using keel::test::quiet;
 
 struct Rig {
   Rig() : temperature(torch::ones({3}).requires_grad_(true)), opt(params(), torch::optim::SGDOptions(0.1)) {}

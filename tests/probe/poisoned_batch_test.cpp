@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "temp_dir.hpp"
 #include "two_layer_net.hpp"
 
@@ -44,12 +45,7 @@ TORCH_MODULE(SmallConvNet);
 constexpr int64_t kPoisonedStep = 5;
 constexpr double kPoisonedTarget = 1e29;
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;
-  return o;
-}
+using keel::test::quiet;
 
 // One batch's loss, after its backward; `poisoned` gives the batch a corrupt target.
 torch::Tensor forward_backward(SmallConvNet& net, torch::optim::Optimizer& opt, int64_t seed, bool poisoned,

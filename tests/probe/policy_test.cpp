@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "two_layer_net.hpp"
 
 namespace {
@@ -13,12 +14,7 @@ using keel::test::bit_identical;
 using keel::test::poison;
 using keel::test::TwoLayer;
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;   // dumps have their own tests (dump_test.cpp); none in the cwd
-  return o;
-}
+using keel::test::quiet;
 
 torch::Tensor forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, int64_t seed, double scale = 1.0) {
   torch::manual_seed(seed);

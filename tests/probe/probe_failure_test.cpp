@@ -12,6 +12,7 @@
 
 #include "keel/probe/grad_scaler.hpp"
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "two_layer_net.hpp"
 
 namespace {
@@ -26,12 +27,7 @@ struct HalfReadableImpl : torch::nn::Module {
 };
 TORCH_MODULE(HalfReadable);
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;
-  return o;
-}
+using keel::test::quiet;
 
 // Gradients as a backward scaled by `scale` would leave them: fc's all 0.5 once unscaled.
 void set_grads(HalfReadable& net, double scale) {

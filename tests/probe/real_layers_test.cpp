@@ -8,18 +8,14 @@
 
 #include "keel/probe/grad_scaler.hpp"
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "reference_stats.hpp"
 
 namespace {
 
 using keel::wire::LayerMetric;
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;
-  return o;
-}
+using keel::test::quiet;
 
 struct SparseEmbeddingNetImpl : torch::nn::Module {
   SparseEmbeddingNetImpl() {

@@ -10,6 +10,7 @@
 
 #include "keel/probe/grad_scaler.hpp"
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "reference_stats.hpp"
 
 namespace {
@@ -31,12 +32,7 @@ struct SharedNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(SharedNet);
 
-keel::probe::ProbeOptions quiet() {
-  keel::probe::ProbeOptions o;
-  o.endpoint = "";
-  o.dump_on_nonfinite = false;
-  return o;
-}
+using keel::test::quiet;
 
 void backward(SharedNet& net, torch::optim::Optimizer& opt, int64_t seed, double scale) {
   torch::manual_seed(seed);
