@@ -12,13 +12,12 @@ void Probe::Impl::follow_layout() {
   try {
     const ModelParameters now = parameters_of(model_, &optimizer_);
     const LayoutChange change = layout_.compare(now.params);
-    // Weights written outside the step: the copy the last update pass kept is not W.
+    // Weights written outside the step: the copy the last update pass kept is not W. (They
+    // are remembered as the step's own again at end_step.)
     if (change.weights) snapshot_current_ = false;
     if (change.layout) {
       if (now.params.empty()) throw std::runtime_error("the model has no parameters any more (" + change.what + ")");
       replan(now, change.what);
-    } else if (change.weights) {
-      layout_.remember_weights(params_);
     }
     layout_error_.clear();
   } catch (const std::exception& e) {
