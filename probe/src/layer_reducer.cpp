@@ -57,7 +57,9 @@ LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
 }
 
 void LayerReducer::measure_updates_of(torch::optim::Optimizer* optimizer) {
-  rebuild_from_ = optimizer != nullptr && has_update_rules(*optimizer) ? optimizer : nullptr;
+  // One that steps a tensor twice is measured as other optimizers are (a copy of W, opt-in
+  // on a device): one rule would report half of such a tensor's update.
+  rebuild_from_ = optimizer != nullptr && has_update_rules(*optimizer) && !steps_a_tensor_twice(*optimizer) ? optimizer : nullptr;
 }
 
 bool LayerReducer::on_fast_path(size_t layer) const {

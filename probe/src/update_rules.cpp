@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "keel/probe/torch_compat.hpp"
 
@@ -86,11 +87,22 @@ bool has_update_rules(torch::optim::Optimizer& optimizer) {
          dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr;
 }
 
+bool steps_a_tensor_twice(torch::optim::Optimizer& optimizer) {
+  std::unordered_set<const void*> seen;
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (!seen.insert(p.unsafeGetTensorImpl()).second) return true;
+    }
+  }
+  return false;
+}
+
 void read_update_rules(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
                        std::vector<LayerUpdateRule>& rules) {
   rules.assign(params.size(), LayerUpdateRule{});
   std::unordered_map<const void*, size_t> layer_of;
   for (size_t i = 0; i < params.size(); ++i) layer_of[params[i].unsafeGetTensorImpl()] = i;
+  std::vector<bool> read(params.size(), false);
   const bool adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   const bool adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
   const bool sgd = dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr;
@@ -99,6 +111,11 @@ void read_update_rules(torch::optim::Optimizer& optimizer, const std::vector<tor
     for (const auto& p : group.params()) {
       const auto found = layer_of.find(p.unsafeGetTensorImpl());
       if (found == layer_of.end()) continue;
+      if (!read[found->second]) {
+        read[found->second] = true;
+      } else {
+        throw std::runtime_error("keel: the optimizer holds one tensor twice and steps it twice; its update cannot be rebuilt");
+      }
       LayerUpdateRule& rule = rules[found->second];
       bool known = false;
       if (adamw) known = adam_rule<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(optimizer, group, p, true, rule);

@@ -23,10 +23,14 @@ struct LayerUpdateRule {
 
 // Whether `optimizer` is one whose updates can be rebuilt (AdamW, Adam, SGD).
 bool has_update_rules(torch::optim::Optimizer& optimizer);
+// Whether it holds some tensor more than once (built from a model that registers a submodule
+// twice): libtorch steps such a tensor once per entry, which one rule does not rebuild.
+bool steps_a_tensor_twice(torch::optim::Optimizer& optimizer);
 
 // rules[i] for params[i], after optimizer.step(). A layer the optimizer did not step (no
 // gradient, not in any group) gets the zero update. Throws std::runtime_error where the update
-// cannot be rebuilt (an optimizer without rules; lr * weight_decay >= 1, which erases W_old).
+// cannot be rebuilt (an optimizer without rules; lr * weight_decay >= 1, which erases W_old; a
+// tensor the optimizer steps twice).
 void read_update_rules(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
                        std::vector<LayerUpdateRule>& rules);
 

@@ -97,4 +97,29 @@ TEST(UpdateRules, DecayThatErasesTheWeightsIsRefused) {
   EXPECT_THROW(keel::probe::read_update_rules(adamw, params, rules), std::runtime_error);
 }
 
+// An optimizer built from a model that registers a submodule twice holds its tensors twice,
+// and libtorch steps each twice: W -= lr * g, twice. One rule rebuilt half that update, and
+// reported it as the update. Such an optimizer has no rules to go by.
+TEST(UpdateRules, ATensorSteppedTwiceIsRefused) {
+  torch::Tensor shared = torch::randn({4}, torch::requires_grad());
+  torch::Tensor own = torch::randn({3}, torch::requires_grad());
+  torch::optim::SGD twice({shared, own, shared}, torch::optim::SGDOptions(0.1));
+  torch::optim::SGD once({shared, own}, torch::optim::SGDOptions(0.1));
+  EXPECT_TRUE(keel::probe::steps_a_tensor_twice(twice));
+  EXPECT_FALSE(keel::probe::steps_a_tensor_twice(once));
+
+  shared.mutable_grad() = torch::ones({4});
+  own.mutable_grad() = torch::ones({3});
+  const torch::Tensor before = shared.detach().clone();
+  twice.step();
+  EXPECT_TRUE(torch::allclose(before - shared.detach(), torch::full({4}, 0.2))) << "libtorch stepped it twice";
+  std::vector<LayerUpdateRule> rules;
+  try {
+    keel::probe::read_update_rules(twice, {shared, own}, rules);
+    ADD_FAILURE() << "rebuilt as one step";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds one tensor twice"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
