@@ -1,12 +1,32 @@
 // The model changed after attach (ParameterLayout): its layers planned again at the next step.
+#include <algorithm>
 #include <exception>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "probe_impl.hpp"
 #include "run_description.hpp"
 
 namespace keel::probe {
+namespace {
+
+// The layers whose other names changed while the layers did not (a tensor registered again
+// under another name, or such a name gone), as "fc1.weight now also named fc2.shared", or "".
+std::string alias_change(const ModelParameters& now, const wire::RunDescription& described) {
+  std::string what;
+  for (size_t i = 0; i < now.params.size() && i < described.layers.size(); ++i) {
+    const auto& aliases = now.aliases[i];
+    const std::vector<std::string> shown(aliases.begin(), aliases.begin() + std::min<size_t>(aliases.size(), wire::kMaxAliases));
+    if (shown == described.layers[i].aliases) continue;
+    std::string names;
+    for (const std::string& alias : shown) names += (names.empty() ? "" : ", ") + alias;
+    what += (what.empty() ? "" : "; ") + now.params[i].first + (names.empty() ? " has no other name now" : " now also named " + names);
+  }
+  return what;
+}
+
+}  // namespace
 
 void Probe::Impl::follow_layout() {
   try {
@@ -18,6 +38,11 @@ void Probe::Impl::follow_layout() {
     if (change.layout) {
       if (now.params.empty()) throw std::runtime_error("the model has no parameters any more (" + change.what + ")");
       replan(now, change.what);
+    } else if (const std::string renamed = alias_change(now, description_); !renamed.empty()) {
+      // The same layers under other names besides their own: only the description changes.
+      describe_layers(now, description_);
+      if (publisher_) publisher_->describe(description_);
+      add_event("layout_changed", "", "the model's parameters changed after the last step: " + renamed + "; the run is re-described");
     }
     layout_error_.clear();
   } catch (const std::exception& e) {

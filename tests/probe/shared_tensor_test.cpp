@@ -83,4 +83,29 @@ TEST(SharedTensor, ItsGradientIsUnscaledOnce) {
                                     keel::test::reference_norm(expected), 1e-5));
 }
 
+// A name added for a tensor after attach (a weight tied by registering it again) changes no
+// layer, only its other names: the run is re-described with them, and the event says so. They
+// were never re-described, as the set of tensors had not changed.
+TEST(SharedTensor, ANameAddedAfterAttachIsReDescribed) {
+  torch::manual_seed(0);
+  SharedNet net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  backward(net, opt, 1, 1.0);
+  probe.step(torch::tensor(1.0));
+  ASSERT_TRUE(probe.description().layers[2].aliases.empty());
+
+  net->head->register_parameter("tied", net->enc->bias);   // enc.bias, now also head.tied
+  backward(net, opt, 2, 1.0);
+  probe.step(torch::tensor(1.0));
+  const auto& layers = probe.description().layers;
+  ASSERT_EQ(layers.size(), 4u) << "still one layer per tensor";
+  EXPECT_EQ(layers[1].aliases, (std::vector<std::string>{"dec.bias", "head.tied"}));
+  std::string detail;
+  for (const auto& e : probe.last_events()) {
+    if (e.kind == "layout_changed") detail = e.detail;
+  }
+  EXPECT_NE(detail.find("enc.bias now also named dec.bias, head.tied"), std::string::npos) << detail;
+}
+
 }  // namespace
