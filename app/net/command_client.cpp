@@ -130,6 +130,7 @@ void CommandClient::channel_failed(Loop& loop, const std::string& why) {
 }
 
 void CommandClient::serve_once(Loop& loop) {
+  if (options_.before_each_turn) options_.before_each_turn();
   auto& sockets = loop.sockets;
   auto& sending = loop.sending;
   auto& items = loop.items;

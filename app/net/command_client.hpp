@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -58,6 +59,9 @@ struct CommandClientOptions {
   double dump_timeout_secs = 120.0;
   // Keys for a probe that requires authenticated commands (keel --server-key --key).
   CommandAuth auth;
+  // Fault injection for tests: called on the command thread at the start of each turn; an
+  // exception it throws is handled as a socket failure in that turn would be.
+  std::function<void()> before_each_turn;
 };
 
 class CommandClient {

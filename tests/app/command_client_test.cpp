@@ -3,7 +3,9 @@
 // right command, silence becomes "timed out" without a resend, and a late ack still shows.
 #include "net/command_client.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -143,6 +145,36 @@ TEST(CommandClient, ALateAckAfterTheTimeoutIsShownAsLate) {
   EXPECT_EQ(late.state, CommandState::kAcknowledged);
   EXPECT_TRUE(late.answered_late);
   EXPECT_EQ(late.ack.step, 5);
+}
+
+// A socket failure on the command thread used to leave the thread with its exception, which
+// ended the dashboard (issue 12, item 8). Now the commands in flight end as timed out, saying
+// why, and the next command goes out on fresh sockets.
+TEST(CommandClient, AChannelFailureEndsTheCommandsInFlightAndTheClientGoesOn) {
+  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+    if (c.kind == "skip") return {};   // stays in flight
+    return {FakeCommandServer::ack_for(c, true, 5)};
+  });
+  std::atomic<bool> fail_next_turn{false};
+  CommandClientOptions options;
+  options.before_each_turn = [&fail_next_turn] {
+    if (fail_next_turn.exchange(false)) throw std::runtime_error("injected socket failure");
+  };
+  CommandClient client(options);
+  const uint64_t in_flight = client.submit(server.endpoint(), command("skip"));
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while (server.received().empty() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(server.received().size(), 1u);
+
+  fail_next_turn = true;
+  const CommandStatus failed = wait_while_pending(client, in_flight);
+  EXPECT_EQ(failed.state, CommandState::kTimedOut);
+  EXPECT_NE(failed.error.find("the command channel failed (injected socket failure)"), std::string::npos) << failed.error;
+  EXPECT_NE(failed.error.find("not resent"), std::string::npos) << failed.error;
+
+  const CommandStatus next = wait_while_pending(client, client.submit(server.endpoint(), command("policy")));
+  EXPECT_EQ(next.state, CommandState::kAcknowledged) << next.error;
+  EXPECT_EQ(server.received().size(), 2u) << "the skip in flight is not resent";
 }
 
 TEST(CommandClient, NoCommandEndpointIsRefusedAtOnce) {
