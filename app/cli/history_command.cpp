@@ -103,6 +103,12 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
       print(reply.message);
       continue;
     }
+    if (const auto* run = std::get_if<keel::wire::RunDescription>(&reply.message)) {
+      // The history spans a change of layers: the records after it have these.
+      names.learn(*run);
+      print(reply.message);
+      continue;
+    }
     if (std::holds_alternative<keel::wire::Event>(reply.message)) {
       ++events;
       print(reply.message);

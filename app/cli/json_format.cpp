@@ -40,9 +40,11 @@ Json run_json(const wire::RunDescription& run) {
   return out;
 }
 
-Json layer_json(const wire::StepRecord& step, uint32_t layer, const LayerNames& names) {
+// `no_gradient`: why the step has no gradient for the layer ("frozen", "unused"), or null.
+Json layer_json(const wire::StepRecord& step, uint32_t layer, const LayerNames& names, const char* no_gradient) {
   Json out;
   out["name"] = names.name(step.rank, layer);
+  if (no_gradient) out["no_gradient"] = no_gradient;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     const auto metric = static_cast<wire::LayerMetric>(m);
     if (step.metric_block(metric) < 0) continue;
@@ -58,8 +60,15 @@ Json layer_json(const wire::StepRecord& step, uint32_t layer, const LayerNames& 
 }
 
 Json step_json(const wire::StepRecord& step, const LayerNames& names) {
+  std::vector<const char*> no_gradient(step.layer_count, nullptr);
+  for (uint32_t layer : step.unused_layers) {
+    if (layer < step.layer_count) no_gradient[layer] = "unused";
+  }
+  for (uint32_t layer : step.frozen_layers) {
+    if (layer < step.layer_count) no_gradient[layer] = "frozen";
+  }
   Json layers = Json::array();
-  for (uint32_t i = 0; i < step.layer_count; ++i) layers.push_back(layer_json(step, i, names));
+  for (uint32_t i = 0; i < step.layer_count; ++i) layers.push_back(layer_json(step, i, names, no_gradient[i]));
   Json scaler = nullptr;
   if (step.scaler) {
     scaler = Json{{"scale", json_number(step.scaler->scale)},

@@ -22,16 +22,16 @@ bool Model::ingest(const wire::Message& message) {
           if (current != current_.end()) {
             RunModel* run = current->second;
             // A run started from records alone waits for its description to learn its id.
-            if (run->run_id() == m.run_id || (run->run_id().empty() && !run->described())) {
-              target = run;
-            }
+            if (same_start(*run, m) || (run->run_id().empty() && !run->described())) target = run;
           }
-          if (target == nullptr) {
-            target = lookup(m.run_id, m.rank);
-            if (target == nullptr) target = &start_run(m.run_id, m.rank);
-          }
+          if (target == nullptr) target = lookup(m);
+          if (target == nullptr) target = &start_run(m.run_id, m.rank);
           current_[m.rank] = target;
-          target->note_seq(m.seq, true);
+          // Of a start the run knows (the same start_unix_ms): an earlier description again, in
+          // a history reply that spans a change of layers, not a restart.
+          const bool known_start = target->described() && m.start_unix_ms != 0 &&
+                                   target->description().start_unix_ms == m.start_unix_ms;
+          target->note_seq(m.seq, /*may_restart=*/!known_start);
           return target->describe(m);
         } else if constexpr (std::is_same_v<T, wire::StepRecord>) {
           RunModel& run = run_for(m.rank);
@@ -65,8 +65,22 @@ RunModel& Model::run_for(int32_t rank) {
 
 RunModel& Model::start_run(const std::string& run_id, int32_t rank) {
   evict_if_needed();
-  runs_.push_back(std::make_unique<RunModel>(run_id, rank, config_));
+  // An earlier start of the same run_id on this rank, still held: this is its next segment.
+  int segment = 1;
+  if (!run_id.empty()) {
+    for (const auto& run : runs_) {
+      if (run->rank() == rank && run->run_id() == run_id) segment = std::max(segment, run->segment() + 1);
+    }
+  }
+  runs_.push_back(std::make_unique<RunModel>(run_id, rank, config_, segment));
   return *runs_.back();
+}
+
+bool Model::same_start(const RunModel& run, const wire::RunDescription& description) {
+  if (run.rank() != description.rank || run.run_id() != description.run_id) return false;
+  // A start of 0 is unknown (a hand-built description): it never starts a segment.
+  const int64_t known = run.described() ? run.description().start_unix_ms : 0;
+  return known == 0 || description.start_unix_ms == 0 || known == description.start_unix_ms;
 }
 
 void Model::evict_if_needed() {
@@ -82,15 +96,19 @@ void Model::evict_if_needed() {
   }
 }
 
-RunModel* Model::lookup(const std::string& run_id, int32_t rank) const {
+RunModel* Model::lookup(const wire::RunDescription& description) const {
   for (const auto& run : runs_) {
-    if (run->rank() == rank && run->run_id() == run_id) return run.get();
+    if (same_start(*run, description)) return run.get();
   }
   return nullptr;
 }
 
 const RunModel* Model::find_run(const std::string& run_id, int32_t rank) const {
-  return lookup(run_id, rank);
+  // Newest first: the latest segment of a run_id started again.
+  for (auto run = runs_.rbegin(); run != runs_.rend(); ++run) {
+    if ((*run)->rank() == rank && (*run)->run_id() == run_id) return run->get();
+  }
+  return nullptr;
 }
 
 const RunModel* Model::current_run(int32_t rank) const {
@@ -106,8 +124,9 @@ std::vector<int32_t> Model::ranks() const {
 }
 
 uint64_t Model::probe_errors(const std::string& run_id) const {
+  // The ranks' current runs: an earlier segment's count ended with its process.
   uint64_t total = 0;
-  for (const auto& run : runs_) {
+  for (const auto& [rank, run] : current_) {
     if (run->run_id() == run_id) total += run->counters().probe_errors;
   }
   return total;

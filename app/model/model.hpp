@@ -3,7 +3,11 @@
 // What it is for: the single owner of all runs the app has seen. ingest() routes each message
 // to the run its rank is streaming now:
 //   - a RunDescription with a run_id new to that rank starts a new run (the old run keeps its
-//     history and stays listed); the same run_id again just refreshes names and watches;
+//     history and stays listed); the same run_id again just refreshes names and watches,
+//     unless its start_unix_ms differs: the job was started again under the same run_id
+//     (resumed from a checkpoint, counting from its step there), and that start is a new
+//     segment of the run, a RunModel of its own (RunModel::segment()), rather than records
+//     that all read as duplicates of the earlier start's steps;
 //   - step records and events go to the rank's current run; if none exists yet (the app
 //     attached mid-run and the periodic description has not come), a run with an empty run_id
 //     is started and adopts the run_id of the first description that arrives;
@@ -51,13 +55,13 @@ class Model {
   // Runs in the order they started, oldest first.
   size_t run_count() const { return runs_.size(); }
   const RunModel& run(size_t index) const { return *runs_[index]; }
-  // The run with this identity, or nullptr.
+  // The run with this identity (its newest segment), or nullptr.
   const RunModel* find_run(const std::string& run_id, int32_t rank) const;
   // The run a rank is streaming now (its newest), or nullptr if that rank never sent anything.
   const RunModel* current_run(int32_t rank) const;
   // Ranks that have sent telemetry, ascending.
   std::vector<int32_t> ranks() const;
-  // Failures inside the probe (StepRecord::probe_errors) summed over the ranks of a run.
+  // Failures inside the probe (StepRecord::probe_errors) summed over the ranks streaming a run.
   uint64_t probe_errors(const std::string& run_id) const;
 
   // Command acknowledgements, newest first, at most ModelConfig::max_acks.
@@ -71,7 +75,10 @@ class Model {
   size_t bytes_used() const;
 
  private:
-  RunModel* lookup(const std::string& run_id, int32_t rank) const;
+  // The held run (segment) a description belongs to, or nullptr.
+  RunModel* lookup(const wire::RunDescription& description) const;
+  // Whether the description is of this run's start (same run_id, rank and start_unix_ms).
+  static bool same_start(const RunModel& run, const wire::RunDescription& description);
   RunModel& run_for(int32_t rank);
   RunModel& start_run(const std::string& run_id, int32_t rank);
   void evict_if_needed();

@@ -46,8 +46,17 @@ const char* watch_metric_name(WatchMetric metric) {
   return "unknown";
 }
 
-RunModel::RunModel(std::string run_id, int32_t rank, const ModelConfig& config)
-    : run_id_(std::move(run_id)), rank_(rank), config_(config) {
+const char* gradient_state_name(GradientState state) {
+  switch (state) {
+    case GradientState::kMeasured: return "";
+    case GradientState::kFrozen: return "frozen";
+    case GradientState::kUnused: return "unused";
+  }
+  return "";
+}
+
+RunModel::RunModel(std::string run_id, int32_t rank, const ModelConfig& config, int segment)
+    : run_id_(std::move(run_id)), rank_(rank), config_(config), segment_(segment) {
   config_.max_events = std::max<size_t>(config_.max_events, 1);
 }
 
@@ -126,13 +135,13 @@ void RunModel::relayout(const std::vector<wire::LayerInfo>& layers) {
   const size_t n = layers.size();
   std::vector<size_t> source(n, kNew);   // the layer's index before, kNew for a new layer
   std::vector<std::string> names(n);
-  std::vector<bool> frozen(n, false);
+  std::vector<GradientState> states(n, GradientState::kMeasured);
   for (size_t i = 0; i < n; ++i) {
     names[i] = layers[i].name;
     const auto found = was.find(names[i]);
     if (found == was.end()) continue;
     source[i] = found->second;
-    frozen[i] = source[i] < frozen_.size() && frozen_[source[i]];
+    states[i] = gradient_state(source[i]);
   }
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     std::vector<SeriesHistory> series;
@@ -153,10 +162,10 @@ void RunModel::relayout(const std::vector<wire::LayerInfo>& layers) {
     latest_steps_[m] = std::move(steps);
   }
   layer_names_ = std::move(names);
-  frozen_ = std::move(frozen);
+  gradient_states_ = std::move(states);
 }
 
-void RunModel::note_seq(uint64_t seq, bool is_description) {
+void RunModel::note_seq(uint64_t seq, bool may_restart) {
   ++counters_.messages;
   if (!seq_known_) {
     seq_known_ = true;
@@ -169,7 +178,7 @@ void RunModel::note_seq(uint64_t seq, bool is_description) {
       counters_.seq_missing += seq - last_seq_ - 1;
     }
     last_seq_ = seq;
-  } else if (is_description) {
+  } else if (may_restart) {
     // A probe sends its description first after it starts: a lower seq there is a restart,
     // and counting from it keeps later messages from all reading as rewinds.
     last_seq_ = seq;
@@ -193,11 +202,14 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   }
 
   const size_t layer_count = record.layer_count;
-  // A frozen layer's gradient metrics were not measured: no sample, rather than a zero that
-  // reads as underflow. Its weight metrics still are.
-  frozen_.assign(std::max(frozen_.size(), layer_count), false);
+  // A frozen or unused layer's gradient metrics are not this step's: no sample, rather than
+  // a zero that reads as underflow. Its weight metrics still are.
+  gradient_states_.assign(std::max(gradient_states_.size(), layer_count), GradientState::kMeasured);
+  for (uint32_t layer : record.unused_layers) {
+    if (layer < layer_count) gradient_states_[layer] = GradientState::kUnused;
+  }
   for (uint32_t layer : record.frozen_layers) {
-    if (layer < layer_count) frozen_[layer] = true;
+    if (layer < layer_count) gradient_states_[layer] = GradientState::kFrozen;
   }
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     const bool gradient_metric = m <= static_cast<int>(wire::LayerMetric::kGradZeroFrac);
@@ -213,7 +225,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
     float* latest_values = latest_values_[m].data();
     int64_t* latest_steps = latest_steps_[m].data();
     for (size_t i = 0; i < available; ++i) {
-      if (gradient_metric && frozen_[i]) continue;
+      if (gradient_metric && gradient_states_[i] != GradientState::kMeasured) continue;
       series[i].append(step, values[i]);
       latest_values[i] = values[i];
       latest_steps[i] = step;

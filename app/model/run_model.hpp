@@ -56,6 +56,12 @@ const char* watch_metric_name(WatchMetric metric);
 
 // Health of one run's stream. Sequence numbers are per publisher (PROTOCOL §5); only the
 // telemetry topics (run, step, event) are counted, acks come from another socket's counter.
+// Whether a step measured a layer's gradient, and if not, why: its metrics then have no
+// sample for that step (a zero would read as underflow).
+enum class GradientState : uint8_t { kMeasured = 0, kFrozen, kUnused };
+// "frozen", "unused"; "" for kMeasured.
+const char* gradient_state_name(GradientState state);
+
 struct RunCounters {
   uint64_t messages = 0;        // run descriptions, step records and events received
   uint64_t steps_stored = 0;    // step records stored
@@ -86,15 +92,15 @@ struct LatestStep {
 
 class RunModel {
  public:
-  RunModel(std::string run_id, int32_t rank, const ModelConfig& config);
+  // `segment`: which start of this (run_id, rank) it is, from 1 (Model numbers them).
+  RunModel(std::string run_id, int32_t rank, const ModelConfig& config, int segment = 1);
 
   // --- Ingest (owner thread). Each returns whether it changed what a view shows.
   // Applies a (re-sent) description: names layers and watches, adopts `run_id` when this run
   // had none yet. A description whose layers differ from the last one's (the probe re-planned
   // them: the model changed after attach) moves each layer's history to its name's new index;
-  // a new layer starts empty and one no longer described is dropped. A description whose seq
-  // is below the last one means the probe restarted: sequence tracking restarts with it
-  // instead of counting a rewind.
+  // a new layer starts empty and one no longer described is dropped. (Sequence tracking of
+  // descriptions: note_seq.)
   bool describe(const wire::RunDescription& description);
   // Stores one step record (see the header comment for ordering).
   bool add_step(const wire::StepRecord& record);
@@ -104,6 +110,9 @@ class RunModel {
   // --- Identity and description.
   const std::string& run_id() const { return run_id_; }
   int32_t rank() const { return rank_; }
+  // 1 for the first start of this run_id on this rank that the model holds, 2 for the next
+  // (a job restarted under the same run_id, resumed from a checkpoint), and so on.
+  int segment() const { return segment_; }
   bool described() const { return described_; }
   // The last description applied (default-constructed before the first).
   const wire::RunDescription& description() const { return description_; }
@@ -124,8 +133,11 @@ class RunModel {
   // Latest value of a metric for a layer (NaN if never received) and the step it came from.
   float latest(size_t layer, wire::LayerMetric metric) const;
   int64_t latest_step(size_t layer, wire::LayerMetric metric) const;
-  // Whether the newest record says the layer is frozen (its gradient metrics not measured).
-  bool frozen(size_t layer) const { return layer < frozen_.size() && frozen_[layer]; }
+  // Why the newest record has no gradient for the layer: frozen (requires_grad off) or unused
+  // (its backward passed the layer by); kMeasured when it has one.
+  GradientState gradient_state(size_t layer) const {
+    return layer < gradient_states_.size() ? gradient_states_[layer] : GradientState::kMeasured;
+  }
   // A layer's history of one metric. An empty series before the first record.
   const SeriesHistory& layer_series(size_t layer, wire::LayerMetric metric) const;
 
@@ -154,7 +166,10 @@ class RunModel {
   const std::optional<wire::Event>& first_nonfinite() const { return first_nonfinite_; }
   const RunCounters& counters() const { return counters_; }
   // Feeds the sequence counters; the Model calls it for every telemetry message of this run.
-  void note_seq(uint64_t seq, bool is_description);
+  // `may_restart`: a description whose start time the run cannot tell apart from its own. A
+  // lower seq there means the probe restarted (tracking restarts with it instead of counting
+  // a rewind); any other lower seq is a replay (a history reply), counted as a rewind.
+  void note_seq(uint64_t seq, bool may_restart);
 
   size_t series_count() const;
   size_t bytes_used() const;
@@ -170,6 +185,7 @@ class RunModel {
   std::string run_id_;
   int32_t rank_;
   ModelConfig config_;
+  int segment_ = 1;
   bool described_ = false;
   wire::RunDescription description_;
   RunCounters counters_;
@@ -183,7 +199,7 @@ class RunModel {
   std::array<std::vector<SeriesHistory>, wire::kLayerMetricCount> layer_series_;
   std::array<std::vector<float>, wire::kLayerMetricCount> latest_values_;
   std::array<std::vector<int64_t>, wire::kLayerMetricCount> latest_steps_;
-  std::vector<bool> frozen_;   // per layer, as of the newest record
+  std::vector<GradientState> gradient_states_;   // per layer, as of the newest record
   std::vector<SeriesHistory> global_series_;
   std::vector<std::string> watch_names_;
   std::unordered_map<std::string, size_t> watch_lookup_;

@@ -23,6 +23,7 @@ void Backfill::start(Clock::time_point now) {
   request_id_ = 0;
   last_activity_ = now;
   history_.clear();
+  history_steps_ = 0;
   history_events_.clear();
   dropping_overlap_ = false;
   dropping_event_overlap_ = false;
@@ -32,6 +33,7 @@ void Backfill::go_live(const std::string& status, std::vector<keel::wire::Messag
   for (keel::wire::Message& message : held_) out.push_back(std::move(message));
   held_.clear();
   history_.clear();
+  history_steps_ = 0;
   history_events_.clear();
   phase_ = BackfillPhase::kLive;
   request_due_ = false;
@@ -103,6 +105,7 @@ void Backfill::request_sent(uint64_t id, Clock::time_point now) {
   request_id_ = id;
   last_activity_ = now;
   history_.clear();
+  history_steps_ = 0;
   history_events_.clear();
 }
 
@@ -114,9 +117,17 @@ void Backfill::request_failed(const std::string& why, std::vector<keel::wire::Me
 void Backfill::on_history_step(keel::wire::StepRecord&& record, Clock::time_point now) {
   if (phase_ != BackfillPhase::kWaiting || request_id_ == 0) return;
   last_activity_ = now;
-  if (static_cast<int64_t>(history_.size()) < options_.history_count) {
-    history_.push_back(std::move(record));
+  if (history_steps_ < options_.history_count) {
+    history_.emplace_back(std::move(record));
+    ++history_steps_;
   }
+}
+
+void Backfill::on_history_description(keel::wire::RunDescription&& description, Clock::time_point now) {
+  if (phase_ != BackfillPhase::kWaiting || request_id_ == 0) return;
+  last_activity_ = now;
+  // A probe keeps at most as many as it keeps steps; the bound only guards against a peer that lies.
+  if (history_.size() - static_cast<size_t>(history_steps_) < options_.max_held) history_.emplace_back(std::move(description));
 }
 
 void Backfill::on_history_event(keel::wire::Event&& event, Clock::time_point now) {
@@ -130,6 +141,7 @@ void Backfill::on_ack(const keel::wire::Ack& ack, std::vector<keel::wire::Messag
   if (phase_ != BackfillPhase::kWaiting || request_id_ == 0 || ack.id != request_id_) {
     // The records before this ack answered some other request (one given up on).
     history_.clear();
+    history_steps_ = 0;
     history_events_.clear();
     return;
   }
@@ -165,18 +177,32 @@ void Backfill::on_ack(const keel::wire::Ack& ack, std::vector<keel::wire::Messag
     dropping_event_overlap_ = true;
     event_overlap_through_seq_ = newest_event_seq;
   }
-  const size_t received = history_.size();
+  const size_t received = static_cast<size_t>(history_steps_);
   size_t delivered = 0;
   int64_t first_step = 0, last_step = 0;
-  for (keel::wire::StepRecord& record : history_) {
+  keel::wire::RunDescription* layout = nullptr;   // the newest description not delivered yet
+  bool layout_delivered = false;
+  for (keel::wire::Message& message : history_) {
+    if (auto* description = std::get_if<keel::wire::RunDescription>(&message)) {
+      layout = description;
+      continue;
+    }
+    keel::wire::StepRecord& record = std::get<keel::wire::StepRecord>(message);
     // Oldest first and strictly before the live stream: the seam has neither hole nor twin.
     if (delivered > 0 && record.step <= last_step) continue;
     if (has_live_step && record.step >= first_live_step) continue;
+    if (layout != nullptr) {
+      out.emplace_back(std::move(*layout));
+      layout = nullptr;
+      layout_delivered = true;
+    }
     if (delivered == 0) first_step = record.step;
     last_step = record.step;
     ++delivered;
     out.emplace_back(std::move(record));
   }
+  // Back to the layers of the live stream (the newest the history had).
+  if (layout_delivered && layout != nullptr) out.emplace_back(std::move(*layout));
   if (!has_live_step && delivered > 0) {
     dropping_overlap_ = true;
     overlap_through_step_ = last_step;

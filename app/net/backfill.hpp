@@ -11,7 +11,11 @@
 //      description is delivered at once, a step record is held;
 //   2. while the request is out, every live message is held, in arrival order;
 //   3. on the ack, the history records whose step is older than the first held live step are
-//      delivered (oldest first), then the held live messages, and the stream goes live; when
+//      delivered (oldest first), then the held live messages, and the stream goes live. A
+//      history that spans a change of layers carries the descriptions between its records
+//      (PROTOCOL §3.2): each goes out before the first record delivered after it, and the
+//      newest goes out after the records, so every record is read with its own layers and
+//      the dashboard ends on the live stream's. When
 //      no live step was held yet, live steps up to the newest history step are dropped until
 //      one newer arrives (they were in the history already). The history's events (sent after
 //      its steps) go first, those whose seq is older than every held live step or event: steps
@@ -75,9 +79,10 @@ class Backfill {
   void request_sent(uint64_t id, Clock::time_point now);
   void request_failed(const std::string& why, std::vector<keel::wire::Message>& out);
 
-  // Replies from the command socket: history step records and events, then the ack that
-  // closes them.
+  // Replies from the command socket: history step records (with the run descriptions between
+  // them when the layers changed within the history) and events, then the ack that closes them.
   void on_history_step(keel::wire::StepRecord&& record, Clock::time_point now);
+  void on_history_description(keel::wire::RunDescription&& description, Clock::time_point now);
   void on_history_event(keel::wire::Event&& event, Clock::time_point now);
   void on_ack(const keel::wire::Ack& ack, std::vector<keel::wire::Message>& out);
 
@@ -104,7 +109,8 @@ class Backfill {
   Clock::time_point last_activity_{};
   std::string run_id_;  // of the newest description seen; "" before one
   std::vector<keel::wire::Message> held_;
-  std::vector<keel::wire::StepRecord> history_;
+  std::vector<keel::wire::Message> history_;   // step records, and descriptions between them
+  int64_t history_steps_ = 0;
   std::vector<keel::wire::Event> history_events_;
   // After a backfill that met no live step: live steps up to this one were in the history.
   bool dropping_overlap_ = false;

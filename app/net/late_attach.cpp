@@ -54,6 +54,8 @@ void LateAttach::poll(std::vector<keel::wire::Message>& out) {
         backfill_.on_history_step(std::move(*record), Backfill::Clock::now());
       } else if (auto* event = std::get_if<keel::wire::Event>(&reply.message)) {
         backfill_.on_history_event(std::move(*event), Backfill::Clock::now());
+      } else if (auto* description = std::get_if<keel::wire::RunDescription>(&reply.message)) {
+        backfill_.on_history_description(std::move(*description), Backfill::Clock::now());
       } else if (const auto* ack = std::get_if<keel::wire::Ack>(&reply.message)) {
         backfill_.on_ack(*ack, out);
         if (backfill_.phase() != BackfillPhase::kWaiting) socket_.reset();

@@ -24,7 +24,7 @@ constexpr float kLargeUpdateRatio = 1e-2f;
 constexpr float kMostlyZero = 0.5f;
 
 ImU32 health_colour(const RunModel& run, size_t layer) {
-  if (run.frozen(layer)) return IM_COL32(120, 140, 170, 255);
+  if (run.gradient_state(layer) != GradientState::kMeasured) return IM_COL32(120, 140, 170, 255);
   const float nonfinite = run.latest(layer, LayerMetric::kGradNonfinite);
   const float norm = run.latest(layer, LayerMetric::kGradNorm);
   // latest() is NaN both for "never received" and for a NaN norm; only the second is bad.
@@ -98,14 +98,21 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
     std::string tip = run.layer_name(size_t(layer));
     const auto& aliases = run.layer_aliases(size_t(layer));
     for (size_t a = 0; a < aliases.size(); ++a) tip += (a ? ", " : "\nalso named ") + aliases[a];
+    switch (run.gradient_state(size_t(layer))) {
+      case GradientState::kMeasured: break;
+      case GradientState::kFrozen: tip += "\nfrozen: requires_grad is off, no gradient to measure"; break;
+      case GradientState::kUnused: tip += "\nunused: this step's backward did not reach it"; break;
+    }
     ImGui::SetTooltip("%s", tip.c_str());
   }
   ImGui::PopID();
   for (int c = 0; c < kValueCount; ++c) {
     ImGui::TableSetColumnIndex(c + 1);
-    // A frozen layer has no gradient to measure: say so instead of its last trained values.
-    if (run.frozen(size_t(layer)) && kValueColumns[c] != LayerMetric::kUpdateRatio) {
-      ImGui::TextDisabled("frozen");
+    // A frozen or unused layer has no gradient of this step's: say so instead of its last
+    // trained values.
+    const GradientState gradient = run.gradient_state(size_t(layer));
+    if (gradient != GradientState::kMeasured && kValueColumns[c] != LayerMetric::kUpdateRatio) {
+      ImGui::TextDisabled("%s", gradient_state_name(gradient));
       continue;
     }
     const float value = run.latest(size_t(layer), kValueColumns[c]);

@@ -53,7 +53,20 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
     return;
   }
   const std::string run_id = run->run_id().empty() ? "(attached mid-run)" : run->run_id();
-  ImGui::Text("run %s", run_id.c_str());
+  if (run->segment() == 1) {
+    ImGui::Text("run %s", run_id.c_str());
+  } else {
+    // Started again under the same run_id: this start's steps, not the earlier one's.
+    std::string title = "run " + run_id + ", segment " + std::to_string(run->segment());
+    if (run->has_steps()) title += " from step " + std::to_string(run->first_step());
+    ImGui::TextUnformatted(title.c_str());
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip("The job was started again under the same run_id (a new start time),\n"
+                        "resumed from a checkpoint: its steps are shown from where it resumed.\n"
+                        "The earlier start's history is kept as segment %d (within the dashboard's run limit).",
+                        run->segment() - 1);
+    }
+  }
   separator();
   std::string ranks;
   for (int32_t rank : model.ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);

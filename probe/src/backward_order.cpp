@@ -51,4 +51,8 @@ int64_t BackwardOrder::position(size_t layer) const {
   return arrivals_->position[layer].load(std::memory_order_acquire);
 }
 
+bool BackwardOrder::passed_by(size_t layer) const {
+  return hooked_[layer] && position(layer) == -1 && arrivals_->next.load(std::memory_order_acquire) > 0;
+}
+
 }  // namespace keel::probe

@@ -34,6 +34,10 @@ class BackwardOrder {
   void rearm();
   // Arrival position of the layer's gradient in this step (0 = first), -1 if none arrived.
   int64_t position(size_t layer) const;
+  // Whether this step's backward passed the layer by: its hook was in place and did not run
+  // while other layers' hooks did. A step whose gradients did not come from autograd (set
+  // by hand) has no arrivals at all and passes no layer by.
+  bool passed_by(size_t layer) const;
 
  private:
   struct Arrivals {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "keel/wire/codec.hpp"
 
@@ -79,18 +80,22 @@ std::string checkpoint_name(const DumpReason& why) {
 
 std::vector<CheckpointFile> capture_checkpoint(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                                                const wire::RunDescription& description,
-                                               const std::vector<std::shared_ptr<const std::vector<char>>>& telemetry,
+                                               const std::vector<KeptMessage>& telemetry,
                                                const DumpReason& why) {
   std::vector<CheckpointFile> files;
   files.push_back({"model.pt", serialise(model)});
   files.push_back({"optimizer.pt", serialise(optimizer)});
   std::string stream;
-  for (const auto& payload : telemetry) stream.append(payload->data(), payload->size());
+  size_t steps = 0;
+  for (const auto& [topic, payload] : telemetry) {
+    stream.append(payload->data(), payload->size());
+    if (topic == std::string_view(wire::kTopicStep)) ++steps;
+  }
   files.push_back({"telemetry.msgpack", std::move(stream)});
   const std::vector<char> run = wire::encode(description);
   files.push_back({"run.msgpack", std::string(run.begin(), run.end())});
   // Written last so it can list the others' sizes.
-  files.push_back({"manifest.json", manifest(why, description, files, telemetry.size())});
+  files.push_back({"manifest.json", manifest(why, description, files, steps)});
   return files;
 }
 

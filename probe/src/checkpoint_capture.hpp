@@ -5,8 +5,9 @@
 // there, the disk write goes to CheckpointWriter. The files of a dump directory:
 //   model.pt           parameters and buffers: torch::load(model, dir + "/model.pt")
 //   optimizer.pt       optimizer state:        torch::load(optimizer, dir + "/optimizer.pt")
-//   telemetry.msgpack  the recent step records, oldest first, as published (PROTOCOL §3.2),
-//                      one msgpack map after another
+//   telemetry.msgpack  the recent step records, oldest first, as published (PROTOCOL §3.3),
+//                      one msgpack map after another, with the run descriptions between
+//                      them where the layers changed (Publisher::history())
 //   run.msgpack        the run description (PROTOCOL §3.1)
 //   manifest.json      step, reason, label, run id, rank, time, file sizes
 // The state is the one step `step`'s gradients were computed on: the update of that step has
@@ -22,6 +23,7 @@
 
 #include "checkpoint_writer.hpp"
 #include "keel/wire/messages.hpp"
+#include "kept_message.hpp"
 
 namespace keel::probe {
 
@@ -39,7 +41,7 @@ std::string checkpoint_name(const DumpReason& why);
 // The files of a dump. Throws c10::Error / std::exception when serialisation fails.
 std::vector<CheckpointFile> capture_checkpoint(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                                                const wire::RunDescription& description,
-                                               const std::vector<std::shared_ptr<const std::vector<char>>>& telemetry,
+                                               const std::vector<KeptMessage>& telemetry,
                                                const DumpReason& why);
 
 }  // namespace keel::probe

@@ -186,19 +186,36 @@ void CommandServer::start_history(const std::string& identity, const wire::Comma
     ack.error = "busy: " + std::to_string(histories_.size()) + " history answers are being sent";
     return (void)send_ack(identity, ack);
   }
-  auto ring = options_.history();
-  const size_t first = ring.size() > static_cast<size_t>(command.count) ? ring.size() - command.count : 0;
+  std::vector<KeptMessage> kept = options_.history();
+  auto is_step = [](const KeptMessage& m) { return m.first == std::string_view(wire::kTopicStep); };
+  // From the count-th newest record on, with the descriptions between the records.
+  size_t first = kept.size();
+  for (int64_t steps = 0; first > 0 && steps < command.count;) {
+    if (is_step(kept[--first])) ++steps;
+  }
+  const bool whole_ring = std::none_of(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(first), is_step);
+  if (whole_ring) first = 0;
   HistoryReply reply;
   reply.identity = identity;
   reply.ack = ack;
   reply.ack.ok = true;
-  for (size_t i = first; i < ring.size(); ++i) reply.messages.emplace_back(wire::kTopicStep, std::move(ring[i]));
-  reply.steps = reply.messages.size();
+  // The layers the first record sent was published under, when the ring spans a change: the
+  // newest description before it.
+  for (size_t i = first; i-- > 0;) {
+    if (is_step(kept[i])) continue;
+    reply.messages.push_back(std::move(kept[i]));
+    break;
+  }
+  for (size_t i = first; i < kept.size(); ++i) reply.messages.push_back(std::move(kept[i]));
+  reply.records = reply.messages.size();
   // The events follow: all the probe keeps when the whole ring was asked for (the first
   // non-finite gradient may be older than every step kept), else those of the steps sent.
   if (options_.event_history) {
-    const bool whole_ring = first == 0;
-    const int64_t since = whole_ring || reply.steps == 0 ? 0 : step_of(*reply.messages.front().second);
+    int64_t since = 0;
+    if (!whole_ring) {
+      const auto oldest = std::find_if(reply.messages.begin(), reply.messages.end(), is_step);
+      if (oldest != reply.messages.end()) since = step_of(*oldest->second);
+    }
     for (auto& event : options_.event_history()) {
       if (!whole_ring && event_step_of(*event) < since) continue;
       reply.messages.emplace_back(wire::kTopicEvent, std::move(event));
@@ -234,9 +251,15 @@ void CommandServer::send_histories() {
     }
     // Complete or cut short: the ack says how many steps went out. Behind thousands of
     // messages the client's pipe may still be full: the ack waits its turn like them.
-    const size_t steps_sent = std::min(r.next, r.steps);
-    r.ack.count = static_cast<int64_t>(steps_sent);
-    if (steps_sent > 0) r.ack.step = step_of(*r.messages[steps_sent - 1].second);
+    int64_t steps_sent = 0;
+    const std::vector<char>* newest_sent = nullptr;
+    for (size_t i = 0; i < std::min(r.next, r.records); ++i) {
+      if (r.messages[i].first != std::string_view(wire::kTopicStep)) continue;
+      ++steps_sent;
+      newest_sent = r.messages[i].second.get();
+    }
+    r.ack.count = steps_sent;
+    if (newest_sent != nullptr) r.ack.step = step_of(*newest_sent);
     r.messages.resize(r.next);   // nothing more of it goes out
     if (!gone && !send_ack(r.identity, r.ack) && !stalled) {
       ++it;

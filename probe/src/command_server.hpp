@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "kept_message.hpp"
 #include "zap_authenticator.hpp"
 
 namespace keel::probe {
@@ -57,9 +58,10 @@ struct CommandServerOptions {
   size_t queue_capacity = 64;    // commands taken but not yet answered, at most
   // Messages queued for one client before it must read (a history answer goes out as it does).
   int send_high_water_mark = 20000;
-  // The publisher's ring of encoded step records, oldest first (called on the command
-  // thread); empty: history requests are refused.
-  std::function<std::vector<std::shared_ptr<const std::vector<char>>>()> history;
+  // The publisher's ring of encoded step records, with the run descriptions between them,
+  // oldest first (Publisher::history(); called on the command thread); empty: history
+  // requests are refused.
+  std::function<std::vector<KeptMessage>()> history;
   // The publisher's ring of encoded events, oldest first (command thread); sent with every
   // history answer, after its steps. Empty: none are sent.
   std::function<std::vector<std::shared_ptr<const std::vector<char>>>()> event_history;
@@ -112,8 +114,8 @@ class CommandServer {
   struct HistoryReply {
     std::string identity;
     wire::Ack ack;   // its id; count and step as steps go out
-    std::vector<std::pair<const char*, std::shared_ptr<const std::vector<char>>>> messages;   // topic, payload
-    size_t steps = 0;   // messages[0, steps) are step records, the rest events
+    std::vector<KeptMessage> messages;
+    size_t records = 0;   // messages[0, records) are step records and descriptions, the rest events
     size_t next = 0;
     std::chrono::steady_clock::time_point last_progress;
   };

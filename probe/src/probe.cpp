@@ -193,6 +193,15 @@ Probe::Impl::StepPlan Probe::Impl::plan_step() const {
   }
   plan.update_due = (plan.mask & update_bit) != 0;
   plan.param_due = plan.update_due || ((plan.mask >> static_cast<int>(LayerMetric::kParamNorm)) & 1u);
+  // Freezing and unfreezing mid-run is read each step. Unused: no gradient at all (zero_grad
+  // sets them to none), or one left from an earlier step that this backward did not add to.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].requires_grad()) {
+      plan.frozen.push_back(static_cast<uint32_t>(i));
+    } else if (!params_[i].grad().defined() || order_.passed_by(i)) {
+      plan.unused.push_back(static_cast<uint32_t>(i));
+    }
+  }
   return plan;
 }
 
@@ -338,11 +347,8 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
     // A metric the probe failed to measure is absent, not a stale or partial value.
     fill_layer_values(plan.mask & ~r.lost_mask, outcome.applied, plan.grads_due && r.stats_ok);
-    // Frozen now (freezing and unfreezing mid-run is read each step): gradients not measured.
-    record_.frozen_layers.clear();
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (!params_[i].requires_grad()) record_.frozen_layers.push_back(static_cast<uint32_t>(i));
-    }
+    record_.frozen_layers = plan.frozen;
+    record_.unused_layers = plan.unused;
     outcome.grad_norm = record_.grad_norm;
     if (watches) {
       record_.watches = std::move(*watches);

@@ -154,7 +154,7 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
     error = "a dump is still being written";
   } else {
     try {
-      const auto telemetry = publisher_ ? publisher_->history() : std::vector<Publisher::Payload>{};
+      const auto telemetry = publisher_ ? publisher_->history() : std::vector<KeptMessage>{};
       job.files = capture_checkpoint(model_, optimizer_, description_, telemetry, why);
     } catch (const std::exception& e) {
       error = std::string("cannot serialise the model or optimizer: ") + e.what();

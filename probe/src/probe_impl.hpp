@@ -145,6 +145,10 @@ class Probe::Impl {
     bool grads_due = false;     // a gradient pass: a gradient metric or a deciding policy
     bool update_due = false;    // update_ratio: snapshot before, update pass after
     bool param_due = false;     // weight norms
+    // Layers that have no gradient of this step's (ascending): frozen (requires_grad off)
+    // and unused (this step's backward passed them by). Read as the step begins, while the
+    // gradients are the backward's.
+    std::vector<uint32_t> frozen, unused;
   };
   // What the reduce stage found. stats_ok is false when the probe itself failed there: no
   // health, no gradient statistics, and `error` says why.

@@ -1,5 +1,6 @@
 #include "publisher.hpp"
 
+#include <string_view>
 #include <variant>
 
 #include <zmq.hpp>
@@ -26,6 +27,9 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
       socket_(std::make_unique<Socket>()),
       ring_(std::max<size_t>(options_.queue_capacity, 1)),
       description_(std::move(description)) {
+  // Records published before any change are of these layers (the seq of a description a
+  // subscriber is sent is its own; this copy has none: 0).
+  layout_before_history_ = std::make_shared<const std::vector<char>>(wire::encode(description_));
   try {
     open_socket(options_.endpoint);
     bound_endpoint_ = socket_->socket.get(zmq::sockopt::last_endpoint);
@@ -99,9 +103,36 @@ void Publisher::describe(const wire::RunDescription& description) {
   if (!enqueue(description)) description_changed_.store(true);
 }
 
-std::vector<Publisher::Payload> Publisher::history() const {
+std::vector<KeptMessage> Publisher::history() const {
   std::lock_guard<std::mutex> lock(history_mutex_);
-  return {history_.begin(), history_.end()};
+  std::vector<KeptMessage> out;
+  out.reserve(history_.size() + 1);
+  // Only a history that spans a change needs to say which layers its oldest records have.
+  const bool front_described = !history_.empty() && history_.front().first == std::string_view(wire::kTopicRun);
+  if (history_descriptions_kept_ > 0 && !front_described) out.emplace_back(wire::kTopicRun, layout_before_history_);
+  out.insert(out.end(), history_.begin(), history_.end());
+  return out;
+}
+
+void Publisher::keep_in_history(const char* topic, const std::vector<char>& payload) {
+  // Allocated outside the lock; a reader (history request, dump) may still hold the payload
+  // that falls out of the ring, so it is never recycled in place.
+  auto kept = std::make_shared<const std::vector<char>>(payload);
+  const bool is_step = topic == std::string_view(wire::kTopicStep);
+  std::lock_guard<std::mutex> lock(history_mutex_);
+  history_.emplace_back(topic, std::move(kept));
+  ++(is_step ? history_steps_kept_ : history_descriptions_kept_);
+  // history_steps records, and as many descriptions (a model re-planned at every step).
+  while (history_steps_kept_ > options_.history_steps || history_descriptions_kept_ > options_.history_steps) {
+    KeptMessage& front = history_.front();
+    if (front.first == std::string_view(wire::kTopicStep)) {
+      --history_steps_kept_;
+    } else {
+      layout_before_history_ = std::move(front.second);
+      --history_descriptions_kept_;
+    }
+    history_.pop_front();
+  }
 }
 
 std::vector<Publisher::Payload> Publisher::event_history() const {
@@ -124,7 +155,7 @@ bool Publisher::send(const char* topic, const std::vector<char>& payload) {
   }
 }
 
-void Publisher::send_description() {
+void Publisher::send_description(bool changed) {
   wire::RunDescription description;
   {
     std::lock_guard<std::mutex> lock(description_mutex_);
@@ -133,6 +164,7 @@ void Publisher::send_description() {
   description.seq = take_seq();
   wire::encode(description, scratch_);
   if (!send(wire::kTopicRun, scratch_)) send_dropped_.fetch_add(1, std::memory_order_relaxed);
+  if (changed && options_.history_steps > 0) keep_in_history(wire::kTopicRun, scratch_);
 }
 
 void Publisher::drain() {
@@ -145,20 +177,17 @@ void Publisher::drain() {
     wire::encode(slot, scratch_);
     if (!send(wire::topic_of(slot), scratch_)) send_dropped_.fetch_add(1, std::memory_order_relaxed);
     // Events are kept only beside a step ring: history requests are served only then.
-    const bool is_step = std::holds_alternative<wire::StepRecord>(slot);
-    const bool is_event = std::holds_alternative<wire::Event>(slot);
-    const size_t keep = options_.history_steps == 0 ? 0
-                        : is_step                    ? options_.history_steps
-                        : is_event                   ? options_.history_events
-                                                     : 0;
-    if (keep > 0) {
-      // Allocated outside the lock; a reader (history request, dump) may still hold the
-      // payload that falls out of the ring, so it is never recycled in place.
-      Payload payload = std::make_shared<const std::vector<char>>(scratch_);
-      std::lock_guard<std::mutex> lock(history_mutex_);
-      std::deque<Payload>& ring = is_step ? history_ : event_history_;
-      if (ring.size() >= keep) ring.pop_front();
-      ring.push_back(std::move(payload));
+    if (options_.history_steps > 0) {
+      if (std::holds_alternative<wire::Event>(slot)) {
+        if (options_.history_events > 0) {
+          Payload payload = std::make_shared<const std::vector<char>>(scratch_);
+          std::lock_guard<std::mutex> lock(history_mutex_);
+          if (event_history_.size() >= options_.history_events) event_history_.pop_front();
+          event_history_.push_back(std::move(payload));
+        }
+      } else {
+        keep_in_history(wire::topic_of(slot), scratch_);
+      }
     }
     tail_.store(tail + 1, std::memory_order_release);
   }
@@ -219,8 +248,9 @@ void Publisher::run() {
       if (!bound_) std::this_thread::sleep_for(kPollInterval);
     }
     const auto now = std::chrono::steady_clock::now();
-    if (new_subscriber || description_changed_.exchange(false) || now >= next_describe) {
-      send_description();
+    const bool changed = description_changed_.exchange(false);
+    if (new_subscriber || changed || now >= next_describe) {
+      send_description(changed);
       next_describe = now + options_.describe_interval;
     }
     drain();

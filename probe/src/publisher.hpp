@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "kept_message.hpp"
 
 namespace keel::probe {
 
@@ -72,10 +73,12 @@ class Publisher {
   // Times every telemetry connection was closed because subscribers held too many subscriptions.
   uint64_t subscription_resets() const { return subscription_resets_.load(std::memory_order_relaxed); }
   const std::string& bound_endpoint() const { return bound_endpoint_; }
-  // Encoded payloads of the most recent step records, oldest first (any thread). The
-  // payloads are shared and immutable, so a copy of the ring costs pointers, not megabytes.
+  // Encoded payloads of the most recent step records, oldest first (any thread), shared and
+  // immutable (KeptMessage). The run descriptions sent in order with them (the layers changed,
+  // PROTOCOL §3.2) are among them; where there is one, the first message is the description
+  // the oldest record was published under, so every record can be read with its own layers.
   using Payload = std::shared_ptr<const std::vector<char>>;
-  std::vector<Payload> history() const;
+  std::vector<KeptMessage> history() const;
   // Encoded payloads of the most recent events, oldest first (any thread).
   std::vector<Payload> event_history() const;
 
@@ -91,7 +94,8 @@ class Publisher {
   // Replaces the socket by a fresh one on the same address, dropping every connection.
   void reset_connections();
   void drain();
-  void send_description();
+  // `changed`: a new description the ring could not take, kept in the history like one it did.
+  void send_description(bool changed);
   // The next sequence number, after those of records the ring refused (publisher thread).
   uint64_t take_seq();
   bool send(const char* topic, const std::vector<char>& payload);
@@ -120,8 +124,14 @@ class Publisher {
   wire::RunDescription description_;
   std::atomic<bool> description_changed_{false};   // one the ring refused: send it next turn
 
+  // Keeps a published step record or description for history() (publisher thread).
+  void keep_in_history(const char* topic, const std::vector<char>& payload);
+
   mutable std::mutex history_mutex_;
-  std::deque<Payload> history_;
+  std::deque<KeptMessage> history_;   // steps, and the descriptions between them
+  size_t history_steps_kept_ = 0;
+  size_t history_descriptions_kept_ = 0;
+  Payload layout_before_history_;   // the description in force at history_'s front
   std::deque<Payload> event_history_;
 
   std::vector<char> scratch_;

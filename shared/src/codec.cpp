@@ -143,7 +143,7 @@ void encode_run(Encoder& e, const RunDescription& m) {
 }
 
 void encode_step(Encoder& e, const StepRecord& m) {
-  header(e, m.group_lrs.empty() ? 21 : 22, kTopicStep, m.rank, m.seq);
+  header(e, 21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1), kTopicStep, m.rank, m.seq);
   e.key("step");
   e.sint(m.step);
   e.key("loss");
@@ -204,6 +204,11 @@ void encode_step(Encoder& e, const StepRecord& m) {
   e.key("frozen");
   e.array(static_cast<uint32_t>(m.frozen_layers.size()));
   for (uint32_t layer : m.frozen_layers) e.uint(layer);
+  if (!m.unused_layers.empty()) {
+    e.key("unused");
+    e.array(static_cast<uint32_t>(m.unused_layers.size()));
+    for (uint32_t layer : m.unused_layers) e.uint(layer);
+  }
   if (!m.group_lrs.empty()) {
     e.key("group_lrs");
     e.array(static_cast<uint32_t>(m.group_lrs.size()));

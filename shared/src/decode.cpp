@@ -301,6 +301,19 @@ void read_layer_block(MapReader& r, StepRecord& m) {
   }
 }
 
+// A list of layer indices (frozen, unused): each must name a layer of the record.
+void read_layer_list(MapReader& r, const char* key, uint32_t layer_count, std::vector<uint32_t>& out) {
+  const msgpack::object_array* list = r.array(key, kMaxLayers);
+  if (!list) return;
+  out.resize(list->size);
+  for (uint32_t i = 0; i < list->size && r.ok(); ++i) {
+    if (r.read_item(key, i, list->ptr[i], out[i]) && out[i] >= layer_count) {
+      r.fail(std::string(key) + "[" + std::to_string(i) + "] = " + std::to_string(out[i]) +
+             " is not a layer (layer_count " + std::to_string(layer_count) + ")");
+    }
+  }
+}
+
 void read_step(MapReader& r, std::string& error, StepRecord& m) {
   r.required("step", m.step)
       .optional("loss", m.loss)
@@ -343,15 +356,8 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
           .optional("nonfinite", w.nonfinite);
     }
   }
-  if (const msgpack::object_array* frozen = r.array("frozen", kMaxLayers)) {
-    m.frozen_layers.resize(frozen->size);
-    for (uint32_t i = 0; i < frozen->size && r.ok(); ++i) {
-      if (r.read_item("frozen", i, frozen->ptr[i], m.frozen_layers[i]) && m.frozen_layers[i] >= m.layer_count) {
-        r.fail("frozen[" + std::to_string(i) + "] = " + std::to_string(m.frozen_layers[i]) + " is not a layer (layer_count " +
-               std::to_string(m.layer_count) + ")");
-      }
-    }
-  }
+  read_layer_list(r, "frozen", m.layer_count, m.frozen_layers);
+  read_layer_list(r, "unused", m.layer_count, m.unused_layers);
   if (const msgpack::object_array* lrs = r.array("group_lrs", kMaxGroupLrs)) {
     m.group_lrs.resize(lrs->size);
     for (uint32_t i = 0; i < lrs->size && r.ok(); ++i) r.read_item("group_lrs", i, lrs->ptr[i], m.group_lrs[i]);

@@ -358,3 +358,73 @@ TEST_F(BackfillTest, HistoryEventsOfAnAbandonedRequestAreThrownAway) {
 
 }  // namespace
 }  // namespace keel::app
+
+namespace keel::app {
+namespace {
+
+// Layers {names...} of a run that started at one time (the probe's start_unix_ms).
+wire::RunDescription layout(uint64_t seq, std::vector<std::string> names) {
+  wire::RunDescription description = run("run-a", seq);
+  description.start_unix_ms = 1700000000000;
+  description.layers.clear();
+  for (const std::string& name : names) description.layers.push_back({name, {1}, 1, "float32"});
+  return description;
+}
+
+// grad_norm of each layer is 10 * step + (its index in the record).
+wire::StepRecord step_of_layers(int64_t index, uint64_t seq, uint32_t layers) {
+  wire::StepRecord record = step(index, seq);
+  record.layer_count = layers;
+  record.layer_values.clear();
+  for (uint32_t i = 0; i < layers; ++i) record.layer_values.push_back(float(10 * index + i));
+  return record;
+}
+
+// The model changed within the history (PROTOCOL §3.2): "extra" was added before "fc.weight"
+// at step 3. The history carries both descriptions between its records; each record must be
+// read with its own layers, and the dashboard must end on the live stream's.
+TEST_F(BackfillTest, AHistoryAcrossAChangeOfLayersDeliversEachRecordWithItsLayers) {
+  live(layout(100, {"extra", "fc.weight"}), t0);   // the live description: the new layers
+  ASSERT_TRUE(backfill.request_due());
+  backfill.request_sent(7, t0);
+  live(step_of_layers(6, 101, 2), t0);
+  backfill.on_history_description(layout(0, {"fc.weight"}), t0);
+  for (int64_t s = 0; s < 3; ++s) backfill.on_history_step(step_of_layers(s, uint64_t(s) + 1, 1), t0);
+  backfill.on_history_description(layout(4, {"extra", "fc.weight"}), t0);
+  for (int64_t s = 3; s < 6; ++s) backfill.on_history_step(step_of_layers(s, uint64_t(s) + 2, 2), t0);
+  backfill.on_ack(history_ack(7, 6, 5), out);
+  EXPECT_EQ(steps_of(out), range(0, 6));
+  EXPECT_EQ(backfill.status(), "backfilled 6 steps (0..5)");
+
+  Model model;
+  for (const wire::Message& message : out) model.ingest(message);
+  const RunModel* current = model.current_run(0);
+  ASSERT_NE(current, nullptr);
+  ASSERT_EQ(current->layer_count(), 2u);
+  ASSERT_EQ(current->layer_name(0), "extra");
+  ASSERT_EQ(current->layer_name(1), "fc.weight");
+  float value = -1;
+  for (int64_t s = 0; s <= 6; ++s) {
+    const float fc = float(10 * s + (s < 3 ? 0 : 1));   // its index was 0 before the change, 1 after
+    ASSERT_TRUE(current->layer_series(1, wire::LayerMetric::kGradNorm).value_at(s, &value)) << "step " << s;
+    EXPECT_EQ(value, fc) << "fc.weight at step " << s;
+    EXPECT_EQ(current->layer_series(0, wire::LayerMetric::kGradNorm).value_at(s, &value), s >= 3)
+        << "extra exists from step 3 only; step " << s;
+  }
+  EXPECT_EQ(current->counters().seq_gaps, 0u);
+  EXPECT_EQ(current->counters().duplicate_steps, 0u);
+  EXPECT_EQ(model.run_count(), 1u) << "the history's descriptions are of the same run and start";
+}
+
+// A history with no change of layers carries no description and delivers none.
+TEST_F(BackfillTest, AHistoryWithoutAChangeDeliversNoDescription) {
+  attach();
+  history(0, 2);
+  backfill.on_ack(history_ack(7, 3, 2), out);
+  size_t descriptions = 0;
+  for (const wire::Message& message : out) descriptions += std::holds_alternative<wire::RunDescription>(message);
+  EXPECT_EQ(descriptions, 1u) << "only the live one";
+}
+
+}  // namespace
+}  // namespace keel::app

@@ -57,6 +57,16 @@ TEST(JsonFormat, EachParamGroupsLrIsPrintedWhenThereAreSeveral) {
   EXPECT_EQ(to_json(step, LayerNames{})["group_lrs"], Json::array({1e-3, 1e-4}));
 }
 
+TEST(JsonFormat, ALayerWithNoGradientSaysWhy) {
+  wire::StepRecord step = sample_step(7);
+  EXPECT_FALSE(to_json(step, LayerNames{})["layers"][0].contains("no_gradient"));
+  step.frozen_layers = {0};
+  step.unused_layers = {1};
+  const Json json = to_json(step, LayerNames{});
+  EXPECT_EQ(json["layers"][0]["no_gradient"], "frozen");
+  EXPECT_EQ(json["layers"][1]["no_gradient"], "unused");
+}
+
 TEST(JsonFormat, ALayersAliasesArePrintedWhenItHasThem) {
   wire::RunDescription run = sample_run();
   run.layers[1].aliases = {"head.weight"};

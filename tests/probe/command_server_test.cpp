@@ -20,19 +20,19 @@ namespace {
 
 using keel::probe::CommandServer;
 using keel::probe::CommandServerOptions;
-using Payload = std::shared_ptr<const std::vector<char>>;
+using keel::probe::KeptMessage;
 
 // Records of 256 KB each: the answer is far more than the kernel's socket buffers hold, so a
 // client that does not read really stalls it.
-std::vector<Payload> ring_of(int steps) {
-  std::vector<Payload> ring;
+std::vector<KeptMessage> ring_of(int steps) {
+  std::vector<KeptMessage> ring;
   for (int i = 0; i < steps; ++i) {
     keel::wire::StepRecord record;
     record.step = i;
     record.metric_mask = 1;
     record.layer_count = 64 * 1024;
     record.layer_values.assign(record.layer_count, 0.5f);
-    ring.push_back(std::make_shared<const std::vector<char>>(keel::wire::encode(record)));
+    ring.emplace_back(keel::wire::kTopicStep, std::make_shared<const std::vector<char>>(keel::wire::encode(record)));
   }
   return ring;
 }
@@ -78,7 +78,7 @@ class Client {
 
 TEST(CommandServer, AHistoryReaderThatStallsDelaysNoOtherClientsAck) {
   constexpr int kSteps = 400;
-  const std::vector<Payload> ring = ring_of(kSteps);
+  const std::vector<KeptMessage> ring = ring_of(kSteps);
   CommandServerOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
   options.send_high_water_mark = 10;   // a few messages queued per client: the rest must wait

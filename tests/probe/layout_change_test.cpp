@@ -9,10 +9,13 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <zmq.hpp>
 
+#include "command_server.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "quiet_options.hpp"
@@ -229,6 +232,69 @@ TEST(LayoutChange, TheNewDescriptionReachesSubscribersBeforeTheRecordsItDescribe
     }
   }
   EXPECT_EQ(records, 6);
+}
+
+// A history reply that spans a change (a late dashboard's backfill) says which layers each of
+// its records has: the description the first record was published under comes first, and the
+// new one sits between the records in its place.
+TEST(LayoutChange, AHistoryReplyAcrossAChangeCarriesEachRecordsDescription) {
+  torch::manual_seed(0);
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+  keel::probe::ProbeOptions options = quiet();
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.history_steps = 16;
+  Probe probe(*net, opt, options);
+  for (int step = 0; step < 6; ++step) {
+    if (step == 3) net->register_parameter("temperature", torch::ones({1}));
+    backward(net, opt);
+    probe.step(torch::tensor(1.0));
+  }
+
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(probe.bound_command_endpoint());
+  // "r4" for a description of 4 layers, "s2" for the record of step 2, then "ack:<count>".
+  auto ask = [&dealer](uint64_t id, int64_t count) {
+    keel::wire::Command command;
+    command.rank = -1;
+    command.id = id;
+    command.kind = "history";
+    command.count = count;
+    const std::vector<char> payload = keel::wire::encode(command);
+    dealer.send(zmq::buffer(std::string_view("cmd")), zmq::send_flags::sndmore);
+    dealer.send(zmq::buffer(payload.data(), payload.size()));
+    std::vector<std::string> seen;
+    while (true) {
+      zmq::pollitem_t item{static_cast<void*>(dealer), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(5000)) == 0) return seen;
+      zmq::message_t topic, frame;
+      if (!dealer.recv(topic) || !dealer.recv(frame)) return seen;
+      const auto decoded = keel::wire::decode(frame.data(), frame.size());
+      if (!decoded.ok) return seen;
+      if (const auto* d = std::get_if<keel::wire::RunDescription>(&decoded.message)) {
+        seen.push_back("r" + std::to_string(d->layers.size()));
+      } else if (const auto* r = std::get_if<keel::wire::StepRecord>(&decoded.message)) {
+        seen.push_back("s" + std::to_string(r->step));
+      } else if (const auto* a = std::get_if<keel::wire::Ack>(&decoded.message)) {
+        if (a->id != id) continue;
+        seen.push_back("ack:" + std::to_string(a->count));
+        return seen;
+      }
+    }
+  };
+  using Seen = std::vector<std::string>;
+  // The publisher thread keeps what it has sent: it may trail the last step a little.
+  Seen whole;
+  for (uint64_t attempt = 1; attempt <= 50; ++attempt) {
+    whole = ask(attempt, keel::probe::kMaxHistoryCount);
+    if (whole.size() >= 2 && whole[whole.size() - 2] == "s5") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(whole, (Seen{"r4", "s0", "s1", "s2", "r5", "s3", "s4", "s5", "ack:6"}));
+  EXPECT_EQ(ask(100, 4), (Seen{"r4", "s2", "r5", "s3", "s4", "s5", "ack:4"}));
+  EXPECT_EQ(ask(101, 2), (Seen{"r5", "s4", "s5", "ack:2"})) << "the description in force at its first record";
 }
 
 }  // namespace

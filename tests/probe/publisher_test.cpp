@@ -37,18 +37,19 @@ TEST(PublisherHistory, KeepsTheMostRecentStepRecordsOnly) {
     publisher.publish(event);
   }
   // The ring is filled by the publisher thread; wait until it has seen the last record.
-  std::vector<keel::probe::Publisher::Payload> history;
+  std::vector<keel::probe::KeptMessage> history;
   for (int i = 0; i < 200; ++i) {
     history = publisher.history();
     if (!history.empty()) {
-      const auto last = keel::wire::decode(history.back()->data(), history.back()->size());
+      const auto last = keel::wire::decode(history.back().second->data(), history.back().second->size());
       if (last.ok && std::get<keel::wire::StepRecord>(last.message).step == 7) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(history.size(), 5u);
   for (size_t i = 0; i < history.size(); ++i) {
-    const auto decoded = keel::wire::decode(history[i]->data(), history[i]->size());
+    EXPECT_STREQ(history[i].first, keel::wire::kTopicStep);
+    const auto decoded = keel::wire::decode(history[i].second->data(), history[i].second->size());
     ASSERT_TRUE(decoded.ok) << decoded.error;
     ASSERT_TRUE(std::holds_alternative<keel::wire::StepRecord>(decoded.message));
     EXPECT_EQ(std::get<keel::wire::StepRecord>(decoded.message).step, static_cast<int64_t>(3 + i));

@@ -108,6 +108,12 @@ TEST(CodecReject, AFrozenLayerMustBeALayer) {
   expect_error(encode(record), "frozen[1] = 3 is not a layer (layer_count 3)");
 }
 
+TEST(CodecReject, AnUnusedLayerMustBeALayer) {
+  StepRecord record = sample_step();
+  record.unused_layers = {7};
+  expect_error(encode(record), "unused[0] = 7 is not a layer (layer_count 3)");
+}
+
 TEST(CodecReject, LayerBlockLengthMustMatchMaskTimesCount) {
   StepRecord short_block = sample_step();
   short_block.layer_values.pop_back();

@@ -72,6 +72,7 @@ void expect_same_step(const StepRecord& out, const StepRecord& in) {
   EXPECT_EQ(out.dropped, in.dropped);
   EXPECT_EQ(out.probe_errors, in.probe_errors);
   EXPECT_EQ(out.frozen_layers, in.frozen_layers);
+  EXPECT_EQ(out.unused_layers, in.unused_layers);
   EXPECT_EQ(out.group_lrs, in.group_lrs);
   EXPECT_EQ(out.stamp_unix_ns, in.stamp_unix_ns);
   EXPECT_EQ(out.metric_mask, in.metric_mask);
@@ -126,6 +127,7 @@ TEST(CodecRoundTrip, StepRecordWithNoLayersAndEmptyMask) {
   in.layer_values.clear();
   in.watches.clear();
   in.frozen_layers.clear();
+  in.unused_layers.clear();
   expect_same_step(round_trip(in), in);
 }
 

@@ -84,6 +84,7 @@ inline StepRecord sample_step(bool with_scaler = true) {
                {"blocks.0.attn.scores", std::numeric_limits<float>::infinity(), 1.5f, -2.0f, 96}};
   m.frozen_layers = {0, 2};
   if (with_scaler) m.group_lrs = {3e-4, 3e-5};
+  if (with_scaler) m.unused_layers = {1};
   return m;
 }
 

@@ -9,11 +9,12 @@
 namespace keel::app {
 namespace {
 
-wire::RunDescription description(const std::string& run_id, int32_t rank, uint64_t seq) {
+wire::RunDescription description(const std::string& run_id, int32_t rank, uint64_t seq, int64_t start_unix_ms = 0) {
   wire::RunDescription d;
   d.run_id = run_id;
   d.rank = rank;
   d.seq = seq;
+  d.start_unix_ms = start_unix_ms;
   d.layers.push_back({"fc.weight", {2}, 2, "float32"});
   return d;
 }
@@ -56,6 +57,46 @@ TEST(Model, NewRunIdStartsANewRunAndTheOldKeepsItsHistory) {
   EXPECT_EQ(grad_norm_at(*second, 0), 5.0f);
   EXPECT_EQ(second->counters().duplicate_steps, 0u) << "step 0 again is a new run, not a duplicate";
   EXPECT_EQ(second->counters().seq_rewinds, 0u);
+}
+
+// A job restarted under the same run_id (resumed from its checkpoint at step 1): its steps are
+// a new segment of the run, not duplicates of the first start's; the first keeps its history.
+TEST(Model, ARunIdStartedAgainIsANewSegmentNotDuplicates) {
+  Model model;
+  model.ingest(description("job", 0, 0, 1000));
+  model.ingest(step(0, 0, 1, 1.0f));
+  model.ingest(step(1, 0, 2, 2.0f));
+  model.ingest(step(2, 0, 3, 3.0f));
+
+  model.ingest(description("job", 0, 0, 2000));
+  model.ingest(step(1, 0, 1, 7.0f));
+  model.ingest(step(2, 0, 2, 8.0f));
+  model.ingest(description("job", 0, 3, 2000));   // periodic re-send: same segment
+  ASSERT_EQ(model.run_count(), 2u);
+  const RunModel& first = model.run(0);
+  const RunModel* second = model.current_run(0);
+  ASSERT_EQ(second, &model.run(1));
+  EXPECT_EQ(model.find_run("job", 0), second) << "the newest segment";
+  EXPECT_EQ(first.segment(), 1);
+  EXPECT_EQ(second->segment(), 2);
+  EXPECT_EQ(second->first_step(), 1);
+  EXPECT_EQ(grad_norm_at(*second, 2), 8.0f);
+  EXPECT_EQ(second->counters().duplicate_steps, 0u);
+  EXPECT_EQ(second->counters().steps_stored, 2u);
+  EXPECT_EQ(grad_norm_at(first, 2), 3.0f) << "the first start keeps its history";
+  EXPECT_EQ(first.counters().steps_stored, 3u);
+
+  model.ingest(description("job", 0, 4, 3000));
+  EXPECT_EQ(model.current_run(0)->segment(), 3);
+}
+
+// A description that does not say when it started (start_unix_ms 0) never starts a segment.
+TEST(Model, AnUnknownStartIsTheSameSegment) {
+  Model model;
+  model.ingest(description("job", 0, 0, 1000));
+  model.ingest(description("job", 0, 1, 0));
+  model.ingest(description("job", 0, 2, 1000));
+  EXPECT_EQ(model.run_count(), 1u);
 }
 
 TEST(Model, RecordsBeforeAnyDescriptionAdoptTheRunIdLater) {

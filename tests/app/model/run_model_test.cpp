@@ -67,7 +67,7 @@ TEST(RunModel, RecordsBecomePerLayerSeriesFollowingTheMask) {
 }
 
 // A frozen layer's gradient metrics are "not measured", not zero: no sample at those steps
-// (the heatmap and charts show a gap), its weight metrics kept, and frozen() as of the newest.
+// (the heatmap and charts show a gap), its weight metrics kept, and its state as of the newest.
 TEST(RunModel, AFrozenLayerHasNoGradientSamplesWhileFrozen) {
   RunModel run("r", 0, ModelConfig{});
   run.describe(describe_layers("r", 3));
@@ -79,13 +79,34 @@ TEST(RunModel, AFrozenLayerHasNoGradientSamplesWhileFrozen) {
   EXPECT_FALSE(run.layer_series(1, LayerMetric::kGradZeroFrac).value_at(10, &value));
   EXPECT_TRUE(run.layer_series(1, LayerMetric::kParamNorm).value_at(10, &value));
   EXPECT_TRUE(run.layer_series(0, LayerMetric::kGradNorm).value_at(10, &value));
-  EXPECT_TRUE(run.frozen(1));
-  EXPECT_FALSE(run.frozen(0));
+  EXPECT_EQ(run.gradient_state(1), GradientState::kFrozen);
+  EXPECT_EQ(run.gradient_state(0), GradientState::kMeasured);
 
   ASSERT_TRUE(run.add_step(record_at(11, 3)));   // unfrozen
-  EXPECT_FALSE(run.frozen(1));
+  EXPECT_EQ(run.gradient_state(1), GradientState::kMeasured);
   ASSERT_TRUE(run.layer_series(1, LayerMetric::kGradNorm).value_at(11, &value));
   EXPECT_FLOAT_EQ(value, 1.0f + 0.011f);
+}
+
+// An unused layer (no gradient from that step's backward) is shown the same way: a gap in its
+// gradient metrics for the steps it sat out, its weight metrics kept, and the reason named.
+TEST(RunModel, AnUnusedLayerHasNoGradientSamplesForTheStepsItSatOut) {
+  RunModel run("r", 0, ModelConfig{});
+  run.describe(describe_layers("r", 3));
+  wire::StepRecord record = record_at(10, 3);
+  record.unused_layers = {2};
+  ASSERT_TRUE(run.add_step(record));
+  float value = 0;
+  EXPECT_FALSE(run.layer_series(2, LayerMetric::kGradNorm).value_at(10, &value));
+  EXPECT_FALSE(run.layer_series(2, LayerMetric::kGradZeroFrac).value_at(10, &value));
+  EXPECT_TRUE(run.layer_series(2, LayerMetric::kParamNorm).value_at(10, &value));
+  EXPECT_EQ(run.gradient_state(2), GradientState::kUnused);
+  EXPECT_STREQ(gradient_state_name(run.gradient_state(2)), "unused");
+  EXPECT_EQ(run.gradient_state(1), GradientState::kMeasured);
+
+  ASSERT_TRUE(run.add_step(record_at(11, 3)));   // used again
+  EXPECT_EQ(run.gradient_state(2), GradientState::kMeasured);
+  EXPECT_TRUE(run.layer_series(2, LayerMetric::kGradNorm).value_at(11, &value));
 }
 
 TEST(RunModel, RecordsBeforeTheDescriptionAreKeptAndNamedLater) {

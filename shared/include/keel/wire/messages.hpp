@@ -103,6 +103,10 @@ struct StepRecord {
   // Layers whose parameter did not require grad at this step (frozen), ascending: their
   // gradient metrics were not measured (the block holds 0 for them), which is not underflow.
   std::vector<uint32_t> frozen_layers;
+  // Layers whose parameter required grad but got no gradient from this step's backward (not
+  // used in the forward pass), ascending: as for frozen ones, their gradient metrics are not
+  // this step's. Not frozen at the same time.
+  std::vector<uint32_t> unused_layers;
   // Each param group's lr, in the optimizer's order, when it has more than one group (`lr` is
   // group 0's); empty with one group.
   std::vector<double> group_lrs;
