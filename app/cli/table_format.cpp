@@ -157,6 +157,12 @@ std::string format_ack(const wire::Ack& ack) {
 std::string TablePrinter::format(const wire::Message& message, const LayerNames& names) {
   std::string out;
   if (const auto* run = std::get_if<wire::RunDescription>(&message)) {
+    wire::RunDescription unnumbered = *run;
+    unnumbered.seq = 0;
+    std::string text = format_run(unnumbered);
+    auto [printed, fresh] = printed_runs_.try_emplace(run->rank, text);
+    if (!fresh && printed->second == text) return "";
+    printed->second = std::move(text);
     header_due_ = true;
     out = format_run(*run);
   } else if (const auto* step = std::get_if<wire::StepRecord>(&message)) {

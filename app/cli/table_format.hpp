@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 
 #include "cli/layer_names.hpp"
@@ -39,14 +40,17 @@ struct WorstLayer {
 std::optional<WorstLayer> worst_layer(const keel::wire::StepRecord& step);
 
 // Adds the step table's column header where a reader needs it: before the first step and
-// again after each run description (which pushes the previous header off screen).
+// again after each run description (which pushes the previous header off screen). A run
+// description the probe re-sends unchanged (every 2 s) is printed once per rank: its layer
+// table was over half of `keel-cli tail`'s output.
 class TablePrinter {
  public:
-  // Newline-terminated text for one message.
+  // Newline-terminated text for one message; "" for a description printed already.
   std::string format(const keel::wire::Message& message, const LayerNames& names);
 
  private:
   bool header_due_ = true;
+  std::map<int32_t, std::string> printed_runs_;   // per rank, the last description printed (seq 0)
 };
 
 }  // namespace keel::app

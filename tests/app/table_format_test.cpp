@@ -147,5 +147,21 @@ TEST(TableFormat, PrinterRepeatsTheHeaderAfterEachRunDescription) {
   EXPECT_EQ(text.back(), '\n');
 }
 
+// `keel-cli tail` met the probe's re-sent description every 2 s, and reprinted the whole
+// layer table each time: over half of its output. Unchanged, it is printed once per rank.
+TEST(TableFormat, ADescriptionReSentUnchangedIsPrintedOnce) {
+  TablePrinter printer;
+  LayerNames names;
+  wire::RunDescription run = sample_run();
+  EXPECT_NE(printer.format(run, names), "");
+  run.seq += 40;   // the periodic re-send
+  EXPECT_EQ(printer.format(run, names), "");
+  wire::RunDescription other_rank = run;
+  other_rank.rank = 1;
+  EXPECT_NE(printer.format(other_rank, names), "") << "another rank's is its own";
+  run.layers.push_back({"temperature", {1}, 1, "float32"});
+  EXPECT_NE(printer.format(run, names).find("temperature"), std::string::npos) << "a changed one is printed";
+}
+
 }  // namespace
 }  // namespace keel::app
