@@ -1,7 +1,9 @@
 // keel app events: what the probe reported (first non-finite, spikes, skips, dumps) and what
 // became of the user's commands (acknowledged, refused, timed out), newest first, merged by
-// time. Clicking an event selects its layer (when it names one) and its step, so the heatmap,
-// the layer detail and every plot's step cursor jump to it.
+// time, under the run's first non-finite (pinned). Repeats fold into one row ("skip x133,
+// steps 38-170", EventRows); hovering a row shows its whole text. Clicking an event selects
+// its layer (when it names one) and its step, so the heatmap, the layer detail and every
+// plot's step cursor jump to it.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
 

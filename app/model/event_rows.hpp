@@ -1,0 +1,38 @@
+// EventRows: the events pane's rows, with repeats folded together.
+//
+// What it is for: when every step after a poisoned one is skipped, the probe raises a `skip`
+// event per step, and hundreds of identical rows pushed the one that matters (first_nonfinite)
+// out of view. Events in a row that repeat (same kind, layer and detail, one after another)
+// become one row, "skip x133, steps 38-170"; the run's first_nonfinite is pinned above them
+// all, even once the bounded event list has dropped it.
+// Threads: a plain function of a run's events; the UI thread calls it.
+// Never: allocates per event beyond the rows it returns, or reorders events.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+
+namespace keel::app {
+
+struct EventRow {
+  const wire::Event* newest = nullptr;   // the newest event of the row (its text is shown)
+  size_t count = 1;                      // events folded into it
+  int64_t first_step = 0;                // the oldest event's step
+  int64_t last_step = 0;                 // the newest event's step
+  bool pinned = false;                   // the run's first_nonfinite, above every other row
+};
+
+// `events` newest first (RunModel::events()); `first_nonfinite` the run's (pinned, and not
+// repeated below when it is still in the list). The rows are newest first after the pinned one.
+std::vector<EventRow> event_rows(const std::deque<wire::Event>& events, const std::optional<wire::Event>& first_nonfinite);
+
+// "skip x133, steps 38-170" for a folded row, the kind alone for one event.
+std::string event_row_title(const EventRow& row);
+
+}  // namespace keel::app
