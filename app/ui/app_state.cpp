@@ -1,4 +1,5 @@
 #include "ui/app_state.hpp"
+#include "ui/verbose_log.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -28,22 +29,19 @@ wire::LayerMetric layer_metric_of(HeatMetric metric) {
 void AppState::show_rank(int32_t rank) {
   if (rank == shown_rank_) return;
   shown_rank_ = rank;
-  std::printf("keel: showing rank %d\n", rank);
-  std::fflush(stdout);
+  verbose_log("keel: showing rank %d", rank);
 }
 
 void AppState::select(int layer, const std::string& layer_name, int64_t step) {
   selected_layer_ = layer;
   selected_layer_name_ = layer < 0 ? std::string() : layer_name;
   selected_step_ = step;
-  // Flushed at once: tests (and users piping the output) read it while the app runs.
   if (step >= 0) {
-    std::printf("keel: selected layer %s step %lld\n", selected_layer_name_.c_str(),
+    verbose_log("keel: selected layer %s step %lld", selected_layer_name_.c_str(),
                 static_cast<long long>(step));
   } else {
-    std::printf("keel: selected layer %s\n", selected_layer_name_.c_str());
+    verbose_log("keel: selected layer %s", selected_layer_name_.c_str());
   }
-  std::fflush(stdout);
 }
 
 void AppState::select_layer(int layer, const std::string& layer_name) {
@@ -53,6 +51,8 @@ void AppState::select_layer(int layer, const std::string& layer_name) {
 void AppState::begin_frame(int64_t first_step, int64_t latest_step) {
   cursor_step_ = next_cursor_step_;
   next_cursor_step_ = -1;
+  scroll_now_ = scroll_requested_;
+  scroll_requested_ = false;
   first_step_ = first_step;
   latest_step_ = latest_step;
   if (follow_live_) view_last_ = std::max<double>(double(latest_step), span_steps_ + first_step);

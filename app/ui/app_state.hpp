@@ -2,9 +2,10 @@
 //
 // What it is for: one place for the selection (layer, step), the shared step cursor, the
 // visible step range of all step-indexed plots (global charts, heatmap, layer detail) and
-// "follow live", and the rank shown when several are connected. Views read it and change it through these functions, so clicking a heatmap
-// cell, an event or a list row all select the same way, and every selection is logged on
-// stdout ("keel: selected layer NAME step N") where a test or a user's terminal can see it.
+// "follow live", the step every plot marks (the run's first non-finite), and the rank shown
+// when several are connected. Views read it and change it through these functions, so
+// clicking a heatmap cell, an event or a list row all select the same way, and every
+// selection is logged ("keel: selected layer NAME step N", with --verbose, verbose_log.hpp).
 // Threads: the UI thread only.
 // Never: touches the model, ImGui or a socket; it is plain state plus the selection log.
 #pragma once
@@ -43,6 +44,15 @@ class AppState {
     if (selected_layer_ < 0) selected_layer_name_.clear();
   }
 
+  // A selection made for the user (the first non-finite): the views that scroll bring the
+  // selected layer into view in the next frame, once.
+  void request_scroll_to_selection() { scroll_requested_ = true; }
+  bool scroll_to_selection() const { return scroll_now_; }
+
+  // The step every step plot marks, the run's first non-finite one (-1: none).
+  int64_t marked_step() const { return marked_step_; }
+  void set_marked_step(int64_t step) { marked_step_ = step; }
+
   // Shared step cursor: the step under the mouse in any step plot this frame (-1: none).
   int64_t cursor_step() const { return cursor_step_; }
   void set_cursor_step(int64_t step) { next_cursor_step_ = step; }
@@ -79,6 +89,9 @@ class AppState {
   int64_t selected_step_ = -1;
   int64_t cursor_step_ = -1;
   int64_t next_cursor_step_ = -1;
+  int64_t marked_step_ = -1;
+  bool scroll_requested_ = false;
+  bool scroll_now_ = false;
   bool follow_live_ = true;
   double span_steps_ = kDefaultSpanSteps;
   double view_last_ = kDefaultSpanSteps;

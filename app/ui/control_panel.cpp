@@ -8,6 +8,7 @@
 #include "keel/wire/codec.hpp"
 #include "ui/command_targets.hpp"
 #include "ui/key_presses.hpp"
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -43,8 +44,7 @@ void log_geometry(const char* name, std::array<float, 4>& logged) {
   const std::array<float, 4> rect{min.x, min.y, max.x, max.y};
   if (rect == logged) return;
   logged = rect;
-  std::printf("keel: control %s x0 %.0f y0 %.0f x1 %.0f y1 %.0f\n", name, min.x, min.y, max.x, max.y);
-  std::fflush(stdout);
+  verbose_log("keel: control %s x0 %.0f y0 %.0f x1 %.0f y1 %.0f", name, min.x, min.y, max.x, max.y);
 }
 
 void separator() {
@@ -54,8 +54,7 @@ void separator() {
 }
 
 void log_click(const std::string& what) {
-  std::printf("keel: clicked %s\n", what.c_str());
-  std::fflush(stdout);
+  verbose_log("keel: clicked %s", what.c_str());
 }
 
 const char* policy_state_name(PolicyState state) {

@@ -1,4 +1,5 @@
 #include "ui/control_state.hpp"
+#include "ui/verbose_log.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -64,9 +65,8 @@ void ControlState::submitted(const std::string& control, uint64_t id,
   std::string target;
   if (command.rank >= 0) target += " rank " + std::to_string(command.rank);
   if (command.at_step >= 0) target += " at step " + std::to_string(command.at_step);
-  std::printf("keel: sent command %s id %llu%s\n", command.kind.c_str(), static_cast<unsigned long long>(id),
+  verbose_log("keel: sent command %s id %llu%s", command.kind.c_str(), static_cast<unsigned long long>(id),
               target.c_str());
-  std::fflush(stdout);
 }
 
 void ControlState::update(const CommandStatus& status) {
@@ -77,10 +77,9 @@ void ControlState::update(const CommandStatus& status) {
   known = status;
   if (status.state == CommandState::kPending) return;
   const std::string text = status_text(status);
-  std::printf("keel: command %s id %llu %s at step %lld: %s\n", status.command.kind.c_str(),
+  verbose_log("keel: command %s id %llu %s at step %lld: %s", status.command.kind.c_str(),
               static_cast<unsigned long long>(status.id), command_state_name(status.state),
               static_cast<long long>(status.ack.step), text.c_str());
-  std::fflush(stdout);
   if (status.state == CommandState::kAcknowledged && status.command.kind == "policy") {
     policies_[status.command.policy] = status.command.enable ? PolicyState::kOn : PolicyState::kOff;
   }

@@ -10,6 +10,7 @@
 #include "ui/key_presses.hpp"
 #include "ui/layer_detail.hpp"
 #include "ui/status_bar.hpp"
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -61,6 +62,7 @@ void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links
         pending_select_.clear();
       }
     }
+    focus_.update(*run, state_);
     state_.begin_frame(run->has_steps() ? run->first_step() : 0,
                        run->has_steps() ? run->last_step() : 0);
   }
@@ -137,27 +139,23 @@ void Dashboard::log_new_events(const RunModel& run) {
   }
   for (size_t i = fresh; i-- > 0;) {
     const wire::Event& event = events[i];
-    std::printf("keel: event %s step %lld layer %s: %s\n", event.kind.c_str(),
+    verbose_log("keel: event %s step %lld layer %s: %s", event.kind.c_str(),
                 static_cast<long long>(event.step), event.layer.empty() ? "-" : event.layer.c_str(),
                 event.detail.c_str());
   }
   if (fresh > 0) {
     logged_event_seq_ = events.front().seq;
     logged_any_event_ = true;
-    std::fflush(stdout);
   }
 }
 
 void Dashboard::log_backfills(const std::vector<EndpointState>& links) {
   logged_backfills_.resize(links.size(), 0);
-  bool printed = false;
   for (size_t i = 0; i < links.size(); ++i) {
     if (links[i].backfill_outcomes == logged_backfills_[i]) continue;
     logged_backfills_[i] = links[i].backfill_outcomes;
-    std::printf("keel: backfill %s: %s\n", links[i].endpoint.c_str(), links[i].backfill.c_str());
-    printed = true;
+    verbose_log("keel: backfill %s: %s", links[i].endpoint.c_str(), links[i].backfill.c_str());
   }
-  if (printed) std::fflush(stdout);
 }
 
 void Dashboard::handle_keys(const RunModel& run) {

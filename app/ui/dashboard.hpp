@@ -17,6 +17,7 @@
 #include "ui/app_state.hpp"
 #include "ui/control_panel.hpp"
 #include "ui/heatmap_view.hpp"
+#include "ui/instability_focus.hpp"
 #include "ui/ranks_view.hpp"
 #include "ui/layer_list.hpp"
 
@@ -48,6 +49,7 @@ class Dashboard {
   void draw_panes(const Model& model, const RunModel& run);
 
   AppState state_;
+  InstabilityFocus focus_;
   HeatmapView heatmap_;
   RanksView ranks_;
   ControlPanel controls_;

@@ -12,13 +12,18 @@
 #include "ui/colormap.hpp"
 #include "ui/image_texture.hpp"
 #include "ui/plot.hpp"
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
 
 constexpr float kMaxRowPx = 22.0f;
 constexpr float kMinRowPx = 3.0f;
-constexpr float kMinNonfinitePx = 4.0f;
+// A non-finite cell is never smaller than this, however many steps a pixel holds: a 4x5 px
+// cell was all a new user had to find the NaN by.
+constexpr float kMinNonfinitePx = 8.0f;
+constexpr ImU32 kNonfiniteOutline = IM_COL32(255, 32, 64, 255);
+constexpr ImU32 kNonfiniteLabel = IM_COL32(255, 80, 80, 255);
 constexpr ImU32 kSelectedRowColour = IM_COL32(255, 255, 255, 220);
 
 void draw_legend(double lo, double hi) {
@@ -70,12 +75,14 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   const float gutter = std::min(font * 12.0f, avail.x * 0.3f);
   const float strip = font * 0.5f;  // skipped-steps strip above the rows
   const float legend_h = font * 1.6f;
-  const float rows_h = std::max(avail.y - strip - legend_h - font * 1.3f, float(rows) * kMinRowPx);
+  const float axis_h = font * 1.3f;   // the step axis under the rows
+  const float rows_h = std::max(avail.y - strip - axis_h - legend_h - font * 1.3f, float(rows) * kMinRowPx);
   const float row_px = std::clamp(std::floor(rows_h / float(rows)), kMinRowPx, kMaxRowPx);
 
   PlotFrame frame;
-  frame.min = ImVec2(origin.x + gutter, origin.y + strip);
-  frame.max = ImVec2(origin.x + avail.x - font * 0.5f, frame.min.y + row_px * float(rows));
+  // Whole pixels: rows and the selection's outline land on pixel rows, crisp at any size.
+  frame.min = ImVec2(std::floor(origin.x + gutter), std::floor(origin.y + strip));
+  frame.max = ImVec2(std::floor(origin.x + avail.x - font * 0.5f), frame.min.y + row_px * float(rows));
   const double first = std::floor(state.view_first()), last = std::ceil(state.view_last());
   frame.x_first = first;
   frame.x_last = last + 1;
@@ -85,6 +92,11 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   frame.hovered = ImGui::IsItemHovered();
   frame.active = ImGui::IsItemActive();
   handle_plot_input(frame, state);
+  // A selection made for the user: its row into view when the pane scrolls (many layers).
+  if (state.scroll_to_selection() && state.selected_layer() >= 0 && size_t(state.selected_layer()) < rows) {
+    const float row_y = frame.min.y + (float(state.selected_layer()) + 0.5f) * row_px;
+    ImGui::SetScrollFromPosY(row_y - ImGui::GetWindowPos().y, 0.5f);
+  }
 
   const ColumnGrid grid(int64_t(first), int64_t(last), frame_columns(frame));
   const size_t columns = size_t(grid.columns());
@@ -116,35 +128,43 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
                           kSkippedColour);
     }
   }
-  const size_t label_every = size_t(std::ceil(font * 1.05f / row_px));
   const float texel_v = 1.0f / float(r1 - r0);
+  nonfinite_rows_.assign(r1 - r0, false);
   for (size_t r = r0; r < r1; ++r) {
     // Tall rows keep a one-pixel gap so that neighbouring layers read as separate bands.
     const float y0 = frame.min.y + float(r) * row_px, y1 = y0 + row_px - (row_px > 6 ? 1 : 0);
     const float v0 = float(r - r0) * texel_v;
     draw->AddImage(texture, ImVec2(frame.min.x, y0), ImVec2(frame.max.x, y1), ImVec2(0, v0),
                    ImVec2(1, v0 + texel_v));
-    // Names right-aligned in the gutter: every row when rows are tall enough to read, else
-    // every label_every-th row and the selected one (hover names any row).
-    const bool selected_row = int(r) == state.selected_layer();
-    const bool near_selected = state.selected_layer() >= 0 &&
-                               size_t(std::abs(int(r) - state.selected_layer())) < label_every;
-    if ((r % label_every == 0 && !near_selected) || selected_row) {
-      const std::string& name = run.layer_name(r);
-      const ImVec2 size = ImGui::CalcTextSize(name.c_str());
-      const float text_y = std::max(y0 + (row_px - size.y) * 0.5f, origin.y);
-      draw->AddText(ImVec2(frame.min.x - size.x - font * 0.3f, text_y),
-                    selected_row ? IM_COL32(255, 255, 255, 255) : IM_COL32(150, 150, 160, 255),
-                    name.c_str());
+    // Each run of non-finite cells gets an outline at least kMinNonfinitePx tall, however
+    // thin the rows: a NaN is never a few pixels to hunt for.
+    const Summary* row_cells = &cells_[(r - r0) * columns];
+    for (size_t c = 0; c < columns;) {
+      if (!row_cells[c].has_nonfinite()) {
+        ++c;
+        continue;
+      }
+      size_t end = c;
+      while (end < columns && row_cells[end].has_nonfinite()) ++end;
+      nonfinite_rows_[r - r0] = true;
+      const float mid_x = frame.min.x + (float(c) + float(end)) * 0.5f * column_px;
+      const float half_w = std::max(kMinNonfinitePx, float(end - c) * column_px) * 0.5f;
+      const float half_h = std::max(kMinNonfinitePx, row_px) * 0.5f;
+      const float mid_y = (y0 + y1) * 0.5f;
+      draw->AddRect(ImVec2(mid_x - half_w - 1, mid_y - half_h - 1), ImVec2(mid_x + half_w + 1, mid_y + half_h + 1),
+                    kNonfiniteOutline, 0.0f, 0, 2.0f);
+      c = end;
     }
   }
+  draw_row_labels(run, state, frame.min, row_px, r0, r1);
   if (state.selected_layer() >= 0 && size_t(state.selected_layer()) < rows) {
     // Outside the row, so the outline never hides a cell.
     const float y0 = frame.min.y + float(state.selected_layer()) * row_px;
     draw->AddRect(ImVec2(frame.min.x - 2, y0 - 2), ImVec2(frame.max.x + 2, y0 + row_px + 1),
                   kSelectedRowColour);
   }
-  draw_cursors(draw, frame, state);
+  draw_cursors(draw, frame, state, /*marker_across=*/false);
+  draw_step_axis(draw, frame, 0.5);
   log_geometry(frame.min.x, frame.min.y, frame.max.x, row_px, rows);
 
   const ImGuiIO& io = ImGui::GetIO();
@@ -173,8 +193,72 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
     }
   }
 
-  ImGui::SetCursorScreenPos(ImVec2(origin.x, frame.max.y + font * 0.3f));
+  ImGui::SetCursorScreenPos(ImVec2(origin.x, frame.max.y + axis_h + font * 0.3f));
   draw_legend(lo, hi);
+}
+
+void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, ImVec2 rows_min, float row_px,
+                                  size_t r0, size_t r1) {
+  // Rows whose names matter most get a label first; a label goes where it overlaps none
+  // placed already. First the selected row, then rows with a non-finite cell in view or a
+  // layer an event names, then the rows around the selection, then every few rows.
+  const float font = ImGui::GetFontSize();
+  const size_t rows = r1 - r0;
+  if (rows == 0) return;
+  named_rows_.assign(rows, false);
+  auto name_row = [&](const std::string& name) {
+    for (size_t r = r0; r < r1; ++r) {
+      if (run.layer_name(r) == name) named_rows_[r - r0] = true;
+    }
+  };
+  if (const auto& first = run.first_nonfinite(); first && !first->layer.empty()) name_row(first->layer);
+  event_layers_.clear();
+  for (const wire::Event& event : run.events()) {
+    if (!event.layer.empty()) event_layers_.insert(event.layer);
+  }
+  for (size_t r = r0; r < r1; ++r) {
+    if (event_layers_.count(run.layer_name(r)) != 0) named_rows_[r - r0] = true;
+  }
+
+  label_order_.clear();
+  const int selected = state.selected_layer();
+  if (selected >= int(r0) && selected < int(r1)) label_order_.push_back(size_t(selected));
+  for (size_t r = r0; r < r1; ++r) {
+    if (nonfinite_rows_[r - r0]) label_order_.push_back(r);
+  }
+  for (size_t r = r0; r < r1; ++r) {
+    if (named_rows_[r - r0] && !nonfinite_rows_[r - r0]) label_order_.push_back(r);
+  }
+  const size_t label_every = size_t(std::ceil(font * 1.05f / row_px));
+  if (selected >= 0) {
+    for (size_t d = 1; d <= 3 * label_every; ++d) {
+      if (selected - int(d) >= int(r0)) label_order_.push_back(size_t(selected) - d);
+      if (selected + int(d) < int(r1)) label_order_.push_back(size_t(selected) + d);
+    }
+  }
+  for (size_t r = r0; r < r1; ++r) {
+    if (r % label_every == 0) label_order_.push_back(r);
+  }
+
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  placed_.clear();
+  for (size_t r : label_order_) {
+    const float y0 = rows_min.y + float(r) * row_px;
+    const float text_y = y0 + (row_px - font) * 0.5f;
+    const bool overlaps = std::any_of(placed_.begin(), placed_.end(), [&](float other) {
+      return std::abs(other - text_y) < font * 1.05f;
+    });
+    if (overlaps) continue;
+    placed_.push_back(text_y);
+    // Names right-aligned in the gutter; a layer with a non-finite cell in view in red.
+    const std::string& name = run.layer_name(r);
+    const ImVec2 size = ImGui::CalcTextSize(name.c_str());
+    const ImU32 colour = nonfinite_rows_[r - r0]           ? kNonfiniteLabel
+                         : int(r) == selected              ? IM_COL32(255, 255, 255, 255)
+                         : named_rows_[r - r0]             ? IM_COL32(230, 200, 120, 255)
+                                                           : IM_COL32(150, 150, 160, 255);
+    draw->AddText(ImVec2(rows_min.x - size.x - font * 0.3f, text_y), colour, name.c_str());
+  }
 }
 
 void HeatmapView::log_geometry(float x0, float y0, float x1, float row_px, size_t rows) {
@@ -183,8 +267,7 @@ void HeatmapView::log_geometry(float x0, float y0, float x1, float row_px, size_
                 y0, row_px, rows);
   if (logged_geometry_ == text) return;
   logged_geometry_ = text;
-  std::printf("%s\n", text);
-  std::fflush(stdout);
+  verbose_log("%s", text);
 }
 
 }  // namespace keel::app::ui

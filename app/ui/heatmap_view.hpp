@@ -3,8 +3,12 @@
 // What it is for: seeing at a glance which layer moved first. Colour is log10 of the chosen
 // metric (grad norm, update ratio, absmax, zero fraction) on the viridis map, scaled to what is
 // visible; a cell holding a NaN or Inf anywhere in its steps has a colour of its own, as do
-// steps whose update was skipped (a strip above the rows). Hover reads a cell out; a click
-// selects its layer and step; the wheel and a drag zoom and pan like every step plot.
+// steps whose update was skipped (a strip above the rows). A non-finite run of cells gets an
+// outline of a readable size, and its row's name turns red. Rows are named in the gutter by
+// priority (the selected one, those with a NaN in view or an event, those around the
+// selection, then every few rows) where the names fit. A step axis runs under the rows, with
+// the run's first non-finite step marked. Hover reads a cell out; a click selects its layer
+// and step; the wheel and a drag zoom and pan like every step plot.
 // It also logs, once per change, where its rows are on screen ("keel: heatmap ..."), so a test
 // driving the real window with xdotool can click a given layer.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
@@ -12,7 +16,10 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
+
+#include <imgui.h>
 
 #include "model/run_model.hpp"
 #include "model/value_summary.hpp"
@@ -28,12 +35,21 @@ class HeatmapView {
 
  private:
   void log_geometry(float x0, float y0, float x1, float row_px, size_t rows);
+  // The names of rows [r0, r1) in the gutter left of `rows_min`, most telling first.
+  void draw_row_labels(const RunModel& run, const AppState& state, ImVec2 rows_min, float row_px, size_t r0, size_t r1);
 
   std::vector<Summary> cells_;  // visible rows only, row-major
   HeatmapImage image_;           // cells_ coloured, one texel each
   std::unique_ptr<ImageTexture> texture_;
   std::vector<Summary> skipped_;
   std::string logged_geometry_;
+  // Per frame, kept to spare allocations: per visible row, whether it has a non-finite cell
+  // in view and whether an event names its layer; the label candidates; the labels placed.
+  std::vector<bool> nonfinite_rows_;
+  std::vector<bool> named_rows_;
+  std::unordered_set<std::string> event_layers_;
+  std::vector<size_t> label_order_;
+  std::vector<float> placed_;
 };
 
 }  // namespace keel::app::ui

@@ -1,10 +1,13 @@
 #include "ui/layer_detail.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include <imgui.h>
 
 #include "ui/plot.hpp"
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -24,6 +27,19 @@ constexpr DetailPlot kPlots[] = {
     {"zero fraction", wire::LayerMetric::kGradZeroFrac, false, IM_COL32(200, 140, 255, 255)},
 };
 
+// Where the pane is and whose history it shows, once per change ("keel: detail LAYER x0 ..."),
+// so a test can read the pane's pixels. One pane per app: the last line logged is its own.
+void log_geometry(const std::string& layer) {
+  static std::string logged;
+  const ImVec2 min = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+  char text[512];
+  std::snprintf(text, sizeof text, "keel: detail %s x0 %.0f y0 %.0f x1 %.0f y1 %.0f", layer.c_str(), min.x, min.y,
+                min.x + size.x, min.y + size.y);
+  if (logged == text) return;
+  logged = text;
+  verbose_log("%s", text);
+}
+
 }  // namespace
 
 void draw_layer_detail(const RunModel& run, AppState& state) {
@@ -33,6 +49,7 @@ void draw_layer_detail(const RunModel& run, AppState& state) {
     return;
   }
   ImGui::Text("%s", run.layer_name(size_t(layer)).c_str());
+  log_geometry(run.layer_name(size_t(layer)));
   ImGui::SameLine();
   ImGui::TextDisabled("%s  (space: follow live, Home: reset view, wheel: zoom, drag: pan)",
                       state.follow_live() ? "following live" : "paused on the past");

@@ -94,6 +94,8 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
                         ImGuiSelectableFlags_SpanAllColumns)) {
     state.select_layer(layer, run.layer_name(size_t(layer)));
   }
+  // A selection made for the user (the first non-finite): its row into view.
+  if (layer == state.selected_layer() && state.scroll_to_selection()) ImGui::SetScrollHereY(0.5f);
   if (ImGui::IsItemHovered()) {
     std::string tip = run.layer_name(size_t(layer));
     const auto& aliases = run.layer_aliases(size_t(layer));
@@ -143,9 +145,11 @@ void LayerList::draw(const RunModel& run, AppState& state) {
   ImGui::TableSetupColumn("layer", ImGuiTableColumnFlags_WidthStretch |
                                                      ImGuiTableColumnFlags_DefaultSort, 2.0f);
   for (int c = 0; c < kValueCount; ++c) {
+    // Wide enough for its header and the sort arrow: "non-finite" was cut to "non-fi...".
+    const float width = std::max(ImGui::GetFontSize() * 4.2f, ImGui::CalcTextSize(kValueLabels[c]).x + ImGui::GetFontSize() * 1.2f);
     ImGui::TableSetupColumn(kValueLabels[c], ImGuiTableColumnFlags_PreferSortDescending |
                                                  ImGuiTableColumnFlags_WidthFixed,
-                            ImGui::GetFontSize() * 4.2f);
+                            width);
   }
   ImGui::TableSetupColumn("trend", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort,
                           ImGui::GetFontSize() * 4);

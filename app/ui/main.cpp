@@ -19,6 +19,7 @@
 #include "ui/frame_pacer.hpp"
 #include "ui/frame_work.hpp"
 #include "ui/screenshot.hpp"
+#include "ui/verbose_log.hpp"
 #include "ui/window.hpp"
 
 namespace {
@@ -52,6 +53,9 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot-after", options.screenshot_after_secs,
                  "with --screenshot: wait at least this many seconds after start")->check(CLI::NonNegativeNumber);
   cli.add_option("--select", options.select_layer, "select this layer once the run names it");
+  bool verbose = false;
+  cli.add_flag("--verbose", verbose,
+               "log to stdout what the dashboard draws and does (control and heatmap geometry, selections, events, commands)");
   cli.add_option("--rank", options.rank, "show this rank's run (with one --connect per rank; default: the lowest)")
       ->check(CLI::NonNegativeNumber);
   std::string server_key_option, key_option;
@@ -59,10 +63,12 @@ int main(int argc, char** argv) {
   cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
   cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
   CLI11_PARSE(cli, argc, argv);
+  keel::app::ui::set_verbose_log(verbose);
   if (options.endpoints.empty()) options.endpoints.push_back(keel::wire::kDefaultPubEndpoint);
 
   try {
     keel::app::ui::Window window("keel", options.width, options.height);
+    if (!options.screenshot_path.empty()) window.ignore_pointer();
     keel::app::ui::FramePacer pacer(window);
     const keel::app::CommandAuth auth = keel::app::CommandAuth::from_options(server_key_option, key_option);
     keel::app::ReceiverOptions receiver_options;

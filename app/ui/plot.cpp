@@ -170,18 +170,23 @@ void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title) {
                   kLabelColour, tick.label.c_str());
   }
 
-  // x ticks: whole steps.
+  draw_step_axis(draw, frame, 0.0);
+  draw->AddRect(frame.min, frame.max, kAxisColour);
+}
+
+void draw_step_axis(ImDrawList* draw, const PlotFrame& frame, double offset) {
+  // Whole steps, about one label per six characters of width.
+  const float font = ImGui::GetFontSize();
   const int x_target = std::max(2, int((frame.max.x - frame.min.x) / (font * 6)));
   const double x_step = std::max(1.0, nice_step(frame.x_last - frame.x_first, x_target));
-  for (double s = std::ceil(frame.x_first / x_step) * x_step; s <= frame.x_last; s += x_step) {
-    const float x = frame.x_px(s);
+  for (double s = std::ceil(frame.x_first / x_step) * x_step; s + offset <= frame.x_last; s += x_step) {
+    const float x = frame.x_px(s + offset);
     draw->AddLine(ImVec2(x, frame.max.y), ImVec2(x, frame.max.y + font * 0.25f), kAxisColour);
     char label[32];
     std::snprintf(label, sizeof label, "%lld", static_cast<long long>(std::llround(s)));
     const ImVec2 text_size = ImGui::CalcTextSize(label);
     draw->AddText(ImVec2(x - text_size.x * 0.5f, frame.max.y + font * 0.2f), kLabelColour, label);
   }
-  draw->AddRect(frame.min, frame.max, kAxisColour);
 }
 
 void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& columns,
@@ -232,7 +237,22 @@ void draw_flag_columns(ImDrawList* draw, const PlotFrame& frame, const std::vect
   }
 }
 
-void draw_cursors(ImDrawList* draw, const PlotFrame& frame, const AppState& state) {
+void draw_step_marker(ImDrawList* draw, const PlotFrame& frame, int64_t step, bool across) {
+  if (step < 0 || step < frame.x_first || step > frame.x_last) return;
+  const float x = frame.x_px(double(step) + 0.5);
+  const float half = std::max(4.0f, ImGui::GetFontSize() * 0.35f);
+  if (across) draw->AddLine(ImVec2(x, frame.min.y), ImVec2(x, frame.max.y), kMarkedStepColour, 2.0f);
+  // Triangles outside the plot area point at the step: from above, and without the line from
+  // below too (on the step axis).
+  draw->AddTriangleFilled(ImVec2(x - half, frame.min.y - half * 1.6f), ImVec2(x + half, frame.min.y - half * 1.6f),
+                          ImVec2(x, frame.min.y), kMarkedStepColour);
+  if (across) return;
+  draw->AddTriangleFilled(ImVec2(x - half, frame.max.y + half * 1.6f), ImVec2(x + half, frame.max.y + half * 1.6f),
+                          ImVec2(x, frame.max.y), kMarkedStepColour);
+}
+
+void draw_cursors(ImDrawList* draw, const PlotFrame& frame, const AppState& state, bool marker_across) {
+  draw_step_marker(draw, frame, state.marked_step(), marker_across);
   auto line = [&](int64_t step, ImU32 colour) {
     if (step < 0 || step < frame.x_first || step > frame.x_last) return;
     const float x = frame.x_px(double(step));

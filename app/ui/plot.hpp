@@ -55,14 +55,23 @@ struct AxisTick {
 std::vector<AxisTick> y_axis_ticks(const PlotFrame& frame, float font_px);
 
 void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title);
+// Step ticks and labels under the plot area; `offset` moves each tick within its step (0.5:
+// the middle of a heatmap column that spans [step, step + 1)).
+void draw_step_axis(ImDrawList* draw, const PlotFrame& frame, double offset);
 void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& columns,
                  ImU32 colour);
 // A thin vertical line on each column whose max is at least 0.5: `flags` is a 0/1 series
 // such as "skipped", summarised on the same columns.
 void draw_flag_columns(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& flags,
                        ImU32 colour);
-// The shared cursor and the selected step.
-void draw_cursors(ImDrawList* draw, const PlotFrame& frame, const AppState& state);
+// The colour of the marked step (AppState::marked_step, the run's first non-finite).
+inline constexpr ImU32 kMarkedStepColour = IM_COL32(255, 70, 200, 255);
+// A marker on `step`: a triangle above the plot area pointing at it, and either a line
+// through the plot (`across`) or a second triangle below it, on the step axis (a heatmap
+// keeps its cells visible).
+void draw_step_marker(ImDrawList* draw, const PlotFrame& frame, int64_t step, bool across);
+// The marked step, the shared cursor and the selected step.
+void draw_cursors(ImDrawList* draw, const PlotFrame& frame, const AppState& state, bool marker_across = true);
 
 // Mouse over the plot area: wheel zooms around the mouse, left-drag pans, hover sets the
 // shared cursor. Call right after begin_plot.

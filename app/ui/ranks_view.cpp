@@ -10,6 +10,7 @@
 #include "model/run_model.hpp"
 #include "ui/colormap.hpp"
 #include "ui/plot.hpp"
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -105,8 +106,7 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
 void RanksView::log_once(std::string& logged, const std::string& text) {
   if (logged == text) return;
   logged = text;
-  std::printf("%s\n", text.c_str());
-  std::fflush(stdout);
+  verbose_log("%s", text.c_str());
 }
 
 }  // namespace keel::app::ui

@@ -1,6 +1,7 @@
 #include "ui/window.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdio>
 #include <stdexcept>
 
@@ -101,6 +102,13 @@ void Window::begin_frame() {
   begin_frame_key_presses();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
+  if (pointer_ignored_) {
+    // After the backend wrote this frame's pointer state: ImGui's own "no mouse" position.
+    ImGuiIO& io = ImGui::GetIO();
+    io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+    for (bool& down : io.MouseDown) down = false;
+    io.MouseWheel = io.MouseWheelH = 0;
+  }
   ImGui::NewFrame();
 }
 

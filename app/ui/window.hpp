@@ -32,6 +32,9 @@ class Window final : public EventWait {
   void wake() override;
   // Starts an ImGui frame with the input handled by the last wait().
   void begin_frame();
+  // The pointer is not there for the frames to come (no hover, no tooltip, no click): a
+  // screenshot shows the data, not wherever the pointer happens to sit.
+  void ignore_pointer() { pointer_ignored_ = true; }
   // Renders the ImGui frame into the back buffer; call present() after reading pixels.
   void render();
   void present();
@@ -42,6 +45,7 @@ class Window final : public EventWait {
  private:
   GLFWwindow* window_ = nullptr;
   float content_scale_ = 1.0f;
+  bool pointer_ignored_ = false;
 };
 
 }  // namespace keel::app::ui

@@ -25,7 +25,7 @@ TEST(ControlGui, ClickOnSkipIsAcknowledgedAndTheStepIsSkippedByCommand) {
                     keel::e2e::kBackgroundNiceness);
   ASSERT_FALSE(demo.wait_for("loss ", 60).empty()) << demo.output();
 
-  ChildProcess keel({KEEL_PATH, "--connect", endpoint});
+  ChildProcess keel({KEEL_PATH, "--verbose", "--connect", endpoint});
   float x0 = 0, y0 = 0, x1 = 0, y1 = 0;
   const std::string geometry = keel.wait_for("keel: control skip", 60);
   ASSERT_EQ(std::sscanf(geometry.c_str() + geometry.find("keel: control"),

@@ -1,9 +1,12 @@
 // The real dashboard in a real X window (Xvfb), watching the real trainer (keel-demo):
 // its screenshot has data in the heatmap and the plots, an injected NaN shows as a non-finite
-// cell and an event, a real click (xdotool) on a heatmap row selects that layer, and the
-// dashboard keeps running when the trainer stops. Run under xvfb-run (see CMakeLists.txt).
+// cell and an event, and takes the user to it unasked (its layer selected and named in red,
+// its history shown, its step marked); a real click (xdotool) on a heatmap row selects that
+// layer, and the dashboard keeps running when the trainer stops. Run under xvfb-run (see
+// CMakeLists.txt).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -69,7 +72,7 @@ TEST_F(GuiTest, ScreenshotShowsDataAndTheInjectedNan) {
   // The NaN has happened before the app starts, however slowly the trainer started: the app
   // shows it from its late-attach backfill, and then exits at its screenshot.
   ASSERT_FALSE(demo_->wait_for("event first_nonfinite", 120).empty()) << demo_->output();
-  ChildProcess keel({KEEL_PATH, "--connect", endpoint_, "--screenshot", png, "--screenshot-after", "12"});
+  ChildProcess keel({KEEL_PATH, "--verbose", "--connect", endpoint_, "--screenshot", png, "--screenshot-after", "12"});
   HeatmapGeometry g;
   ASSERT_TRUE(parse_geometry(keel.wait_for("keel: heatmap", 60), g)) << keel.output();
   EXPECT_EQ(g.layers, 42);
@@ -111,11 +114,58 @@ TEST_F(GuiTest, ScreenshotShowsDataAndTheInjectedNan) {
     for (int x = 0; x < width / 2; ++x) trace_pixels += at(x, y) == 0x5AAAFFu;
   }
   EXPECT_GT(trace_pixels, 100) << "the loss chart has no trace: " << png;
+
+  // The first non-finite got the user's attention without a click (issue 13). The NaN row is
+  // one the default labelling (every few rows) leaves unnamed: the app selected it ...
+  EXPECT_FALSE(keel.find_or_wait_for(std::string("selected layer ") + kNanLayer + " step 30", 1).empty())
+      << keel.output();
+  const int nan_top = int(g.y0 + g.row * float(kNanLayerRow)), nan_bottom = int(g.y0 + g.row * float(kNanLayerRow + 1));
+  int outline = 0;   // the selection's white outline, 2 px above the row (geometry is logged rounded)
+  for (int y = nan_top - 3; y <= nan_top - 1; ++y) {
+    int line = 0;
+    for (int x = int(g.x0); x < int(g.x1) && x < width; ++x) {
+      const uint32_t p = at(x, y);
+      line += (p >> 16) > 200 && ((p >> 8) & 0xFF) > 200 && (p & 0xFF) > 200;
+    }
+    outline = std::max(outline, line);
+  }
+  EXPECT_GT(outline, int(g.x1 - g.x0) / 2) << "the NaN row is not outlined as selected: " << png;
+  // ... labelled it in red in the gutter ...
+  int red_label = 0;
+  for (int y = std::max(0, nan_top - 6); y < nan_bottom + 6 && y < height; ++y) {
+    for (int x = 0; x < int(g.x0); ++x) {
+      const uint32_t p = at(x, y);
+      red_label += (p >> 16) > 200 && ((p >> 8) & 0xFF) < 130 && (p & 0xFF) < 130;
+    }
+  }
+  EXPECT_GT(red_label, 15) << "the NaN row's name is not in red: " << png;
+  // ... shows its history in the detail pane (grad norm's trace colour, 120, 220, 140) ...
+  const std::string detail = keel.find_or_wait_for(std::string("keel: detail ") + kNanLayer, 1);
+  float d0 = 0, e0 = 0, d1 = 0, e1 = 0;
+  ASSERT_EQ(std::sscanf(detail.c_str() + detail.find(" x0 "), " x0 %f y0 %f x1 %f y1 %f", &d0, &e0, &d1, &e1), 4)
+      << keel.output();
+  int history = 0;
+  for (int y = int(e0); y < int(e1) && y < height; ++y) {
+    for (int x = int(d0); x < int(d1) && x < width; ++x) history += at(x, y) == 0x78DC8Cu;
+  }
+  EXPECT_GT(history, 50) << "the detail pane has no grad norm history: " << png;
+  // ... and marks step 30 (255, 70, 200) on the charts and on the heatmap's step axis.
+  int chart_marks = 0, axis_marks = 0;
+  const int rows_bottom = int(g.y0 + g.row * float(g.layers));
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width / 2; ++x) {
+      if (at(x, y) != 0xFF46C8u) continue;
+      if (y < int(g.y0) - 20) ++chart_marks;
+      if (y > rows_bottom && y < rows_bottom + 20) ++axis_marks;
+    }
+  }
+  EXPECT_GT(chart_marks, 20) << "no step marker on the charts: " << png;
+  EXPECT_GT(axis_marks, 10) << "no step marker on the heatmap's step axis: " << png;
   stbi_image_free(pixels);
 }
 
 TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
-  ChildProcess keel({KEEL_PATH, "--connect", endpoint_});
+  ChildProcess keel({KEEL_PATH, "--verbose", "--connect", endpoint_});
   HeatmapGeometry g;
   ASSERT_TRUE(parse_geometry(keel.wait_for("keel: heatmap", 60), g)) << keel.output();
   const std::string window = run_command("xdotool search --sync --limit 1 --name '^keel$'");

@@ -59,7 +59,7 @@ class RanksGuiTest : public testing::Test {
     }
   }
   static std::vector<std::string> connect_both() {
-    return {KEEL_PATH, "--connect", endpoints_[0], "--connect", endpoints_[1]};
+    return {KEEL_PATH, "--verbose", "--connect", endpoints_[0], "--connect", endpoints_[1]};
   }
   static std::string endpoints_[2];
   static ChildProcess* demos_[2];

@@ -100,7 +100,7 @@ std::unique_ptr<FaultProcess> start_client(bool app, const Binaries& binaries, c
                                            const std::string& log_path) {
   if (app) {
     return std::make_unique<FaultProcess>(
-        std::vector<std::string>{binaries.app, "--connect", endpoint, "--width", "800", "--height", "600"}, log_path);
+        std::vector<std::string>{binaries.app, "--verbose", "--connect", endpoint, "--width", "800", "--height", "600"}, log_path);
   }
   // A long timeout: a frozen client must not give up on its own after SIGCONT.
   return std::make_unique<FaultProcess>(
@@ -122,7 +122,7 @@ FaultOutcome run_trainer_restart(const Binaries& binaries, const FaultTiming& ti
   }
   const int port = first->port();
   const std::string endpoint = first->endpoint();
-  FaultProcess app({binaries.app, "--connect", endpoint, "--width", "800", "--height", "600"}, dir.file("app.log"));
+  FaultProcess app({binaries.app, "--verbose", "--connect", endpoint, "--width", "800", "--height", "600"}, dir.file("app.log"));
   if (!app.wait_for_output("keel: backfill", 60)) {
     out.failure = "the dashboard never attached to the first run: " + app.output().substr(0, 400);
     return out;

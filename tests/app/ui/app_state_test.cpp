@@ -8,6 +8,7 @@
 
 #include "ui/colormap.hpp"
 #include "ui/plot.hpp"
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -53,9 +54,14 @@ TEST(AppState, PanningBackToTheNewestStepResumesFollowing) {
 TEST(AppState, SelectionFollowsTheLayerNameAcrossRuns) {
   AppState state;
   testing::internal::CaptureStdout();
+  state.select(3, "blocks.0.attn.qkv.weight", 12);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "") << "the log is written with --verbose only";
+  set_verbose_log(true);
+  testing::internal::CaptureStdout();
   state.select(3, "blocks.0.attn.qkv.weight", 42);
   EXPECT_EQ(testing::internal::GetCapturedStdout(),
             "keel: selected layer blocks.0.attn.qkv.weight step 42\n");
+  set_verbose_log(false);
   state.revalidate([](const std::string& name) { return name == "blocks.0.attn.qkv.weight" ? 7 : -1; });
   EXPECT_EQ(state.selected_layer(), 7);
   state.revalidate([](const std::string&) { return -1; });
