@@ -17,6 +17,16 @@
 
 namespace {
 
+// Waits (at most 10 s) until `socket` has a message to read, without taking it.
+bool wait_readable(zmq::socket_t& socket) {
+  zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
+  return zmq::poll(&item, 1, std::chrono::milliseconds(10000)) > 0;
+}
+
+}  // namespace
+
+namespace {
+
 TEST(PublisherHistory, KeepsTheMostRecentStepRecordsOnly) {
   keel::probe::PublisherOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
@@ -86,9 +96,12 @@ TEST(PublisherFanOut, AStalledSubscriberDoesNotStarveAReadingOne) {
   for (auto* s : {&stalled, &reader}) {
     s->set(zmq::sockopt::linger, 0);
     s->set(zmq::sockopt::subscribe, "step");
+    // The description a new subscription is sent says the publisher has read its subscribe
+    // frames: the records that follow reach both.
+    s->set(zmq::sockopt::subscribe, "run");
     s->connect(publisher.bound_endpoint());
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));   // both subscriptions are live
+  ASSERT_TRUE(wait_readable(stalled) && wait_readable(reader)) << "no subscription went live";
 
   constexpr int64_t kRecords = 1500;   // ~36 MB: far past what the frozen pipe and kernel hold
   keel::wire::StepRecord record;
@@ -100,8 +113,9 @@ TEST(PublisherFanOut, AStalledSubscriberDoesNotStarveAReadingOne) {
     while (reader.recv(frame, zmq::recv_flags::dontwait)) {
       if (frame.more()) continue;
       const auto decoded = keel::wire::decode(frame.data(), frame.size());
-      if (!decoded.ok) continue;
-      last_step = std::get<keel::wire::StepRecord>(decoded.message).step;
+      const auto* step = decoded.ok ? std::get_if<keel::wire::StepRecord>(&decoded.message) : nullptr;
+      if (step == nullptr) continue;   // a description
+      last_step = step->step;
       ++received;
     }
   };
@@ -173,7 +187,8 @@ struct SeqRig {
     subscriber.set(zmq::sockopt::rcvhwm, 0);
     subscriber.set(zmq::sockopt::subscribe, "");
     subscriber.connect(publisher.bound_endpoint());
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Live once the description a new subscription is sent has arrived (it stays unread).
+    EXPECT_TRUE(wait_readable(subscriber)) << "the subscription never went live";
     record.layer_count = 1;
     record.layer_values.assign(keel::wire::kLayerMetricCount, 0.5f);
   }

@@ -31,6 +31,13 @@ CommandStatus wait_while_pending(const CommandClient& client, uint64_t id, doubl
   return status.value_or(CommandStatus{});
 }
 
+// Waits (at most 10 s) until the server has received `count` commands.
+bool wait_received(const FakeCommandServer& server, size_t count) {
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while (server.received().size() < count && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return server.received().size() >= count;
+}
+
 wire::Command command(const std::string& kind) {
   wire::Command out;
   out.rank = -1;
@@ -101,7 +108,7 @@ TEST(CommandClient, AcksReachTheirOwnCommandsInWhateverOrderTheyCome) {
   });
   CommandClient client;
   const uint64_t skip_id = client.submit(server.endpoint(), command("skip"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(wait_received(server, 1)) << "the skip never reached the server";
   wire::Command policy = command("policy");
   policy.policy = "skip_spike";
   policy.enable = true;
@@ -162,9 +169,7 @@ TEST(CommandClient, AChannelFailureEndsTheCommandsInFlightAndTheClientGoesOn) {
   };
   CommandClient client(options);
   const uint64_t in_flight = client.submit(server.endpoint(), command("skip"));
-  const auto give_up = Clock::now() + std::chrono::seconds(10);
-  while (server.received().empty() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(server.received().size(), 1u);
+  ASSERT_TRUE(wait_received(server, 1));
 
   fail_next_turn = true;
   const CommandStatus failed = wait_while_pending(client, in_flight);

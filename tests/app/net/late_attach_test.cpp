@@ -15,8 +15,8 @@
 
 #include <gtest/gtest.h>
 
-#include "../fake_command_server.hpp"
-#include "../test_publisher.hpp"
+#include "fake_command_server.hpp"
+#include "test_publisher.hpp"
 #include "model/model.hpp"
 #include "net/receiver.hpp"
 

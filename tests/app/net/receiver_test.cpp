@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../test_publisher.hpp"
+#include "test_publisher.hpp"
 
 namespace keel::app {
 namespace {

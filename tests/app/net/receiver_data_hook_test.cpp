@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../test_publisher.hpp"
+#include "test_publisher.hpp"
 #include "net/receiver.hpp"
 
 namespace keel::app {
