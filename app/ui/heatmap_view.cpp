@@ -205,20 +205,14 @@ void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, Im
   const float font = ImGui::GetFontSize();
   const size_t rows = r1 - r0;
   if (rows == 0) return;
-  named_rows_.assign(rows, false);
-  auto name_row = [&](const std::string& name) {
-    for (size_t r = r0; r < r1; ++r) {
-      if (run.layer_name(r) == name) named_rows_[r - r0] = true;
-    }
-  };
-  if (const auto& first = run.first_nonfinite(); first && !first->layer.empty()) name_row(first->layer);
+  // The layers events name, the first non-finite's too after the event list dropped it.
   event_layers_.clear();
   for (const wire::Event& event : run.events()) {
     if (!event.layer.empty()) event_layers_.insert(event.layer);
   }
-  for (size_t r = r0; r < r1; ++r) {
-    if (event_layers_.count(run.layer_name(r)) != 0) named_rows_[r - r0] = true;
-  }
+  if (const auto& first = run.first_nonfinite(); first && !first->layer.empty()) event_layers_.insert(first->layer);
+  named_rows_.assign(rows, false);
+  for (size_t r = r0; r < r1; ++r) named_rows_[r - r0] = event_layers_.count(run.layer_name(r)) != 0;
 
   label_order_.clear();
   const int selected = state.selected_layer();

@@ -2,17 +2,9 @@
 
 #include <cmath>
 
+#include "ui/events_view.hpp"
+
 namespace keel::app::ui {
-namespace {
-
-int layer_named(const RunModel& run, const std::string& name) {
-  for (size_t i = 0; i < run.layer_count(); ++i) {
-    if (run.layer_name(i) == name) return int(i);
-  }
-  return -1;
-}
-
-}  // namespace
 
 int loudest_layer_at(const RunModel& run, int64_t step) {
   int loudest = -1;
@@ -41,7 +33,7 @@ void InstabilityFocus::update(const RunModel& run, AppState& state) {
   state.set_marked_step(first ? first->step : -1);
   if (first && (!attended_ || attended_->first != first->step || attended_->second != first->layer)) {
     attended_ = std::make_pair(first->step, first->layer);
-    const int layer = layer_named(run, first->layer);
+    const int layer = find_layer(run, first->layer);
     if (layer >= 0) {
       state.select(layer, first->layer, first->step);
       state.request_scroll_to_selection();
