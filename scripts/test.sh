@@ -42,7 +42,7 @@ fi
 
 sanitized_targets=(
   keel_wire_tests keel_command_path_tests keel_fuzz_decode_replay keel_fuzz_command_replay
-  keel_app_model_tests keel_app_net_tests keel_cli_tests keel_ui_tests
+  keel_app_model_tests keel_app_net_tests keel_app_core_tests keel_cli_tests keel_ui_tests
   keel_probe_tests keel_fused_reduce_tests
 )
 if [ "$sanitize" = "thread" ]; then

@@ -55,6 +55,15 @@ const char* gradient_state_name(GradientState state) {
   return "";
 }
 
+const char* gradient_state_reason(GradientState state) {
+  switch (state) {
+    case GradientState::kMeasured: return "";
+    case GradientState::kFrozen: return "frozen: requires_grad is off, no gradient to measure";
+    case GradientState::kUnused: return "unused: the newest step's backward did not reach it";
+  }
+  return "";
+}
+
 RunModel::RunModel(std::string run_id, int32_t rank, const ModelConfig& config, int segment)
     : run_id_(std::move(run_id)), rank_(rank), config_(config), segment_(segment) {
   config_.max_events = std::max<size_t>(config_.max_events, 1);
@@ -212,7 +221,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
     if (layer < layer_count) gradient_states_[layer] = GradientState::kFrozen;
   }
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
-    const bool gradient_metric = m <= static_cast<int>(wire::LayerMetric::kGradZeroFrac);
+    const bool gradient_metric = is_gradient_metric(static_cast<wire::LayerMetric>(m));
     const int block = record.metric_block(static_cast<wire::LayerMetric>(m));
     if (block < 0 || layer_count == 0) continue;
     // A hand-built record may hold fewer values than its mask promises: store what is there.

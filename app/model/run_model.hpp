@@ -54,14 +54,22 @@ enum class WatchMetric : uint8_t { kAbsmax = 0, kRms, kZ, kNonfinite };
 inline constexpr int kWatchMetricCount = 4;
 const char* watch_metric_name(WatchMetric metric);
 
-// Health of one run's stream. Sequence numbers are per publisher (PROTOCOL §5); only the
-// telemetry topics (run, step, event) are counted, acks come from another socket's counter.
-// Whether a step measured a layer's gradient, and if not, why: its metrics then have no
-// sample for that step (a zero would read as underflow).
+// Whether a step measured a layer's gradient, and if not, why: its gradient metrics then have
+// no sample for that step (a zero would read as underflow).
 enum class GradientState : uint8_t { kMeasured = 0, kFrozen, kUnused };
 // "frozen", "unused"; "" for kMeasured.
 const char* gradient_state_name(GradientState state);
+// The state with its reason, as a tooltip says it ("frozen: requires_grad is off, ..."); "" for
+// kMeasured.
+const char* gradient_state_reason(GradientState state);
+// grad norm, absmax, non-finite count and zero fraction: the metrics a layer without a gradient
+// has no sample of (its weight metrics it still has).
+inline bool is_gradient_metric(wire::LayerMetric metric) {
+  return static_cast<int>(metric) <= static_cast<int>(wire::LayerMetric::kGradZeroFrac);
+}
 
+// Health of one run's stream. Sequence numbers are per publisher (PROTOCOL §5); only the
+// telemetry topics (run, step, event) are counted, acks come from another socket's counter.
 struct RunCounters {
   uint64_t messages = 0;        // run descriptions, step records and events received
   uint64_t steps_stored = 0;    // step records stored

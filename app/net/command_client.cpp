@@ -26,16 +26,6 @@ std::string seconds_text(double seconds) {
 
 }  // namespace
 
-const char* command_state_name(CommandState state) {
-  switch (state) {
-    case CommandState::kPending: return "pending";
-    case CommandState::kAcknowledged: return "acknowledged";
-    case CommandState::kRefused: return "refused";
-    case CommandState::kTimedOut: return "timed out";
-  }
-  return "?";
-}
-
 CommandClient::CommandClient(CommandClientOptions options) : options_(options), next_id_(1) {
   thread_ = std::thread([this] { run(); });
 }

@@ -29,27 +29,9 @@
 
 #include "keel/wire/messages.hpp"
 #include "net/command_auth.hpp"
+#include "values/command_status.hpp"
 
 namespace keel::app {
-
-enum class CommandState {
-  kPending,       // sent (or about to be), no answer yet
-  kAcknowledged,  // the probe accepted it: ack.step says where it took effect
-  kRefused,       // the probe refused it (ack.error), or it could not be sent (error)
-  kTimedOut,      // no answer within the timeout; it may still be applied, it is not resent
-};
-
-const char* command_state_name(CommandState state);
-
-struct CommandStatus {
-  uint64_t id = 0;
-  std::string command_endpoint;
-  keel::wire::Command command;
-  CommandState state = CommandState::kPending;
-  keel::wire::Ack ack;         // the probe's answer, when one came
-  std::string error;           // why it was refused or timed out, as a sentence; "" otherwise
-  bool answered_late = false;  // the ack came after the command was shown as timed out
-};
 
 struct CommandClientOptions {
   // Skip and policy take effect at the next step boundary: one step, normally well under a

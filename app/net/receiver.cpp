@@ -24,16 +24,6 @@ bool is_version_error(const std::string& error) {
 
 }  // namespace
 
-const char* link_state_name(LinkState state) {
-  switch (state) {
-    case LinkState::kConnecting: return "connecting";
-    case LinkState::kLive: return "live";
-    case LinkState::kStale: return "stale";
-    case LinkState::kProtocolMismatch: return "protocol mismatch";
-  }
-  return "?";
-}
-
 Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions options)
     : options_(options) {
   // Sockets are created here so a bad endpoint throws to the caller; they are then handed to

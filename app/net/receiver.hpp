@@ -27,29 +27,9 @@
 #include "keel/wire/messages.hpp"
 #include "net/backfill.hpp"
 #include "net/command_auth.hpp"
+#include "values/endpoint_state.hpp"
 
 namespace keel::app {
-
-enum class LinkState {
-  kConnecting,        // nothing decoded yet from this endpoint
-  kLive,              // a message arrived within the stale threshold
-  kStale,             // messages arrived once, but none for a while (trainer stopped or paused)
-  kProtocolMismatch,  // the only recent traffic was rejected as another protocol version
-};
-
-const char* link_state_name(LinkState state);
-
-struct EndpointState {
-  std::string endpoint;
-  LinkState state = LinkState::kConnecting;
-  uint64_t messages = 0;
-  uint64_t decode_errors = 0;
-  std::string last_error;          // the most recent decode error, "" if none
-  double secs_since_message = -1;  // -1 before the first message
-  std::string backfill;            // the latest late-attach outcome (backfill.hpp), "" before one
-  uint64_t backfill_outcomes = 0;  // increments with each outcome
-  int32_t rank = -1;               // the rank its telemetry carries (one probe per endpoint); -1 before any
-};
 
 struct ReceiverOptions {
   // A trainer step takes tens of milliseconds and the run description is re-sent every few

@@ -20,5 +20,8 @@ Rgba viridis(float t);
 inline constexpr Rgba kNonfiniteColour = 0xFF4020FFu;  // IM_COL32(255, 32, 64, 255)
 inline constexpr Rgba kNoDataColour = 0xFF261E1Eu;     // IM_COL32(30, 30, 38, 255)
 inline constexpr Rgba kSkippedColour = 0xFF20A0FFu;    // IM_COL32(255, 160, 32, 255)
+// A layer with no gradient to measure (frozen or unused): a slate grey, lighter than no data
+// and off the viridis path, so a frozen layer does not read as a dead one.
+inline constexpr Rgba kNoGradientColour = 0xFF66574Au;  // IM_COL32(74, 87, 102, 255)
 
 }  // namespace keel::app::ui

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "model/model.hpp"
-#include "net/receiver.hpp"
+#include "values/endpoint_state.hpp"
 
 namespace keel::app::ui {
 

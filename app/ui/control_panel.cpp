@@ -5,7 +5,6 @@
 #include <imgui.h>
 #include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
 
-#include "keel/wire/codec.hpp"
 #include "ui/command_targets.hpp"
 #include "ui/key_presses.hpp"
 #include "ui/verbose_log.hpp"
@@ -68,7 +67,8 @@ const char* policy_state_name(PolicyState state) {
 
 }  // namespace
 
-void ControlPanel::draw(const Model& model, const RunModel* run, const std::vector<EndpointState>& links) {
+void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInput& input) {
+  const std::vector<EndpointState>& links = input.links;
   if (run != run_seen_) {
     run_seen_ = run;
     state_.new_run();
@@ -77,7 +77,7 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const std::vect
     state_.note_events(run->events());
     state_.note_description(run->description());
   }
-  read_statuses();
+  read_outcomes(input);
 
   ImGui::BeginDisabled(run == nullptr || links.empty());
   if (ImGui::Button("Skip next update")) {
@@ -181,7 +181,7 @@ void ControlPanel::send(const std::string& control, keel::wire::Command command,
   const std::optional<CommandTarget> target = target_for_rank(links, run.rank());
   if (!target) return;
   command.rank = target->rank;
-  send_to(control, command, target->endpoint);
+  post(control, command, target->endpoint);
 }
 
 void ControlPanel::send_skip(const Model& model, const std::vector<EndpointState>& links, const RunModel& run) {
@@ -199,26 +199,17 @@ void ControlPanel::send_skip(const Model& model, const std::vector<EndpointState
     skip.rank = target.rank;
     const std::string control = target.rank == run.rank() ? "skip" : "skip rank " + std::to_string(target.rank);
     if (target.rank != run.rank()) other_rank_skips_.emplace_back(target.rank, control);
-    send_to(control, skip, target.endpoint);
+    post(control, skip, target.endpoint);
   }
 }
 
-void ControlPanel::send_to(const std::string& control, keel::wire::Command command, const std::string& endpoint) {
-  if (!client_) {
-    CommandClientOptions options;
-    options.auth = auth_;
-    client_ = std::make_unique<CommandClient>(options);
-  }
-  const uint64_t id = client_->submit(keel::wire::command_endpoint_for(endpoint), command);
-  state_.submitted(control, id, command);
-  if (const auto status = client_->status(id)) state_.update(*status);
+void ControlPanel::post(const std::string& control, keel::wire::Command command, const std::string& endpoint) {
+  intents_.push_back(CommandIntent{control, endpoint, std::move(command)});
 }
 
-void ControlPanel::read_statuses() {
-  if (!client_) return;
-  for (uint64_t id : state_.unsettled()) {
-    if (const auto status = client_->status(id)) state_.update(*status);
-  }
+void ControlPanel::read_outcomes(const FrameInput& input) {
+  for (const SentCommand& sent : input.sent) state_.submitted(sent.control, sent.id, sent.command);
+  for (const CommandStatus& status : input.command_updates) state_.update(status);
 }
 
 }  // namespace keel::app::ui

@@ -6,7 +6,7 @@
 // set or the probe reported, "unknown" until then. Each control shows what became of the
 // command it sent last (pending, acknowledged with its step, the dump's path and size, the
 // refusal or the timeout) right beside it; finished commands also go to the events pane
-// (commands() feeds draw_events). Every click is logged on stdout ("keel: clicked Skip next
+// (commands() feeds draw_events). With --verbose every click is logged ("keel: clicked Skip next
 // update"), like the selection log, and so is where each button is ("keel: control skip x0 ...
 // y1 ...") when it first shows or moves, for scripted clicks.
 // Commands go to the command socket beside the shown run's endpoint (port + 1): when several
@@ -15,34 +15,35 @@
 // exception: with several ranks it goes to every rank, naming one step ahead (at_step) so that
 // all replicas skip the same update (command_targets.hpp); a rank that refuses shows beside the
 // button.
-// Threads: the UI thread, inside an ImGui window. The sockets belong to a CommandClient's own
-// thread, started at the first command.
+// A click posts a CommandIntent (take_intents()); the main part (core/AppCore) sends it and
+// reports, in the next frames' FrameInput, the id it went out with and what became of it.
+// Threads: the UI thread, inside an ImGui window.
 // Never: touches a socket or waits on the network.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <deque>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "model/model.hpp"
 #include "model/run_model.hpp"
-#include "net/command_client.hpp"
-#include "net/receiver.hpp"
 #include "ui/control_state.hpp"
+#include "values/command_intent.hpp"
+#include "values/frame_input.hpp"
 
 namespace keel::app::ui {
 
 class ControlPanel {
  public:
   // One row of controls for `run` (nullptr: nothing to control yet, the buttons are disabled).
-  void draw(const Model& model, const RunModel* run, const std::vector<EndpointState>& links);
+  // First takes in what `input` says of the commands sent earlier.
+  void draw(const Model& model, const RunModel* run, const FrameInput& input);
 
-  // Keys for a probe that requires authenticated commands; before the first command.
-  void set_command_auth(CommandAuth auth) { auth_ = std::move(auth); }
+  // The commands clicked since the last call, oldest first.
+  std::vector<CommandIntent> take_intents() { return std::exchange(intents_, {}); }
 
   // Finished commands for the events pane, newest first.
   const std::deque<CommandEntry>& commands() const { return state_.log(); }
@@ -50,21 +51,20 @@ class ControlPanel {
  private:
   void send(const std::string& control, keel::wire::Command command,
             const std::vector<EndpointState>& links, const RunModel& run);
-  void send_to(const std::string& control, keel::wire::Command command, const std::string& endpoint);
+  void post(const std::string& control, keel::wire::Command command, const std::string& endpoint);
   // Skip: the shown rank alone, or every rank at one step when several are connected.
   void send_skip(const Model& model, const std::vector<EndpointState>& links, const RunModel& run);
-  void read_statuses();
+  void read_outcomes(const FrameInput& input);
   void draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run);
 
-  CommandAuth auth_;
   // The other ranks of the last skip sent to every rank, and their controls ("skip rank N").
   std::vector<std::pair<int32_t, std::string>> other_rank_skips_;
-  std::unique_ptr<CommandClient> client_;
+  std::vector<CommandIntent> intents_;
   ControlState state_;
   const RunModel* run_seen_ = nullptr;
   bool open_dump_popup_ = false;
   std::array<char, 128> dump_label_{};
-  // Button rectangles last printed to stdout (see log_geometry in the .cpp).
+  // Button rectangles last logged (see log_geometry in the .cpp).
   std::array<float, 4> skip_rect_{};
   std::array<float, 4> dump_rect_{};
 };

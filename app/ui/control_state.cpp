@@ -136,14 +136,6 @@ void ControlState::new_run() {
   description_seen_seq_ = 0;
 }
 
-std::vector<uint64_t> ControlState::unsettled() const {
-  std::vector<uint64_t> ids;
-  for (const auto& [id, status] : statuses_) {
-    if (!final_state(status.state)) ids.push_back(id);
-  }
-  return ids;
-}
-
 const CommandStatus* ControlState::latest(const std::string& control) const {
   const auto id = last_by_control_.find(control);
   if (id == last_by_control_.end()) return nullptr;

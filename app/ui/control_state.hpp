@@ -2,8 +2,8 @@
 //
 // What it is for: the plain-C++ half of the controls (control_panel.hpp draws): which command
 // each control sent last and what became of it, the policies' states as far as the dashboard
-// can tell, and a log of finished commands for the events pane. Every command is printed on
-// stdout when sent ("keel: sent command skip id 3") and at each outcome ("keel: command skip
+// can tell, and a log of finished commands for the events pane. With --verbose every command
+// is logged when sent ("keel: sent command skip id 3") and at each outcome ("keel: command skip
 // id 3 acknowledged at step 812: ..."), like the selection log, so a user's terminal and a
 // test see what the user's click led to.
 // Policy state: the run description reports which policies are on (re-sent by the probe at
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
-#include "net/command_client.hpp"
+#include "values/command_status.hpp"
 
 namespace keel::app::ui {
 
@@ -64,8 +64,6 @@ class ControlState {
   // again and its events are read from the start.
   void new_run();
 
-  // Ids whose outcome may still change: pending, or timed out (a late ack still counts).
-  std::vector<uint64_t> unsettled() const;
   // The latest status of the command a control sent last, or nullptr.
   const CommandStatus* latest(const std::string& control) const;
   PolicyState policy(const std::string& name) const;

@@ -8,7 +8,6 @@
 #include "ui/events_view.hpp"
 #include "ui/global_charts.hpp"
 #include "ui/key_presses.hpp"
-#include "ui/layer_detail.hpp"
 #include "ui/status_bar.hpp"
 #include "ui/verbose_log.hpp"
 
@@ -49,8 +48,7 @@ const RunModel* Dashboard::shown_run(const Model& model, int32_t rank) {
   return ranks.empty() ? nullptr : model.current_run(ranks.front());
 }
 
-void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links,
-                     uint64_t queue_dropped) {
+void Dashboard::draw(const Model& model, const FrameInput& input) {
   const RunModel* run = shown_run(model, state_.shown_rank());
   if (run) {
     // A new run (or a description naming the layers) may move layers: find the selection again.
@@ -67,7 +65,7 @@ void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links
                        run->has_steps() ? run->last_step() : 0);
   }
   if (run) log_new_events(*run);
-  log_backfills(links);
+  log_backfills(input.links);
 
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -76,9 +74,9 @@ void Dashboard::draw(const Model& model, const std::vector<EndpointState>& links
                                  ImGuiWindowFlags_NoSavedSettings |
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("keel", nullptr, flags);
-  draw_status_bar(links, queue_dropped, model, run);
+  draw_status_bar(input.links, input.queue_dropped, model, run);
   ImGui::Separator();
-  controls_.draw(model, run, links);
+  controls_.draw(model, run, input);
   ImGui::Separator();
   if (run) {
     handle_keys(*run);
@@ -108,7 +106,7 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
   }
   ImGui::EndChild();
   splitter("split_heatmap", false, left_w, column_h, heatmap_frac_);
-  if (begin_pane("detail", ImVec2(left_w, 0))) draw_layer_detail(run, state_);
+  if (begin_pane("detail", ImVec2(left_w, 0))) layer_detail_.draw(run, state_);
   ImGui::EndChild();
   ImGui::EndGroup();
 

@@ -5,7 +5,8 @@
 // choosing which run the panes show (a rank's, when several are connected), and the keys: up/down move the layer selection (in the
 // list's order), space toggles follow-live, Home resets the view.
 // Threads: the UI thread, between Window::begin_frame() and Window::render().
-// Never: touches a socket or changes the model; it only reads the model.
+// Never: touches a socket or changes the model. It reads the model and the FrameInput the main
+// part (core/AppCore) hands it, and its controls post CommandIntents for the main part to send.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +14,15 @@
 #include <vector>
 
 #include "model/model.hpp"
-#include "net/receiver.hpp"
 #include "ui/app_state.hpp"
 #include "ui/control_panel.hpp"
 #include "ui/heatmap_view.hpp"
 #include "ui/instability_focus.hpp"
+#include "ui/layer_detail.hpp"
 #include "ui/ranks_view.hpp"
 #include "ui/layer_list.hpp"
+#include "values/command_intent.hpp"
+#include "values/frame_input.hpp"
 
 namespace keel::app::ui {
 
@@ -27,9 +30,11 @@ class Dashboard {
  public:
   // Selects the layer called `name` as soon as a run describes it (the --select option).
   void request_select(const std::string& name) { pending_select_ = name; }
-  void set_command_auth(CommandAuth auth) { controls_.set_command_auth(std::move(auth)); }
 
-  void draw(const Model& model, const std::vector<EndpointState>& links, uint64_t queue_dropped);
+  void draw(const Model& model, const FrameInput& input);
+  // The commands the controls asked for since the last call, oldest first (the main part sends
+  // them and reports their ids in the next FrameInput).
+  std::vector<CommandIntent> take_intents() { return controls_.take_intents(); }
 
   // Shows this rank's run (the --rank option); the ranks view's clicks change it later.
   void request_rank(int32_t rank) { state_.show_rank(rank); }
@@ -54,6 +59,7 @@ class Dashboard {
   RanksView ranks_;
   ControlPanel controls_;
   LayerList layer_list_;
+  LayerDetail layer_detail_;
   std::string pending_select_;
   const RunModel* logged_run_ = nullptr;
   uint64_t logged_event_seq_ = 0;

@@ -18,7 +18,7 @@ HeatmapImage::HeatmapImage() {
 }
 
 void HeatmapImage::build(const std::vector<Summary>& cells, size_t rows, size_t columns,
-                         int min_nonfinite_texels) {
+                         int min_nonfinite_texels, const NoGradientCells& no_gradient) {
   rows_ = rows;
   columns_ = columns;
   const size_t count = std::min(cells.size(), rows * columns);
@@ -53,7 +53,10 @@ void HeatmapImage::build(const std::vector<Summary>& cells, size_t rows, size_t 
     if (cell.has_nonfinite()) {
       pixels_[i] = kNonfiniteColour;
     } else if (!cell.has_data()) {
-      pixels_[i] = kNoDataColour;
+      const size_t row = i / columns, column = i % columns;
+      const bool greyed = row < no_gradient.rows.size() && no_gradient.rows[row] &&
+                          column >= no_gradient.first_column && column < no_gradient.end_column;
+      pixels_[i] = greyed ? kNoGradientColour : kNoDataColour;
     } else {
       // max(-inf, 0) is 0: zeros and non-positive maxima take the bottom colour.
       const float level = std::clamp((logs_[i] - offset) * scale + 0.5f, 0.0f, float(kLevels - 1));

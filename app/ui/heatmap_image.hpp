@@ -5,7 +5,8 @@
 // 256-level viridis table, scaled to the finite cells given; a cell holding a NaN or Inf has
 // kNonfiniteColour and is widened to at least `min_nonfinite_texels` texels (at hundreds of
 // steps per screen a single poisoned step must not be one pixel that the eye or a screenshot
-// misses); a cell without data has kNoDataColour.
+// misses); a cell without data has kNoDataColour, or kNoGradientColour in a row whose layer has
+// no gradient to measure (frozen or unused), so a frozen layer is not mistaken for a dead one.
 // Threads: a plain object; one thread at a time (the UI thread).
 // Never: throws; allocates only when the image grows.
 #pragma once
@@ -19,12 +20,21 @@
 
 namespace keel::app::ui {
 
+// Which empty cells are a layer's missing gradient rather than missing data: those of the
+// flagged rows (by row of the cells; rows past the end are not flagged) in the columns the run
+// has steps in, [first_column, end_column).
+struct NoGradientCells {
+  std::vector<bool> rows;
+  size_t first_column = 0, end_column = 0;
+};
+
 class HeatmapImage {
  public:
   HeatmapImage();
 
   // Colours `cells` (rows x columns, row-major) into pixels(), same layout.
-  void build(const std::vector<Summary>& cells, size_t rows, size_t columns, int min_nonfinite_texels);
+  void build(const std::vector<Summary>& cells, size_t rows, size_t columns, int min_nonfinite_texels,
+             const NoGradientCells& no_gradient = {});
 
   const std::vector<Rgba>& pixels() const { return pixels_; }
   size_t rows() const { return rows_; }

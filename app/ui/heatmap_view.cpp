@@ -25,8 +25,11 @@ constexpr float kMinNonfinitePx = 8.0f;
 constexpr ImU32 kNonfiniteOutline = IM_COL32(255, 32, 64, 255);
 constexpr ImU32 kNonfiniteLabel = IM_COL32(255, 80, 80, 255);
 constexpr ImU32 kSelectedRowColour = IM_COL32(255, 255, 255, 220);
+// As the layer list greys a layer without a gradient.
+constexpr ImU32 kNoGradientLabel = IM_COL32(120, 140, 170, 255);
 
-void draw_legend(double lo, double hi) {
+// `no_gradient`: a row in view is greyed for a layer without a gradient; its swatch is shown.
+void draw_legend(double lo, double hi, bool no_gradient) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const float font = ImGui::GetFontSize();
   const float bar_w = font * 10, bar_h = font * 0.8f;
@@ -52,6 +55,7 @@ void draw_legend(double lo, double hi) {
   };
   swatch(kNonfiniteColour, "NaN/Inf");
   swatch(kSkippedColour, "skipped");
+  if (no_gradient) swatch(kNoGradientColour, "no gradient");
 }
 
 }  // namespace
@@ -115,8 +119,20 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
 
   // Cells become texels of one image, drawn as one textured quad per row: a quad per cell
   // (a few hundred thousand of them) was most of the frame and ~20 MB of vertices to draw.
+  // A frozen or unused layer has no gradient samples: its gaps are greyed, not left as "no
+  // data", so it does not read as a dead layer (its weight metrics it still has).
+  std::vector<bool>& no_gradient_rows = no_gradient_.rows;
+  no_gradient_rows.assign(r1 - r0, false);
+  if (is_gradient_metric(layer_metric_of(state.heat_metric))) {
+    for (size_t r = r0; r < r1; ++r) no_gradient_rows[r - r0] = run.gradient_state(r) != GradientState::kMeasured;
+  }
+  // Only where the run has steps: past its last step there is nothing to be missing.
+  const int64_t grid_last = grid.start(grid.columns()) - 1;
+  const bool run_in_view = run.has_steps() && run.last_step() >= grid.start(0) && run.first_step() <= grid_last;
+  no_gradient_.first_column = run_in_view ? size_t(grid.column_of(std::max(run.first_step(), grid.start(0)))) : 0;
+  no_gradient_.end_column = run_in_view ? size_t(grid.column_of(std::min(run.last_step(), grid_last))) + 1 : 0;
   const float column_px = (frame.max.x - frame.min.x) / float(columns);
-  image_.build(cells_, r1 - r0, columns, int(std::ceil(kMinNonfinitePx / column_px)));
+  image_.build(cells_, r1 - r0, columns, int(std::ceil(kMinNonfinitePx / column_px)), no_gradient_);
   if (!texture_) texture_ = make_image_texture();
   const ImTextureID texture = texture_->update(image_.pixels().data(), int(columns), int(r1 - r0));
   const double lo = image_.log_low(), hi = image_.log_high();
@@ -186,6 +202,7 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
                   format_value(cell.min).c_str(), format_value(cell.max).c_str());
     }
     if (cell.has_nonfinite()) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
+    if (no_gradient_.rows[r - r0]) ImGui::TextDisabled("%s", gradient_state_reason(run.gradient_state(r)));
     ImGui::EndTooltip();
     // A click (not the end of a drag) selects the cell's layer and step.
     if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f) {
@@ -194,7 +211,7 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   }
 
   ImGui::SetCursorScreenPos(ImVec2(origin.x, frame.max.y + axis_h + font * 0.3f));
-  draw_legend(lo, hi);
+  draw_legend(lo, hi, std::find(no_gradient_.rows.begin(), no_gradient_.rows.end(), true) != no_gradient_.rows.end());
 }
 
 void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, ImVec2 rows_min, float row_px,
@@ -250,6 +267,7 @@ void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, Im
     const ImU32 colour = nonfinite_rows_[r - r0]           ? kNonfiniteLabel
                          : int(r) == selected              ? IM_COL32(255, 255, 255, 255)
                          : named_rows_[r - r0]             ? IM_COL32(230, 200, 120, 255)
+                         : no_gradient_.rows[r - r0]       ? kNoGradientLabel
                                                            : IM_COL32(150, 150, 160, 255);
     draw->AddText(ImVec2(rows_min.x - size.x - font * 0.3f, text_y), colour, name.c_str());
   }

@@ -3,7 +3,8 @@
 // What it is for: seeing at a glance which layer moved first. Colour is log10 of the chosen
 // metric (grad norm, update ratio, absmax, zero fraction) on the viridis map, scaled to what is
 // visible; a cell holding a NaN or Inf anywhere in its steps has a colour of its own, as do
-// steps whose update was skipped (a strip above the rows). A non-finite run of cells gets an
+// steps whose update was skipped (a strip above the rows) and, for a gradient metric, the gaps
+// of a layer that has no gradient now (frozen or unused; the reason on hover). A non-finite run of cells gets an
 // outline of a readable size, and its row's name turns red. Rows are named in the gutter by
 // priority (the selected one, those with a NaN in view or an event, those around the
 // selection, then every few rows) where the names fit. A step axis runs under the rows, with
@@ -44,8 +45,10 @@ class HeatmapView {
   std::vector<Summary> skipped_;
   std::string logged_geometry_;
   // Per frame, kept to spare allocations: per visible row, whether it has a non-finite cell
-  // in view and whether an event names its layer; the label candidates; the labels placed.
+  // in view, whether an event names its layer and whether its layer has no gradient; the
+  // label candidates; the labels placed.
   std::vector<bool> nonfinite_rows_;
+  NoGradientCells no_gradient_;
   std::vector<bool> named_rows_;
   std::unordered_set<std::string> event_layers_;
   std::vector<size_t> label_order_;

@@ -27,22 +27,19 @@ constexpr DetailPlot kPlots[] = {
     {"zero fraction", wire::LayerMetric::kGradZeroFrac, false, IM_COL32(200, 140, 255, 255)},
 };
 
-// Where the pane is and whose history it shows, once per change ("keel: detail LAYER x0 ..."),
-// so a test can read the pane's pixels. One pane per app: the last line logged is its own.
-void log_geometry(const std::string& layer) {
-  static std::string logged;
+}  // namespace
+
+void LayerDetail::log_geometry(const std::string& layer) {
   const ImVec2 min = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
   char text[512];
   std::snprintf(text, sizeof text, "keel: detail %s x0 %.0f y0 %.0f x1 %.0f y1 %.0f", layer.c_str(), min.x, min.y,
                 min.x + size.x, min.y + size.y);
-  if (logged == text) return;
-  logged = text;
+  if (logged_geometry_ == text) return;
+  logged_geometry_ = text;
   verbose_log("%s", text);
 }
 
-}  // namespace
-
-void draw_layer_detail(const RunModel& run, AppState& state) {
+void LayerDetail::draw(const RunModel& run, AppState& state) {
   const int layer = state.selected_layer();
   if (layer < 0 || size_t(layer) >= run.layer_count()) {
     ImGui::TextDisabled("select a layer (heatmap, list or events; up/down keys)");
@@ -51,6 +48,10 @@ void draw_layer_detail(const RunModel& run, AppState& state) {
   ImGui::Text("%s", run.layer_name(size_t(layer)).c_str());
   log_geometry(run.layer_name(size_t(layer)));
   ImGui::SameLine();
+  if (const GradientState gradient = run.gradient_state(size_t(layer)); gradient != GradientState::kMeasured) {
+    ImGui::TextColored(ImVec4(0.47f, 0.55f, 0.67f, 1.0f), "%s;", gradient_state_reason(gradient));
+    ImGui::SameLine();
+  }
   ImGui::TextDisabled("%s  (space: follow live, Home: reset view, wheel: zoom, drag: pan)",
                       state.follow_live() ? "following live" : "paused on the past");
 

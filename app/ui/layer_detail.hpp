@@ -3,14 +3,27 @@
 // What it is for: after the heatmap says "this layer", this says how: grad norm, absmax,
 // param norm and update ratio (log y, stacked, same steps as every other plot), and the zero
 // fraction (linear). Wheel zooms, drag pans, hover reads every plot out at the shared cursor.
+// A layer without a gradient now says why (frozen or unused) beside its name.
+// It also logs, once per change, which layer it shows and where ("keel: detail LAYER x0 ..."),
+// so a test can read the pane's pixels.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
+
+#include <string>
 
 #include "model/run_model.hpp"
 #include "ui/app_state.hpp"
 
 namespace keel::app::ui {
 
-void draw_layer_detail(const RunModel& run, AppState& state);
+class LayerDetail {
+ public:
+  void draw(const RunModel& run, AppState& state);
+
+ private:
+  void log_geometry(const std::string& layer);
+
+  std::string logged_geometry_;
+};
 
 }  // namespace keel::app::ui

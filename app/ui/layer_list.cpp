@@ -100,11 +100,8 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
     std::string tip = run.layer_name(size_t(layer));
     const auto& aliases = run.layer_aliases(size_t(layer));
     for (size_t a = 0; a < aliases.size(); ++a) tip += (a ? ", " : "\nalso named ") + aliases[a];
-    switch (run.gradient_state(size_t(layer))) {
-      case GradientState::kMeasured: break;
-      case GradientState::kFrozen: tip += "\nfrozen: requires_grad is off, no gradient to measure"; break;
-      case GradientState::kUnused: tip += "\nunused: this step's backward did not reach it"; break;
-    }
+    const GradientState gradient = run.gradient_state(size_t(layer));
+    if (gradient != GradientState::kMeasured) tip += std::string("\n") + gradient_state_reason(gradient);
     ImGui::SetTooltip("%s", tip.c_str());
   }
   ImGui::PopID();
@@ -113,7 +110,7 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
     // A frozen or unused layer has no gradient of this step's: say so instead of its last
     // trained values.
     const GradientState gradient = run.gradient_state(size_t(layer));
-    if (gradient != GradientState::kMeasured && kValueColumns[c] != LayerMetric::kUpdateRatio) {
+    if (gradient != GradientState::kMeasured && is_gradient_metric(kValueColumns[c])) {
       ImGui::TextDisabled("%s", gradient_state_name(gradient));
       continue;
     }

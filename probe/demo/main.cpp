@@ -103,6 +103,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--world-size", options.world_size, "ranks in the job")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--pace", pace, "at most this many steps per second (0 = as fast as possible)")->capture_default_str();
+  std::vector<std::string> freeze;
+  app.add_option("--freeze", freeze,
+                 "parameters whose name starts with PREFIX get no gradient (requires_grad off), as when fine-tuning "
+                 "part of a model; repeatable")
+      ->type_name("PREFIX");
   app.add_flag("--list-layers", list_layers, "print the parameter names and shapes, then exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -158,6 +163,19 @@ int main(int argc, char** argv) {
       if (!known) {
         std::cerr << "keel-demo: --inject-nan: no parameter named '" << faults.nan_layer
                   << "' (see --list-layers)\n";
+        return 2;
+      }
+    }
+
+    for (const std::string& prefix : freeze) {
+      size_t frozen = 0;
+      for (auto& p : trainer.model()->named_parameters()) {
+        if (p.key().rfind(prefix, 0) != 0) continue;
+        p.value().set_requires_grad(false);
+        ++frozen;
+      }
+      if (frozen == 0) {
+        std::cerr << "keel-demo: --freeze: no parameter name starts with '" << prefix << "' (see --list-layers)\n";
         return 2;
       }
     }

@@ -13,12 +13,12 @@
 
 #include "app_bench_stats.hpp"
 #include "model/column_grid.hpp"
-#include "net/receiver.hpp"
 #include "ui/app_state.hpp"
 #include "ui/dashboard.hpp"
 #include "ui/fonts.hpp"
 #include "ui/heatmap_view.hpp"
 #include "ui/plot.hpp"
+#include "values/frame_input.hpp"
 
 namespace keel::bench {
 namespace {
@@ -179,8 +179,9 @@ FrameTiming time_dashboard_frame(HeadlessUi& ui, const app::Model& model, int fr
   link.state = app::LinkState::kLive;
   link.messages = run->counters().messages;
   link.secs_since_message = 0.1;
-  const std::vector<app::EndpointState> links{link};
-  const auto draw = [&] { dashboard.draw(model, links, 0); };
+  app::FrameInput input;
+  input.links = {link};
+  const auto draw = [&] { dashboard.draw(model, input); };
 
   ImGuiIO& io = ImGui::GetIO();
   const ImVec2 away(-FLT_MAX, -FLT_MAX);

@@ -15,12 +15,10 @@
 
 #include "app_bench_data.hpp"
 #include "app_bench_stats.hpp"
+#include "core/app_core.hpp"
 #include "keel/wire/codec.hpp"
-#include "model/model.hpp"
-#include "net/receiver.hpp"
 #include "ui/dashboard.hpp"
 #include "ui/frame_pacer.hpp"
-#include "ui/frame_work.hpp"
 
 namespace keel::bench {
 namespace {
@@ -120,19 +118,17 @@ LatencyResult measure_step_to_pixel(HeadlessUi& ui, int layer_count, double step
 
   std::vector<double> latency_ms, queued_ms, frame_cpu_ms, interval_ms;
   {
-    // The app's loop (main.cpp): the same pacer, receiver hook and frame work.
+    // The app's loop (core/main.cpp): the same pacer, receiver hook and frame work.
     SleepWait platform;
     app::ui::FramePacer pacer(platform);
-    app::ReceiverOptions receiver_options;
-    receiver_options.on_data = [&pacer] { pacer.notify_data(); };
+    app::AppCoreOptions core_options;
+    core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
     // This publisher has no command socket: a late-attach history request would hold the live
     // stream for the backfill timeout (2 s) and put the first steps' latency in the p99.
-    receiver_options.backfill = false;
-    app::Receiver receiver({endpoint}, receiver_options);
-    app::Model model;
+    core_options.receiver.backfill = false;
+    app::AppCore core({endpoint}, core_options);
     app::ui::Dashboard dashboard;
     dashboard.request_select(SyntheticRun(layer_count, 7).layer_name(layer_count / 2));
-    std::vector<wire::Message> inbox;
     const auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(seconds + 60.0));
     Clock::time_point last_frame_start{};
@@ -146,10 +142,10 @@ LatencyResult measure_step_to_pixel(HeadlessUi& ui, int layer_count, double step
         interval_ms.push_back(std::chrono::duration<double, std::milli>(frame_start - last_frame_start).count());
       }
       last_frame_start = frame_start;
-      const double cpu_ms = ui.frame([&] { app::ui::ingest_and_draw(receiver, model, dashboard, inbox); });
+      const double cpu_ms = ui.frame([&] { core.frame(dashboard); });
       const int64_t drawn_ns = unix_ns_now();
       bool drew_step = false;
-      for (const wire::Message& message : inbox) {
+      for (const wire::Message& message : core.ingested()) {
         const auto* step = std::get_if<wire::StepRecord>(&message);
         if (!step || step->step < kBacklogSteps) continue;
         latency_ms.push_back(double(drawn_ns - step->stamp_unix_ns) * 1e-6);
@@ -160,9 +156,9 @@ LatencyResult measure_step_to_pixel(HeadlessUi& ui, int layer_count, double step
         frame_cpu_ms.push_back(cpu_ms);
         last_step_seen = Clock::now();
       }
-      if (model.run_count() > 0) described.store(true);
+      if (core.model().run_count() > 0) described.store(true);
     }
-    result.queue_dropped = receiver.queue_dropped();
+    result.queue_dropped = core.input().queue_dropped;
   }
   stop.store(true);
   publisher.join();

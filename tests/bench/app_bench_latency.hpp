@@ -5,8 +5,8 @@
 // encoded run descriptions and step records, each stamped just before it is encoded, as the
 // probe stamps a finished step), the app's Receiver thread, and the app's own UI loop: its
 // FramePacer woken by the receiver's data hook (a condition variable stands in for the GLFW
-// event wait, with no input ever arriving), then its frame work (drain, ingest, build the
-// whole dashboard) between NewFrame and Render. A step's latency is the wall time at which the
+// event wait, with no input ever arriving), then its frame work (AppCore::frame: drain, ingest,
+// build the whole dashboard) between NewFrame and Render. A step's latency is the wall time at which the
 // first frame that ingested it finished Render, minus its stamp; the GL draw and buffer swap
 // that follow are not counted.
 // A backlog of 1,000 steps goes first, unmeasured, so the view is full from the first measured

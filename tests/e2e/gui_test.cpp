@@ -1,9 +1,9 @@
 // The real dashboard in a real X window (Xvfb), watching the real trainer (keel-demo):
 // its screenshot has data in the heatmap and the plots, an injected NaN shows as a non-finite
 // cell and an event, and takes the user to it unasked (its layer selected and named in red,
-// its history shown, its step marked); a real click (xdotool) on a heatmap row selects that
-// layer, and the dashboard keeps running when the trainer stops. Run under xvfb-run (see
-// CMakeLists.txt).
+// its history shown, its step marked), and a frozen layer's row is greyed; a real click
+// (xdotool) on a heatmap row selects that layer, and the dashboard keeps running when the
+// trainer stops. Run under xvfb-run (see CMakeLists.txt).
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +32,9 @@ constexpr int kNanLayerRow = 22;  // its index in the demo's named_parameters() 
 constexpr const char* kClickLayer = "blocks.0.mlp.fc.weight";
 constexpr int kClickLayerRow = 10;
 constexpr const char* kNextLayer = "blocks.0.mlp.fc.bias";
+// Frozen for the whole run (keel-demo --freeze): no gradient to measure, a greyed row.
+constexpr const char* kFrozenLayer = "pos.weight";
+constexpr int kFrozenLayerRow = 1;
 
 struct HeatmapGeometry {
   float x0 = 0, x1 = 0, y0 = 0, row = 0;
@@ -52,7 +55,8 @@ class GuiTest : public testing::Test {
     // Paced: the screenshot comes 12 s in, and step 30 must still be inside the live view's
     // 400 steps then (an unpaced trainer on a fast machine was past step 460).
     demo_ = new ChildProcess({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint_, "--log-every", "10",
-                              "--pace", "20", "--inject-nan", std::string("30:") + kNanLayer},
+                              "--pace", "20", "--inject-nan", std::string("30:") + kNanLayer, "--freeze",
+                              kFrozenLayer},
                              keel::e2e::kBackgroundNiceness);
   }
   static void TearDownTestSuite() {
@@ -108,6 +112,23 @@ TEST_F(GuiTest, ScreenshotShowsDataAndTheInjectedNan) {
   };
   EXPECT_GT(nonfinite_in_row(kNanLayerRow), 4) << "no non-finite cell for " << kNanLayer << ": " << png;
   EXPECT_EQ(nonfinite_in_row(kClickLayerRow), 0);
+  // The frozen layer's row is greyed (74, 87, 102) across the view: a layer with no gradient,
+  // not a dead one (issue 13). A layer that trains has none of that grey.
+  auto no_gradient_in_row = [&](int row) {
+    int count = 0;
+    const int top = int(g.y0 + g.row * float(row)), bottom = int(g.y0 + g.row * float(row + 1));
+    for (int y = top; y < bottom && y < height; ++y) {
+      for (int x = int(g.x0); x < int(g.x1) && x < width; ++x) count += at(x, y) == 0x4A5766u;
+    }
+    return count;
+  };
+  EXPECT_GT(no_gradient_in_row(kFrozenLayerRow), int(g.x1 - g.x0) / 2)
+      << kFrozenLayer << " is frozen but its row is not greyed: " << png;
+  EXPECT_EQ(no_gradient_in_row(kClickLayerRow), 0);
+  // Only where the run has steps: the live view spans 400 steps and the paced run is short of
+  // 400 at the screenshot, so the row's right end (past the last step) is not greyed.
+  const int frozen_mid_y = int(g.y0 + g.row * (float(kFrozenLayerRow) + 0.5f));
+  EXPECT_NE(at(int(g.x1) - 3, frozen_mid_y), 0x4A5766u) << "greyed past the run's last step: " << png;
   // The charts above the heatmap: the loss trace's colour (90, 170, 255) drawn in quantity.
   int trace_pixels = 0;
   for (int y = 0; y < int(g.y0) - 40; ++y) {

@@ -100,6 +100,26 @@ TEST(HeatmapImage, CellsWithoutDataAreNotColouredAsValues) {
   EXPECT_EQ(image.pixels()[1], kNoDataColour);
 }
 
+TEST(HeatmapImage, TheGapsOfALayerWithNoGradientAreGreyedWhereTheRunHasSteps) {
+  // Row 0 trains; row 1 is frozen now. The run has steps in columns 0-2 of 4: the frozen row's
+  // gaps there are greyed, the value it has keeps its colour, a gap in a row that trains stays
+  // "no data", and so does the column past the run's last step.
+  const std::vector<Summary> cells = {finite(1.0f), Summary{}, finite(10.0f), Summary{},
+                                      Summary{}, finite(10.0f), Summary{}, Summary{}};
+  NoGradientCells no_gradient;
+  no_gradient.rows = {false, true};
+  no_gradient.first_column = 0;
+  no_gradient.end_column = 3;
+  HeatmapImage image;
+  image.build(cells, 2, 4, 1, no_gradient);
+  EXPECT_EQ(image.pixels()[1], kNoDataColour);
+  EXPECT_EQ(image.pixels()[4], kNoGradientColour);
+  EXPECT_EQ(image.pixels()[6], kNoGradientColour);
+  EXPECT_EQ(image.pixels()[7], kNoDataColour);
+  EXPECT_EQ(image.pixels()[5], image.pixels()[2]);
+  EXPECT_NE(kNoGradientColour, kNoDataColour);
+}
+
 TEST(HeatmapImage, ZerosTakeTheBottomColourAndAConstantMetricTheMiddle) {
   {
     const std::vector<Summary> cells = {finite(0.0f), finite(0.1f), finite(1.0f)};

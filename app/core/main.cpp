@@ -1,8 +1,9 @@
 // keel: the live training-stability dashboard (one window; see DESIGN §4).
 //
 // The main loop, once per frame: wait as FramePacer says (input, new data, or the idle
-// interval), drain what the receiver thread decoded into the model, draw the dashboard,
-// render, and (headless use) write a screenshot and exit when asked.
+// interval), let AppCore do the frame's work (telemetry into the model, the dashboard drawn,
+// the commands its controls posted sent), render, and (headless use) write a screenshot and
+// exit when asked.
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -11,13 +12,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/app_core.hpp"
 #include "keel/wire/codec.hpp"
-#include "model/model.hpp"
 #include "net/command_auth.hpp"
-#include "net/receiver.hpp"
 #include "ui/dashboard.hpp"
 #include "ui/frame_pacer.hpp"
-#include "ui/frame_work.hpp"
 #include "ui/screenshot.hpp"
 #include "ui/verbose_log.hpp"
 #include "ui/window.hpp"
@@ -71,29 +70,27 @@ int main(int argc, char** argv) {
     if (!options.screenshot_path.empty()) window.ignore_pointer();
     keel::app::ui::FramePacer pacer(window);
     const keel::app::CommandAuth auth = keel::app::CommandAuth::from_options(server_key_option, key_option);
-    keel::app::ReceiverOptions receiver_options;
-    receiver_options.command_auth = auth;
-    receiver_options.on_data = [&pacer] { pacer.notify_data(); };
-    // Declared after the window and the pacer: it is stopped before they go away.
-    keel::app::Receiver receiver(options.endpoints, receiver_options);
-    keel::app::Model model;
+    keel::app::AppCoreOptions core_options;
+    core_options.receiver.command_auth = auth;
+    core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
+    core_options.commands.auth = auth;
+    // Declared after the window and the pacer: its threads are stopped before they go away.
+    keel::app::AppCore core(options.endpoints, core_options);
     keel::app::ui::Dashboard dashboard;
     if (!options.select_layer.empty()) dashboard.request_select(options.select_layer);
     if (options.rank >= 0) dashboard.request_rank(options.rank);
-    dashboard.set_command_auth(auth);
 
     const Clock::time_point start = Clock::now();
-    std::vector<keel::wire::Message> inbox;
     int frames_with_data = 0;
     while (!window.should_close()) {
       pacer.wait_for_next_frame();
       window.begin_frame();
-      keel::app::ui::ingest_and_draw(receiver, model, dashboard, inbox);
+      core.frame(dashboard);
       window.render();
 
       if (!options.screenshot_path.empty()) {
         const keel::app::RunModel* run =
-            keel::app::ui::Dashboard::shown_run(model, dashboard.state().shown_rank());
+            keel::app::ui::Dashboard::shown_run(core.model(), dashboard.state().shown_rank());
         if (run && run->has_steps()) ++frames_with_data;
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
         const bool ready = frames_with_data >= kFramesBeforeScreenshot &&

@@ -1,0 +1,83 @@
+// keel app AppCore: the dashboard's main part, the one owner of its sockets and its model.
+//
+// What it is for: views draw and post intents; they own no socket (STYLE, "the house"). AppCore
+// owns the Receiver (telemetry in), the CommandClient (commands out, started at the first
+// command) and the Model, and does each frame's work between NewFrame and Render:
+//   1. ingest(): drain what the Receiver decoded into the Model, and gather the FrameInput: the
+//      links, the commands sent last frame with their ids, and the command statuses that changed;
+//   2. the Dashboard draws the Model with that input, and its controls post CommandIntents;
+//   3. carry_out(): submit the posted intents to the CommandClient.
+// The command path reads one way: view -> intent -> AppCore -> net; what became of a command
+// comes back the other way, in the next frame's FrameInput. keel's main loop and keel-bench-app's
+// step-to-pixel loop both call frame(), so the benchmark times the app's own frame.
+// Threads: the UI thread only (construct, frame, ingest, carry_out, destroy). The Receiver and
+// the CommandClient run threads of their own.
+// Never: waits on the network (draining and reading statuses take a short lock each), throws
+// after construction, or grows without bound (it follows at most CommandClient::kMaxKept
+// commands, the ones whose outcome may still change).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "keel/wire/messages.hpp"
+#include "model/model.hpp"
+#include "net/command_client.hpp"
+#include "net/receiver.hpp"
+#include "ui/dashboard.hpp"
+#include "values/command_intent.hpp"
+#include "values/frame_input.hpp"
+
+namespace keel::app {
+
+struct AppCoreOptions {
+  ReceiverOptions receiver;
+  // Used when the first intent starts the CommandClient (so a dashboard nobody clicks in runs no
+  // command thread).
+  CommandClientOptions commands;
+};
+
+class AppCore {
+ public:
+  // Connects to every endpoint. Throws std::invalid_argument for one ZeroMQ rejects.
+  AppCore(const std::vector<std::string>& endpoints, AppCoreOptions options = {});
+  AppCore(const AppCore&) = delete;
+  AppCore& operator=(const AppCore&) = delete;
+
+  // One frame's work, inside an ImGui frame: ingest(), draw, carry_out() of what the views posted.
+  void frame(ui::Dashboard& dashboard);
+
+  // Drains every message the Receiver decoded into the model (ingested() then holds exactly
+  // those) and returns this frame's input for the views.
+  const FrameInput& ingest();
+  // Submits each intent; the next ingest() reports the id each one went out with (in order),
+  // then whatever becomes of it.
+  void carry_out(std::vector<CommandIntent> intents);
+
+  const Model& model() const { return model_; }
+  // What the last ingest() took and gathered.
+  const std::vector<keel::wire::Message>& ingested() const { return inbox_; }
+  const FrameInput& input() const { return input_; }
+
+ private:
+  // What the views were last told of a command whose outcome may still change.
+  struct Reported {
+    CommandState state = CommandState::kPending;
+    bool answered_late = false;
+  };
+  void gather_command_updates();
+
+  AppCoreOptions options_;
+  Receiver receiver_;
+  std::unique_ptr<CommandClient> commands_;
+  Model model_;
+  std::vector<keel::wire::Message> inbox_;
+  FrameInput input_;
+  std::vector<SentCommand> sent_;        // carried out since the last ingest()
+  std::map<uint64_t, Reported> unsettled_;
+};
+
+}  // namespace keel::app

@@ -1,0 +1,177 @@
+// The dashboard's main part over real loopback sockets: telemetry reaches its model and the
+// links reach the views' input; a view's intent reaches the probe, and the id it went out with,
+// then each change of its outcome (an ack, a timeout and the late answer after it), comes back
+// once in the frames that follow.
+#include "core/app_core.hpp"
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "fake_command_server.hpp"
+#include "test_publisher.hpp"
+
+namespace keel::app {
+namespace {
+
+namespace wire = keel::wire;
+using test_support::FakeCommandServer;
+using test_support::TestPublisher;
+using Clock = std::chrono::steady_clock;
+
+int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+
+// The telemetry endpoint whose command socket (port + 1) is `server`'s.
+std::string telemetry_endpoint_of(const FakeCommandServer& server) {
+  return "tcp://127.0.0.1:" + std::to_string(port_of(server.endpoint()) - 1);
+}
+
+AppCoreOptions quiet_options() {
+  AppCoreOptions options;
+  // The test publisher has no command socket to answer a late-attach history request.
+  options.receiver.backfill = false;
+  return options;
+}
+
+CommandIntent skip_intent(const std::string& endpoint) {
+  CommandIntent intent;
+  intent.control = "skip";
+  intent.endpoint = endpoint;
+  intent.command.kind = "skip";
+  intent.command.count = 1;
+  return intent;
+}
+
+// Every frame's input until `done` says so or 10 s pass (a frame every 5 ms, as a busy UI).
+template <typename Done>
+std::vector<FrameInput> frames_until(AppCore& core, Done done) {
+  std::vector<FrameInput> inputs;
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < give_up) {
+    inputs.push_back(core.ingest());
+    if (done(inputs)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return inputs;
+}
+
+std::vector<CommandStatus> updates_of(const std::vector<FrameInput>& inputs, uint64_t id) {
+  std::vector<CommandStatus> updates;
+  for (const FrameInput& input : inputs) {
+    for (const CommandStatus& status : input.command_updates) {
+      if (status.id == id) updates.push_back(status);
+    }
+  }
+  return updates;
+}
+
+TEST(AppCore, TelemetryReachesItsModelAndTheLinksReachTheViews) {
+  TestPublisher publisher;
+  AppCore core({publisher.endpoint()}, quiet_options());
+  // PUB drops what it sends before the subscription is live: the description is repeated.
+  const std::vector<FrameInput> inputs = frames_until(core, [&](const std::vector<FrameInput>&) {
+    publisher.send(test_support::sample_run());
+    publisher.send(test_support::sample_step(7));
+    return core.model().current_run(0) != nullptr && core.model().current_run(0)->has_steps();
+  });
+  const RunModel* run = core.model().current_run(0);
+  ASSERT_NE(run, nullptr) << "no telemetry reached the model";
+  ASSERT_TRUE(run->has_steps());
+  EXPECT_EQ(run->last_step(), 7);
+  // ingested() holds what the last frame took, and the model took the same.
+  bool last_frame_had_the_step = false;
+  for (const wire::Message& message : core.ingested()) {
+    const auto* step = std::get_if<wire::StepRecord>(&message);
+    last_frame_had_the_step = last_frame_had_the_step || (step != nullptr && step->step == 7);
+  }
+  EXPECT_TRUE(last_frame_had_the_step);
+  const FrameInput& input = inputs.back();
+  ASSERT_EQ(input.links.size(), 1u);
+  EXPECT_EQ(input.links[0].endpoint, publisher.endpoint());
+  EXPECT_EQ(input.links[0].state, LinkState::kLive);
+  EXPECT_EQ(input.links[0].rank, 0);
+  EXPECT_EQ(input.queue_dropped, 0u);
+  EXPECT_TRUE(input.sent.empty());
+  EXPECT_TRUE(input.command_updates.empty());
+}
+
+TEST(AppCore, AnIntentReachesTheProbeAndItsIdThenItsAckComeBackOnce) {
+  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+    return {FakeCommandServer::ack_for(c, true, 812)};
+  });
+  AppCore core({test_support::unused_endpoint()}, quiet_options());
+  core.carry_out({skip_intent(telemetry_endpoint_of(server))});
+
+  const FrameInput first = core.ingest();
+  ASSERT_EQ(first.sent.size(), 1u);
+  const SentCommand& sent = first.sent[0];
+  EXPECT_EQ(sent.control, "skip");
+  EXPECT_NE(sent.id, 0u);
+  EXPECT_EQ(sent.command.id, sent.id);
+  EXPECT_EQ(sent.command.kind, "skip");
+
+  std::vector<FrameInput> inputs = frames_until(core, [&](const std::vector<FrameInput>& so_far) {
+    return !updates_of(so_far, sent.id).empty();
+  });
+  inputs.insert(inputs.begin(), first);
+  // A few frames more: an outcome already reported is not reported again.
+  for (int i = 0; i < 5; ++i) inputs.push_back(core.ingest());
+
+  const std::vector<CommandStatus> updates = updates_of(inputs, sent.id);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].state, CommandState::kAcknowledged);
+  EXPECT_EQ(updates[0].ack.step, 812);
+  for (size_t i = 1; i < inputs.size(); ++i) EXPECT_TRUE(inputs[i].sent.empty()) << "frame " << i;
+  ASSERT_EQ(server.received().size(), 1u);
+  EXPECT_EQ(server.received()[0].id, sent.id);
+  EXPECT_EQ(server.received()[0].kind, "skip");
+}
+
+TEST(AppCore, ATimedOutCommandIsFollowedUntilItsLateAnswer) {
+  // The probe answers only after the dashboard gave up waiting: it did apply the command, and
+  // the user must see that.
+  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    return {FakeCommandServer::ack_for(c, true, 40)};
+  });
+  AppCoreOptions options = quiet_options();
+  options.commands.timeout_secs = 0.15;
+  AppCore core({test_support::unused_endpoint()}, options);
+  core.carry_out({skip_intent(telemetry_endpoint_of(server))});
+  const FrameInput first = core.ingest();
+  ASSERT_EQ(first.sent.size(), 1u);
+  const uint64_t id = first.sent[0].id;
+
+  const std::vector<FrameInput> inputs = frames_until(core, [&](const std::vector<FrameInput>& so_far) {
+    const std::vector<CommandStatus> updates = updates_of(so_far, id);
+    return !updates.empty() && updates.back().answered_late;
+  });
+  const std::vector<CommandStatus> updates = updates_of(inputs, id);
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0].state, CommandState::kTimedOut);
+  EXPECT_FALSE(updates[0].answered_late);
+  EXPECT_EQ(updates[1].state, CommandState::kAcknowledged);
+  EXPECT_TRUE(updates[1].answered_late);
+  EXPECT_EQ(updates[1].ack.step, 40);
+}
+
+TEST(AppCore, AnIntentForAnEndpointWithNoCommandSocketComesBackRefused) {
+  AppCore core({test_support::unused_endpoint()}, quiet_options());
+  core.carry_out({skip_intent("ipc-without-a-port")});
+  const std::vector<FrameInput> inputs = frames_until(core, [](const std::vector<FrameInput>& so_far) {
+    return !so_far.back().command_updates.empty();
+  });
+  ASSERT_FALSE(inputs.empty());
+  ASSERT_EQ(inputs.front().sent.size(), 1u);
+  const std::vector<CommandStatus> updates = updates_of(inputs, inputs.front().sent[0].id);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].state, CommandState::kRefused);
+  EXPECT_FALSE(updates[0].error.empty());
+}
+
+}  // namespace
+}  // namespace keel::app
