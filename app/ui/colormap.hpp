@@ -23,5 +23,7 @@ inline constexpr Rgba kSkippedColour = 0xFF20A0FFu;    // IM_COL32(255, 160, 32,
 // A layer with no gradient to measure (frozen or unused): a slate grey, lighter than no data
 // and off the viridis path, so a frozen layer does not read as a dead one.
 inline constexpr Rgba kNoGradientColour = 0xFF66574Au;  // IM_COL32(74, 87, 102, 255)
+// The name or values of such a layer, in the layer list and the heatmap's labels.
+inline constexpr Rgba kNoGradientText = 0xFFAA8C78u;    // IM_COL32(120, 140, 170, 255)
 
 }  // namespace keel::app::ui

@@ -25,8 +25,6 @@ constexpr float kMinNonfinitePx = 8.0f;
 constexpr ImU32 kNonfiniteOutline = IM_COL32(255, 32, 64, 255);
 constexpr ImU32 kNonfiniteLabel = IM_COL32(255, 80, 80, 255);
 constexpr ImU32 kSelectedRowColour = IM_COL32(255, 255, 255, 220);
-// As the layer list greys a layer without a gradient.
-constexpr ImU32 kNoGradientLabel = IM_COL32(120, 140, 170, 255);
 
 // `no_gradient`: a row in view is greyed for a layer without a gradient; its swatch is shown.
 void draw_legend(double lo, double hi, bool no_gradient) {
@@ -117,8 +115,6 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   skipped_.resize(columns);
   run.global_series(GlobalSeries::kSkipped).summarize(grid, skipped_.data());
 
-  // Cells become texels of one image, drawn as one textured quad per row: a quad per cell
-  // (a few hundred thousand of them) was most of the frame and ~20 MB of vertices to draw.
   // A frozen or unused layer has no gradient samples: its gaps are greyed, not left as "no
   // data", so it does not read as a dead layer (its weight metrics it still has).
   std::vector<bool>& no_gradient_rows = no_gradient_.rows;
@@ -131,6 +127,8 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   const bool run_in_view = run.has_steps() && run.last_step() >= grid.start(0) && run.first_step() <= grid_last;
   no_gradient_.first_column = run_in_view ? size_t(grid.column_of(std::max(run.first_step(), grid.start(0)))) : 0;
   no_gradient_.end_column = run_in_view ? size_t(grid.column_of(std::min(run.last_step(), grid_last))) + 1 : 0;
+  // Cells become texels of one image, drawn as one textured quad per row: a quad per cell
+  // (a few hundred thousand of them) was most of the frame and ~20 MB of vertices to draw.
   const float column_px = (frame.max.x - frame.min.x) / float(columns);
   image_.build(cells_, r1 - r0, columns, int(std::ceil(kMinNonfinitePx / column_px)), no_gradient_);
   if (!texture_) texture_ = make_image_texture();
@@ -267,7 +265,7 @@ void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, Im
     const ImU32 colour = nonfinite_rows_[r - r0]           ? kNonfiniteLabel
                          : int(r) == selected              ? IM_COL32(255, 255, 255, 255)
                          : named_rows_[r - r0]             ? IM_COL32(230, 200, 120, 255)
-                         : no_gradient_.rows[r - r0]       ? kNoGradientLabel
+                         : no_gradient_.rows[r - r0]       ? kNoGradientText
                                                            : IM_COL32(150, 150, 160, 255);
     draw->AddText(ImVec2(rows_min.x - size.x - font * 0.3f, text_y), colour, name.c_str());
   }

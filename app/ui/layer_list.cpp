@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/column_grid.hpp"
+#include "ui/colormap.hpp"
 #include "ui/plot.hpp"
 
 namespace keel::app::ui {
@@ -24,7 +25,7 @@ constexpr float kLargeUpdateRatio = 1e-2f;
 constexpr float kMostlyZero = 0.5f;
 
 ImU32 health_colour(const RunModel& run, size_t layer) {
-  if (run.gradient_state(layer) != GradientState::kMeasured) return IM_COL32(120, 140, 170, 255);
+  if (run.gradient_state(layer) != GradientState::kMeasured) return kNoGradientText;
   const float nonfinite = run.latest(layer, LayerMetric::kGradNonfinite);
   const float norm = run.latest(layer, LayerMetric::kGradNorm);
   // latest() is NaN both for "never received" and for a NaN norm; only the second is bad.

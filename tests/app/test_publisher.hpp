@@ -45,6 +45,9 @@ class TestPublisher {
   std::string endpoint_;
 };
 
+// The TCP port of a "tcp://host:port" endpoint.
+inline int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+
 // An endpoint on which nothing listens: a port the kernel just handed out and took back.
 inline std::string unused_endpoint() {
   zmq::context_t context{1};

@@ -23,7 +23,7 @@ using test_support::FakeCommandServer;
 using test_support::TestPublisher;
 using Clock = std::chrono::steady_clock;
 
-int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+using test_support::port_of;
 
 // The telemetry endpoint whose command socket (port + 1) is `server`'s.
 std::string telemetry_endpoint_of(const FakeCommandServer& server) {

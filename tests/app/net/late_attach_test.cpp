@@ -28,7 +28,7 @@ using test_support::FakeCommandServer;
 using test_support::TestPublisher;
 using Clock = std::chrono::steady_clock;
 
-int port_of(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+using test_support::port_of;
 
 wire::StepRecord step(int64_t index, uint64_t seq) {
   wire::StepRecord record = test_support::sample_step(index);
