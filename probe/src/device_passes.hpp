@@ -2,8 +2,8 @@
 // from the fused multi-tensor kernels (cuda/multi_tensor_stats.hpp), in halves so the host
 // waits at most once, and not at all when it collects a step later.
 //
-// What they are for: LayerReducer hands a pass the tensors of the layers that live on one
-// device. enqueue() puts the work on libtorch's current stream of that device and returns at
+// What they are for: CudaFusedReductions hands a pass the tensors of the layers that live on
+// one device. enqueue() puts the work on libtorch's current stream of that device and returns at
 // once: the tables (uploaded only when the layout or a pointer changed) and the pass. The
 // gradient pass's finish() then enqueues the step's verdict when asked for, one asynchronous
 // copy of the results into pinned host memory, and an event; between enqueue() and finish()
@@ -15,7 +15,7 @@
 //   DeviceUpdatePass: per weight, after the optimizer's step, |dW|^2, |W_old|^2 and |W_new|^2
 //     rebuilt from the optimizer's state (update_rules.hpp), with no copy of the weights.
 // Built only where libtorch has CUDA and nvcc is found (KEEL_PROBE_CUDA in probe/CMakeLists.txt);
-// elsewhere the factories return nullptr and those layers take the generic ATen path.
+// elsewhere the factories return nullptr and those layers go to GenericReductions.
 // Threads: the training thread. Never: changes a tensor but by the unscale asked for.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The device passes where keel is built without the CUDA probe (libtorch without CUDA, or no
-// nvcc): none, so every non-CPU tensor takes LayerReducer's generic ATen path.
+// nvcc): none, so GenericReductions measures every non-CPU tensor.
 #include "device_passes.hpp"
 
 namespace keel::probe {

@@ -1,28 +1,24 @@
 // LayerReducer: the per-layer reductions of one step, on each tensor's own device.
 //
-// What it is for: the probe's arithmetic over every parameter. CPU float32 contiguous tensors
-// go through FusedReducer (one hand-fused pass per question, all layers in one parallel
-// region). CUDA tensors (dense, contiguous, fp32/fp64/bf16/fp16) go through the fused
-// device passes (device_passes.hpp), one launch per device, where keel is built with the CUDA
-// probe: gradients, weight norms, and, when the optimizer's update can be rebuilt from its
-// state (AdamW, Adam, SGD: update_rules.hpp), the update, with no copy of the weights. Every
-// other tensor (strided, other types, sparse gradients by the values they store, or on a GPU
-// under another optimizer) goes through ATen ops that run on its device and write into one
-// small double stats tensor per device, brought to the host with a single copy per pass; a
-// snapshot of its weights gives its update.
+// What it is for: the probe's arithmetic over every parameter. It hands each layer to one of
+// three backends (reduction_backend.hpp), asked in this order: CudaFusedReductions (dense CUDA
+// tensors, one fused launch per device, updates rebuilt from AdamW/Adam/SGD's state with no
+// copy of the weights), CpuFusedReductions (CPU float32 contiguous), and GenericReductions
+// (everything else, ATen ops on the tensor's device). The device passes start first, so the
+// GPU works while the host reduces its own layers. A layer without a gradient reports all
+// zeros.
 // Threads: the training thread only. Never: throws for non-finite values; allocates in the CPU
 // fast path once warmed up.
 #pragma once
 
-#include <cstdint>
-#include <map>
-#include <memory>
+#include <array>
 #include <vector>
 
 #include <torch/torch.h>
 
-#include "device_passes.hpp"
-#include "keel/probe/fused_reduce.hpp"
+#include "cpu_fused_reductions.hpp"
+#include "cuda_fused_reductions.hpp"
+#include "generic_reductions.hpp"
 
 namespace keel::probe {
 
@@ -34,7 +30,6 @@ class LayerReducer {
   // keep no snapshot; otherwise (or with nullptr) every layer off the CPU keeps one.
   void measure_updates_of(torch::optim::Optimizer* optimizer);
 
-  size_t layer_count() const { return params_.size(); }
   // Whether measuring the update would copy a weight that lives off the CPU: a layer there
   // whose update cannot be rebuilt (another optimizer, or a layout the device passes refuse).
   bool needs_device_snapshot() const;
@@ -48,11 +43,6 @@ class LayerReducer {
   void enqueue_grads(float unscale);
   void finish_grads(const VerdictRequest* verdict = nullptr);
   void collect_grads();
-  void reduce_grads(float unscale) {
-    enqueue_grads(unscale);
-    finish_grads();
-    collect_grads();
-  }
   // Whether the last enqueue_grads put a fused pass on this CUDA device's current stream (so
   // collect_grads covers what the caller enqueues there before finish_grads).
   bool device_pass_on(int device_index) const;
@@ -80,79 +70,31 @@ class LayerReducer {
   void collect_updates(bool applied);
   // The snapshot already equals W (refreshed by the last reduce_updates, or the update was
   // skipped): take the weight norms from it without another pass.
-  void reuse_snapshot() { param_sumsq_ = next_param_sumsq_; }
+  void reuse_snapshot() { sums_.param_sumsq = sums_.next_param_sumsq; }
   // The update was skipped: W did not move, so the snapshot and its norms stay as they are.
-  void keep_snapshot() { next_param_sumsq_ = param_sumsq_; }
+  void keep_snapshot() { sums_.next_param_sumsq = sums_.param_sumsq; }
 
-  const std::vector<GradStats>& grad_stats() const { return grad_stats_; }
-  const std::vector<double>& param_sumsq() const { return param_sumsq_; }
-  const std::vector<double>& update_sumsq() const { return update_sumsq_; }
+  const std::vector<GradStats>& grad_stats() const { return sums_.grads; }
+  const std::vector<double>& param_sumsq() const { return sums_.param_sumsq; }
+  const std::vector<double>& update_sumsq() const { return sums_.update_sumsq; }
 
  private:
-  // The CUDA device whose fused pass holds every gradient of the last enqueue_grads (nothing
-  // on the host or the generic path, nothing on another device); -1 when there is none.
-  int sole_device() const;
-  bool on_fast_path(size_t layer) const;
-  bool grad_on_fast_path(size_t layer) const;
-  // Sorts the layers for a weight pass: fast_layers_ (CPU fp32), the device layers of
-  // devices_[*].layers (with `device_only_rebuilt`, only those whose update is rebuilt), and
-  // generic_layers_ (the rest).
-  void partition_weights(bool device_only_rebuilt);
-  void reduce_generic_grads(const std::vector<size_t>& layers, float unscale);
-  void weights_generic(const std::vector<size_t>& layers, bool snapshot);
-  void weights_on_devices();
-  void updates_generic(const std::vector<size_t>& layers);
-  void enqueue_updates_on_devices();
+  // In the order they are asked which layers they take: the generic backend takes the rest.
+  // Indices into backends(), grad_layers_ and weight_layers_.
+  enum Backend : size_t { kCuda, kCpu, kGeneric, kBackends };
+  std::array<ReductionBackend*, kBackends> backends() { return {&cuda_, &cpu_, &generic_}; }
+  // Hands each layer's weights to the first backend that takes them (weight_layers_).
+  void partition_weights(bool for_update);
+  void measure_weights(bool for_update);
 
   std::vector<torch::Tensor> params_;
-  std::vector<int64_t> fast_offset_;        // offset into cpu_snapshot_, -1 when not fast path
-  std::vector<float> cpu_snapshot_;          // one reusable buffer for all CPU fp32 weights
-  std::vector<torch::Tensor> generic_snapshot_;
-  FusedReducer fused_;
-  // Per CUDA device index: its fused passes (created on first use; absent where keel has no
-  // CUDA probe), and the layers and tensors of the pass in progress on it.
-  struct Batch {
-    std::vector<size_t> layers;
-    std::vector<torch::Tensor> tensors;
-    void clear() {
-      layers.clear();
-      tensors.clear();
-    }
-    void add(size_t layer, const torch::Tensor& t) {
-      layers.push_back(layer);
-      tensors.push_back(t);
-    }
-  };
-  // A device's gradients and its weights are batches of their own: a deferred step's
-  // gradient results are collected after its update pass was enqueued.
-  struct DeviceLayers {
-    std::unique_ptr<DeviceGradPass> grads_pass;
-    std::unique_ptr<DeviceGradPass> weights_pass;   // sum w^2: the gradient kernel, read-only
-    std::unique_ptr<DeviceUpdatePass> updates_pass;
-    Batch grads, weights;
-  };
-  std::map<int, DeviceLayers> devices_;
-  torch::optim::Optimizer* rebuild_from_ = nullptr;   // set when its updates can be rebuilt
-  std::vector<LayerUpdateRule> rules_;
-  std::vector<const LayerUpdateRule*> device_rules_;
-  std::vector<UpdateStats> device_update_out_;
+  CudaFusedReductions cuda_;
+  CpuFusedReductions cpu_;
+  GenericReductions generic_;
+  LayerSums sums_;
 
-  int verdict_device_ = -1;   // the device of the last finish_grads' verdict, -1: none
-  std::vector<GradStats> grad_stats_;
-  std::vector<double> param_sumsq_;
-  std::vector<double> update_sumsq_;
-  std::vector<double> next_param_sumsq_;
-
-  // Scratch reused every step.
-  std::vector<size_t> fast_layers_;
-  std::vector<size_t> generic_layers_;
-  std::vector<ConstSpan> const_spans_;
-  std::vector<MutableSpan> mutable_spans_;
-  std::vector<SnapshotSpan> snapshot_spans_;
-  std::vector<GradStats> fast_grad_out_;
-  std::vector<GradStats> device_grad_out_;
-  std::vector<double> fast_sum_out_;
-  std::vector<double> fast_sum_out2_;
+  // Scratch reused every step: per backend, in backends() order, the layers of a pass.
+  std::array<std::vector<size_t>, kBackends> grad_layers_, weight_layers_;
 };
 
 }  // namespace keel::probe

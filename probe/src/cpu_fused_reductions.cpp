@@ -1,0 +1,89 @@
+#include "cpu_fused_reductions.hpp"
+
+namespace keel::probe {
+namespace {
+
+bool cpu_float_contiguous(const torch::Tensor& t) {
+  // is_sparse() first: is_contiguous() throws on a sparse tensor.
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && !t.is_sparse() &&
+         t.is_contiguous();
+}
+
+}  // namespace
+
+CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
+    : params_(params), offset_(params.size(), -1) {
+  int64_t total = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!cpu_float_contiguous(params_[i])) continue;
+    offset_[i] = total;
+    total += params_[i].numel();
+  }
+  snapshot_.assign(static_cast<size_t>(total), 0.0f);
+}
+
+bool CpuFusedReductions::takes_grad(size_t layer, const torch::Tensor& grad) const {
+  return offset_[layer] >= 0 && cpu_float_contiguous(grad);
+}
+
+void CpuFusedReductions::enqueue_grads(const std::vector<size_t>& layers, float unscale) {
+  grad_layers_ = layers;
+  if (layers.empty()) return;
+  if (unscale != 1.0f) {
+    mutable_spans_.clear();
+    for (size_t i : layers) {
+      const auto& grad = params_[i].grad();
+      mutable_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
+    }
+    fused_.unscale_and_grad_stats(mutable_spans_, unscale, grad_out_);
+  } else {
+    const_spans_.clear();
+    for (size_t i : layers) {
+      const auto& grad = params_[i].grad();
+      const_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
+    }
+    fused_.grad_stats(const_spans_, grad_out_);
+  }
+}
+
+void CpuFusedReductions::collect_grads(LayerSums& out) {
+  for (size_t k = 0; k < grad_layers_.size(); ++k) out.grads[grad_layers_[k]] = grad_out_[k];
+}
+
+bool CpuFusedReductions::takes_weights(size_t layer, bool /*for_update*/) const { return offset_[layer] >= 0; }
+
+const std::vector<SnapshotSpan>& CpuFusedReductions::snapshot_spans(const std::vector<size_t>& layers) {
+  snapshot_spans_.clear();
+  for (size_t i : layers) {
+    snapshot_spans_.push_back({params_[i].data_ptr<float>(), snapshot_.data() + offset_[i], params_[i].numel()});
+  }
+  return snapshot_spans_;
+}
+
+void CpuFusedReductions::weights(const std::vector<size_t>& layers, bool for_update, LayerSums& out) {
+  if (layers.empty()) return;
+  if (for_update) {
+    fused_.snapshot_sumsq(snapshot_spans(layers), weight_out_);
+  } else {
+    const_spans_.clear();
+    for (size_t i : layers) const_spans_.push_back({params_[i].data_ptr<float>(), params_[i].numel()});
+    fused_.sumsq(const_spans_, weight_out_);
+  }
+  for (size_t k = 0; k < layers.size(); ++k) out.param_sumsq[layers[k]] = weight_out_[k];
+}
+
+void CpuFusedReductions::enqueue_updates(const std::vector<size_t>& layers) {
+  update_layers_ = layers;
+  if (layers.empty()) return;
+  fused_.update_and_snapshot(snapshot_spans(layers), update_out_, next_weight_out_);
+}
+
+void CpuFusedReductions::collect_updates(bool /*applied*/, LayerSums& out) {
+  // Measured against the copy: a skipped update is the zero it measured.
+  for (size_t k = 0; k < update_layers_.size(); ++k) {
+    out.update_sumsq[update_layers_[k]] = update_out_[k];
+    out.next_param_sumsq[update_layers_[k]] = next_weight_out_[k];
+  }
+}
+
+}  // namespace keel::probe
