@@ -2,17 +2,18 @@
 // interface, so LayerReducer only decides which backend measures which layer.
 //
 // What it is for: three backends share the work of a step (DESIGN §8).
-//   CpuFusedReductions     CPU float32 contiguous tensors: FusedReducer's hand-fused passes.
 //   CudaFusedReductions    dense CUDA tensors of fp32/fp64/bf16/fp16: one fused launch per
 //                          device per pass (device_passes.hpp), updates rebuilt from the
 //                          optimizer's state.
+//   CpuFusedReductions     CPU float32 contiguous tensors: FusedReducer's hand-fused passes.
 //   GenericReductions      anything else (strided, other types, sparse gradients, other
 //                          devices): ATen ops on the tensor's own device.
-// LayerReducer asks the backends in that order which layers they take; the generic one takes
-// whatever is left. Each pass has two halves: enqueue starts it (a host backend does all of
-// its work there), collect writes its results into the step's LayerSums. A device backend's
-// work runs between the two while the host does its own, and a deferred step collects a step
-// later; a backend keeps the layers of its last enqueue until their collect.
+// LayerReducer asks the backends in that order which layers they take (the device first, so
+// its passes start before the host's); the generic one takes whatever is left. Each pass has
+// two halves: enqueue starts it (a host backend does all of its work there), collect writes
+// its results into the step's LayerSums. A device backend's work runs between the two while
+// the host does its own, and a deferred step collects a step later; a backend keeps the
+// layers of its last enqueue until their collect.
 // Threads: the training thread only.
 #pragma once
 
