@@ -195,7 +195,10 @@ TEST(LayerReducer, HandsEachLayerToOneBackendAndMeasuresEveryKindAgainstFloat64)
   }
 }
 
-TEST(LayerReducer, RefusesAVerdictWhenAGradientIsMeasuredOnTheHost) {
+// Gradients measured on the host leave no device pass to fold a verdict from. This cannot tell
+// the host-gradient check from the one-device check (either refuses here); a step with both
+// host and device layers needs a GPU (keel_cuda_probe_tests).
+TEST(LayerReducer, RefusesAVerdictWhenNoDevicePassHoldsTheGradients) {
   auto params = fp32_layers(5);
   LayerReducer reducer(params);
   reducer.enqueue_grads(1.0f);
