@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <stdexcept>
 
 #include "keel/probe/torch_compat.hpp"
@@ -11,11 +12,11 @@ namespace {
 
 bool fused_type(torch::ScalarType t) { return t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16 || t == torch::kHalf; }
 
-bool stepped_here(const torch::Tensor& p, int device_index, std::string& why) {
+bool stepped_here(const torch::Tensor& p, const torch::Device& device, std::string& why) {
   const auto& g = p.grad();
   if (!g.defined()) return true;
-  if (!p.is_cuda() || p.device().index() != device_index || p.is_sparse() || g.is_sparse()) {
-    why = "a parameter is not a dense tensor on the CUDA device of the others";
+  if (p.device() != device || p.is_sparse() || g.is_sparse()) {
+    why = "a parameter is not a dense tensor on the device of the others";
     return false;
   }
   if (!fused_type(p.scalar_type()) || g.scalar_type() != p.scalar_type()) {
@@ -26,7 +27,8 @@ bool stepped_here(const torch::Tensor& p, int device_index, std::string& why) {
 }
 
 #if KEEL_TORCH_HAS_FUSED_OPTIMIZERS
-// The tensors of one fused call: one parameter group's parameters of one element type.
+// The tensors of one fused call: one parameter group's parameters of one element type (and,
+// for SGD with momentum, whether their buffers are new: the kernel's first-step mode is per call).
 struct Batch {
   std::vector<torch::Tensor> params, grads, first, second, max_second;
   std::vector<float> steps;   // each parameter's step count after this step (Adam, AdamW)
@@ -35,7 +37,7 @@ struct Batch {
 // Adam and AdamW: the state libtorch would create, the step counted, the batch filled.
 template <class ParamState>
 void add_adam(torch::optim::Optimizer& optimizer, const torch::Tensor& p, bool amsgrad, Batch& batch,
-              std::vector<torch::Tensor>& counted) {
+              std::vector<torch::Tensor>& counted, std::vector<torch::Tensor>& created) {
   auto& state = optimizer.state();
   const auto key = compat::optimizer_state_key(p);
   auto found = state.find(key);
@@ -46,10 +48,12 @@ void add_adam(torch::optim::Optimizer& optimizer, const torch::Tensor& p, bool a
     fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
     if (amsgrad) fresh->max_exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
     found = state.emplace(key, std::move(fresh)).first;
+    created.push_back(p);
+  } else {
+    counted.push_back(p);
   }
   auto& s = static_cast<ParamState&>(*found->second);
   s.step(s.step() + 1);
-  counted.push_back(p);
   batch.params.push_back(p);
   batch.grads.push_back(p.grad());
   batch.first.push_back(s.exp_avg());
@@ -58,14 +62,15 @@ void add_adam(torch::optim::Optimizer& optimizer, const torch::Tensor& p, bool a
   batch.steps.push_back(static_cast<float>(s.step()));
 }
 
-// The step counts of a batch as the kernel reads them: 0-dim float32 views of one device
-// tensor, uploaded from pinned memory (the caching host allocator keeps the staging buffer
-// until the copy has run).
+// The step counts of a batch as the kernel reads them: 0-dim float32 views of one tensor on
+// `device`, uploaded to a CUDA device from pinned memory (the caching host allocator keeps the
+// staging buffer until the copy has run).
 std::vector<torch::Tensor> device_steps(const Batch& batch, const torch::Device& device) {
+  const bool cuda = device.is_cuda();
   auto staging = torch::empty({static_cast<int64_t>(batch.steps.size())},
-                              torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true));
+                              torch::TensorOptions().dtype(torch::kFloat).pinned_memory(cuda));
   std::copy(batch.steps.begin(), batch.steps.end(), staging.data_ptr<float>());
-  auto on_device = staging.to(device, /*non_blocking=*/true);
+  auto on_device = cuda ? staging.to(device, /*non_blocking=*/true) : staging;
   std::vector<torch::Tensor> steps;
   for (int64_t i = 0; i < on_device.numel(); ++i) steps.push_back(on_device.select(0, i));
   return steps;
@@ -74,11 +79,12 @@ std::vector<torch::Tensor> device_steps(const Batch& batch, const torch::Device&
 // element type. `kernel` is at::_fused_adam_ or at::_fused_adamw_ (the same arguments).
 template <class Options, class ParamState, class Kernel>
 void step_adam_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
-                     const torch::Tensor& found_inf, std::vector<torch::Tensor>& counted, Kernel kernel) {
+                     const torch::Tensor& found_inf, std::vector<torch::Tensor>& counted,
+                     std::vector<torch::Tensor>& created, Kernel kernel) {
   const auto& o = static_cast<const Options&>(group.options());
   std::map<torch::ScalarType, Batch> batches;
   for (const auto& p : group.params()) {
-    if (p.grad().defined()) add_adam<ParamState>(optimizer, p, o.amsgrad(), batches[p.scalar_type()], counted);
+    if (p.grad().defined()) add_adam<ParamState>(optimizer, p, o.amsgrad(), batches[p.scalar_type()], counted, created);
   }
   for (auto& [type, b] : batches) {
     const std::vector<torch::Tensor> steps = device_steps(b, found_inf.device());
@@ -88,36 +94,70 @@ void step_adam_group(torch::optim::Optimizer& optimizer, torch::optim::Optimizer
            std::optional<at::Tensor>(found_inf));
   }
 }
+
+// One parameter group of an SGD: momentum buffers libtorch would create made here (zeroed; the
+// kernel's first-step mode makes them the gradient, as libtorch's clone does), then one fused
+// call per element type and kind of buffer.
+void step_sgd_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
+                    const torch::Tensor& found_inf, std::vector<torch::Tensor>& created) {
+  const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+  std::map<std::pair<torch::ScalarType, bool>, Batch> batches;   // (type, first step) -> batch
+  for (const auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    bool first_step = false;
+    torch::Tensor buffer;
+    if (o.momentum() != 0) {
+      auto& state = optimizer.state();
+      const auto key = compat::optimizer_state_key(p);
+      auto found = state.find(key);
+      if (found == state.end()) {
+        auto fresh = std::make_unique<torch::optim::SGDParamState>();
+        fresh->momentum_buffer(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        found = state.emplace(key, std::move(fresh)).first;
+        created.push_back(p);
+        first_step = true;
+      }
+      buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
+    }
+    Batch& b = batches[{p.scalar_type(), first_step}];
+    b.params.push_back(p);
+    b.grads.push_back(p.grad());
+    if (buffer.defined()) b.first.push_back(buffer);
+  }
+  for (auto& [kind, b] : batches) {
+    at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                    /*maximize=*/false, /*is_first_step=*/kind.second, /*grad_scale=*/std::nullopt, found_inf);
+  }
+}
 #endif
 
 }  // namespace
 
 bool FusedOptimizerStep::available() { return KEEL_TORCH_HAS_FUSED_OPTIMIZERS != 0; }
 
-bool FusedOptimizerStep::supports(torch::optim::Optimizer& optimizer, int device_index, std::string& why) {
+bool FusedOptimizerStep::supports(torch::optim::Optimizer& optimizer, const torch::Device& device, std::string& why) {
   if (!available()) {
     why = "this libtorch has no fused optimizer kernels (2.3 and later have them)";
     return false;
   }
-  const bool sgd = dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr;
-  if (!sgd && dynamic_cast<torch::optim::AdamW*>(&optimizer) == nullptr &&
+  if (device.is_cpu() && !KEEL_TORCH_HAS_CPU_FUSED_OPTIMIZERS) {
+    why = "this libtorch has no fused optimizer kernels for the CPU (2.4 and later have them)";
+    return false;
+  }
+  if (!device.is_cuda() && !device.is_cpu()) {
+    why = "the fused optimizer kernels are for CUDA devices (and the CPU)";
+    return false;
+  }
+  if (dynamic_cast<torch::optim::SGD*>(&optimizer) == nullptr && dynamic_cast<torch::optim::AdamW*>(&optimizer) == nullptr &&
       dynamic_cast<torch::optim::Adam*>(&optimizer) == nullptr) {
     why = "the optimizer is not AdamW, Adam or SGD";
     return false;
   }
   std::vector<const void*> tensors;
   for (auto& group : optimizer.param_groups()) {
-    const auto* sgd_options = dynamic_cast<const torch::optim::SGDOptions*>(&group.options());
     for (const auto& p : group.params()) {
       tensors.push_back(p.unsafeGetTensorImpl());
-      if (!stepped_here(p, device_index, why)) return false;
-      if (sgd_options && sgd_options->momentum() != 0 && p.grad().defined()) {
-        const auto found = optimizer.state().find(compat::optimizer_state_key(p));
-        if (found == optimizer.state().end()) {
-          why = "SGD's momentum buffers are created by its first step";
-          return false;
-        }
-      }
+      if (!stepped_here(p, device, why)) return false;
     }
   }
   // A tensor listed twice (the optimizer built from libtorch's named_parameters() of a model
@@ -134,36 +174,22 @@ bool FusedOptimizerStep::supports(torch::optim::Optimizer& optimizer, int device
 void FusedOptimizerStep::step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {
 #if KEEL_TORCH_HAS_FUSED_OPTIMIZERS
   std::string why;
-  if (!supports(optimizer, found_inf.device().index(), why)) throw std::runtime_error("keel: fused step: " + why);
+  if (!supports(optimizer, found_inf.device(), why)) throw std::runtime_error("keel: fused step: " + why);
   torch::NoGradGuard no_grad;
   counted_.clear();
+  created_.clear();
   optimizer_ = &optimizer;
   const bool adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   const bool adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
   for (auto& group : optimizer.param_groups()) {
     if (adamw) {
       step_adam_group<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
-          optimizer, group, found_inf, counted_, [](auto&&... args) { at::_fused_adamw_(args...); });
+          optimizer, group, found_inf, counted_, created_, [](auto&&... args) { at::_fused_adamw_(args...); });
     } else if (adam) {
       step_adam_group<torch::optim::AdamOptions, torch::optim::AdamParamState>(
-          optimizer, group, found_inf, counted_, [](auto&&... args) { at::_fused_adam_(args...); });
+          optimizer, group, found_inf, counted_, created_, [](auto&&... args) { at::_fused_adam_(args...); });
     } else {
-      const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
-      std::map<torch::ScalarType, Batch> batches;
-      for (const auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        Batch& b = batches[p.scalar_type()];
-        b.params.push_back(p);
-        b.grads.push_back(p.grad());
-        if (o.momentum() != 0) {
-          auto& s = static_cast<torch::optim::SGDParamState&>(*optimizer.state().at(compat::optimizer_state_key(p)));
-          b.first.push_back(s.momentum_buffer());
-        }
-      }
-      for (auto& [type, b] : batches) {
-        at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
-                        /*maximize=*/false, /*is_first_step=*/false, /*grad_scale=*/std::nullopt, found_inf);
-      }
+      step_sgd_group(optimizer, group, found_inf, created_);
     }
   }
 #else
@@ -187,8 +213,10 @@ void FusedOptimizerStep::settle(bool applied) {
         a.step(a.step() - 1);
       }
     }
+    for (const auto& p : created_) state.erase(compat::optimizer_state_key(p));
   }
   counted_.clear();
+  created_.clear();
 }
 
 }  // namespace keel::probe

@@ -37,7 +37,7 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   if (scaler_active && !scaler_->on_device(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)))) return -1;
   std::string why;
   if ((options_.skip_on_nonfinite || options_.skip_on_spike || scaler_active) &&
-      !FusedOptimizerStep::supports(optimizer_, device, why)) {
+      !FusedOptimizerStep::supports(optimizer_, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)), why)) {
     return -1;
   }
   return device;

@@ -398,6 +398,19 @@ TEST(CudaProbe, DeferredStepsWithEveryMetricCostNoHostWait) {
   }
 }
 
+// SGD's first momentum step is deferred like the rest: the fused kernel's first-step mode makes
+// the buffers libtorch's first step would, so no step of the run decides on the host.
+TEST(CudaProbe, SgdsFirstMomentumStepIsTakenOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  EXPECT_FALSE(probe.step(backward(net, opt, 5)).settled);
+  probe.settle();
+  EXPECT_TRUE(probe.last_settled().applied);
+  EXPECT_EQ(opt.state().size(), net->parameters().size()) << "a momentum buffer for every parameter";
+}
+
 // A decision the device cannot take makes the step wait once for its results: here a dump on
 // non-finite gradients with nothing to skip them, which must be taken before the update (a
 // scaler is the other). One host wait per step, no more.

@@ -18,6 +18,14 @@
 #else
 #define KEEL_TORCH_HAS_FUSED_OPTIMIZERS 0
 #endif
+// The same three kernels for CPU tensors: from libtorch 2.4 on. keel steps CPU layers with
+// libtorch's own step (a CPU step needs no device-side skip); its tests check
+// FusedOptimizerStep on them where a machine has no GPU.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define KEEL_TORCH_HAS_CPU_FUSED_OPTIMIZERS 1
+#else
+#define KEEL_TORCH_HAS_CPU_FUSED_OPTIMIZERS 0
+#endif
 
 namespace keel::probe::compat {
 
