@@ -34,8 +34,11 @@ bool adam_rule(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamG
                bool decoupled_decay, LayerUpdateRule& rule) {
   const auto* options = dynamic_cast<const Options*>(&group.options());
   if (options == nullptr) return false;
+  // Not stepped this time (no gradient: libtorch's step passes it by, as the fused one does)
+  // or never: zero update. Its state is that of the last step it took part in.
+  if (!p.grad().defined()) return true;
   const auto* state = state_of<ParamState>(optimizer, p);
-  if (state == nullptr || state->step() == 0) return true;   // never stepped: zero update
+  if (state == nullptr || state->step() == 0) return true;
   const double beta1 = std::get<0>(options->betas()), beta2 = std::get<1>(options->betas());
   const double bc1 = 1 - std::pow(beta1, static_cast<double>(state->step()));
   const double bc2 = 1 - std::pow(beta2, static_cast<double>(state->step()));

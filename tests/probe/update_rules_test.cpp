@@ -51,12 +51,16 @@ TEST(UpdateRules, RebuiltUpdatesMatchWhatTheOptimizerApplied) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     torch::manual_seed(7);
+    // The third sits out step 1 (no gradient, as an unused layer after zero_grad); the last
+    // one never has a gradient.
     std::vector<torch::Tensor> params = {torch::randn({1000}), torch::randn({37}), torch::randn({5, 5}) * 0.01,
-                                         torch::randn({8})};   // the last one never has a gradient
+                                         torch::randn({8})};
     for (auto& p : params) p.set_requires_grad(true);
     auto optimizer = c.make(params);
     for (int step = 0; step < 3; ++step) {
       for (size_t i = 0; i + 1 < params.size(); ++i) params[i].mutable_grad() = torch::randn_like(params[i]) * 0.1;
+      const bool sits_out = step == 1;
+      if (sits_out) params[2].mutable_grad() = torch::Tensor();
       std::vector<torch::Tensor> before;
       for (const auto& p : params) before.push_back(p.detach().clone());
       optimizer->step();
@@ -72,6 +76,9 @@ TEST(UpdateRules, RebuiltUpdatesMatchWhatTheOptimizerApplied) {
         EXPECT_TRUE(keel::test::close_rel(got.new_sumsq, sumsq(params[i].detach()), 1e-12));
         if (i + 1 == params.size()) {
           EXPECT_EQ(got.update_sumsq, 0.0) << "a tensor never stepped has no update";
+        }
+        if (i == 2 && sits_out) {
+          EXPECT_EQ(got.update_sumsq, 0.0) << "a tensor without a gradient this step was not stepped";
         }
       }
     }
