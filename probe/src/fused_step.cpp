@@ -12,6 +12,21 @@ namespace {
 
 bool fused_type(torch::ScalarType t) { return t == torch::kFloat || t == torch::kDouble || t == torch::kBFloat16 || t == torch::kHalf; }
 
+// ATen's fused kernels take a call's tensors only of one element type and device, strided,
+// non-overlapping and dense, and each laid out as its parameter (sizes, and strides where a
+// size is not 1: their check_fast_path_restrictions). They check after the step has been
+// counted, so what they would refuse is refused here first.
+bool laid_out_as(const torch::Tensor& t, const torch::Tensor& p) {
+  if (!t.defined() || t.scalar_type() != p.scalar_type() || t.device() != p.device() || t.layout() != torch::kStrided ||
+      !t.is_non_overlapping_and_dense() || t.sizes() != p.sizes()) {
+    return false;
+  }
+  for (int64_t d = 0; d < p.dim(); ++d) {
+    if (p.size(d) != 1 && t.stride(d) != p.stride(d)) return false;
+  }
+  return true;
+}
+
 bool stepped_here(const torch::Tensor& p, const torch::Device& device, std::string& why) {
   const auto& g = p.grad();
   if (!g.defined()) return true;
@@ -23,7 +38,34 @@ bool stepped_here(const torch::Tensor& p, const torch::Device& device, std::stri
     why = "a parameter is not fp32, fp64, bf16 or fp16 with a gradient of its type";
     return false;
   }
+  if (!laid_out_as(p, p) || !laid_out_as(g, p)) {
+    why = "a parameter is not dense (non-overlapping) or its gradient is laid out differently";
+    return false;
+  }
   return true;
+}
+
+// The state a parameter already has (a step creates what is missing, laid out as it), as the
+// kernels need it: Adam's moments (and the max for amsgrad), SGD's momentum buffer.
+bool state_laid_out_as(torch::optim::Optimizer& optimizer, const torch::optim::OptimizerParamGroup& group,
+                       const torch::Tensor& p, std::string& why) {
+  const auto found = optimizer.state().find(compat::optimizer_state_key(p));
+  if (found == optimizer.state().end() || !p.grad().defined()) return true;
+  bool ok = false;
+  const auto* state = found->second.get();
+  if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
+    const auto* o = dynamic_cast<const torch::optim::AdamWOptions*>(&group.options());
+    ok = o != nullptr && laid_out_as(s->exp_avg(), p) && laid_out_as(s->exp_avg_sq(), p) &&
+         (!o->amsgrad() || laid_out_as(s->max_exp_avg_sq(), p));
+  } else if (const auto* s = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
+    const auto* o = dynamic_cast<const torch::optim::AdamOptions*>(&group.options());
+    ok = o != nullptr && laid_out_as(s->exp_avg(), p) && laid_out_as(s->exp_avg_sq(), p) &&
+         (!o->amsgrad() || laid_out_as(s->max_exp_avg_sq(), p));
+  } else if (const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
+    ok = laid_out_as(s->momentum_buffer(), p);
+  }
+  if (!ok) why = "a parameter's optimizer state is not laid out as the parameter (element type, device, sizes, strides)";
+  return ok;
 }
 
 #if KEEL_TORCH_HAS_FUSED_OPTIMIZERS
@@ -157,7 +199,7 @@ bool FusedOptimizerStep::supports(torch::optim::Optimizer& optimizer, const torc
   for (auto& group : optimizer.param_groups()) {
     for (const auto& p : group.params()) {
       tensors.push_back(p.unsafeGetTensorImpl());
-      if (!stepped_here(p, device, why)) return false;
+      if (!stepped_here(p, device, why) || !state_laid_out_as(optimizer, group, p, why)) return false;
     }
   }
   // A tensor listed twice (the optimizer built from libtorch's named_parameters() of a model

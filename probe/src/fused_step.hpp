@@ -38,12 +38,13 @@ class FusedOptimizerStep {
   static bool available();
   // Whether `optimizer`'s next step can be taken here: AdamW, Adam or SGD; every parameter with
   // a gradient a dense tensor on `device` (a CUDA device; the CPU from libtorch 2.4 on) of fp32,
-  // fp64, bf16 or fp16 with a gradient of its type; no tensor listed twice. When not, `why` says
-  // what stands in the way.
+  // fp64, bf16 or fp16, its gradient and any state it has laid out as it; no tensor listed
+  // twice. When not, `why` says what stands in the way.
   static bool supports(torch::optim::Optimizer& optimizer, const torch::Device& device, std::string& why);
 
   // Enqueues the step, skipped on the device when found_inf (float32, one element, on the
-  // parameters' device) is 1. Throws std::runtime_error where supports() would say no.
+  // parameters' device) is 1. Where supports() would say no, throws std::runtime_error before
+  // anything is counted, created or enqueued, so libtorch's own step can be taken instead.
   void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
   // The verdict of the last step() arrived: `applied` false takes its step counts back and
   // removes the state it created.

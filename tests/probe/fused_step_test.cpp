@@ -266,6 +266,38 @@ TEST(FusedStep, SaysWhatItCannotStep) {
   torch::optim::AdamW integers({integer}, torch::optim::AdamWOptions(1e-3));
   EXPECT_FALSE(FusedOptimizerStep::supports(integers, torch::kCPU, why));
   EXPECT_EQ(why, "a parameter is not fp32, fp64, bf16 or fp16 with a gradient of its type");
+
+  auto transposed = torch::randn({4, 3}, torch::requires_grad());
+  transposed.mutable_grad() = torch::randn({3, 4}).t();
+  torch::optim::SGD strided({transposed}, torch::optim::SGDOptions(0.1));
+  EXPECT_FALSE(FusedOptimizerStep::supports(strided, torch::kCPU, why));
+  EXPECT_EQ(why, "a parameter is not dense (non-overlapping) or its gradient is laid out differently");
+}
+
+// State the kernels would refuse (here a moment loaded as fp64 for an fp32 parameter) is
+// refused before the step counts anything, so libtorch's own step can be taken instead.
+TEST(FusedStep, StateTheKernelsWouldRefuseIsRefusedBeforeAnythingIsCounted) {
+  SKIP_WITHOUT_CPU_FUSED_KERNELS();
+  auto params = parameters();
+  torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(1e-3));
+  FusedOptimizerStep fused;
+  set_gradients(params, 0);
+  fused.step(adamw, found_inf(false));
+  fused.settle(true);
+  auto& state = static_cast<torch::optim::AdamWParamState&>(*adamw.state().at(keel::probe::compat::optimizer_state_key(params[0])));
+  state.exp_avg(state.exp_avg().to(torch::kDouble));
+  const auto weights = copies(params);
+  std::string why;
+  EXPECT_FALSE(FusedOptimizerStep::supports(adamw, torch::kCPU, why));
+  EXPECT_EQ(why, "a parameter's optimizer state is not laid out as the parameter (element type, device, sizes, strides)");
+  set_gradients(params, 1);
+  EXPECT_THROW(fused.step(adamw, found_inf(false)), std::runtime_error);
+  for (const auto& p : params) {
+    int64_t count = -1;
+    state_tensors(adamw, p, &count);
+    EXPECT_EQ(count, 1) << "no step counted";
+  }
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i], weights[i])) << "parameter " << i;
 }
 
 }  // namespace
