@@ -288,7 +288,8 @@ class CudaWatch final : public DeviceWatch {
     pass.type = element_type(t);
     pass.rows = rows;
     pass.cols = cols;
-    pass.row_out = static_cast<kc::RowStats*>(rows_.data_ptr());
+    // No rows (a [0, n] tensor): nothing is allocated, and the fold writes zeros.
+    pass.row_out = rows > 0 ? static_cast<kc::RowStats*>(rows_.data_ptr()) : nullptr;
     pass.out = static_cast<kc::WatchTotals*>(out_.data_ptr());
     const auto stream = c10::cuda::getCurrentCUDAStream(device_.index());
     const int error = kc::enqueue_watch_stats(pass, stream.stream());

@@ -40,18 +40,27 @@ void GradScaler::enqueue_device_update(const torch::Tensor& found_inf) {
   settled_scale_.copy_(device_scale_, /*non_blocking=*/true);
   settled_growth_tracker_.copy_(device_growth_tracker_, /*non_blocking=*/true);
   settled_found_inf_.copy_(found_inf.reshape({}), /*non_blocking=*/true);
+  device_update_pending_ = true;
 }
 
-void GradScaler::settle_device_update() {
+bool GradScaler::settle_device_update() {
+  if (!device_update_pending_) return device_found_inf_;
+  device_update_pending_ = false;
   scale_ = settled_scale_.item<float>();
   growth_tracker_ = settled_growth_tracker_.item<int32_t>();
-  found_inf_ = settled_found_inf_.item<float>() != 0.0f;
+  device_found_inf_ = settled_found_inf_.item<float>() != 0.0f;
+  found_inf_ = device_found_inf_;
   if (found_inf_) ++skipped_total_;
   unscaled_ = false;
+  return device_found_inf_;
 }
 
 void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
-  if (!options_.enabled || unscaled_) return;
+  if (!options_.enabled) return;
+  // A deferred step's update of the scale not yet settled: this step's loss was scaled by its
+  // result, not by the host's value. Read it now (a wait; reading found_inf below is one too).
+  if (device_update_pending_) settle_device_update();
+  if (unscaled_) return;
   torch::NoGradGuard no_grad;
   const float inv_scale = inv_scale_value();
   bool found_inf = false;

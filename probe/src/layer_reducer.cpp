@@ -17,6 +17,13 @@ bool LayerReducer::needs_device_snapshot() const {
   return false;
 }
 
+bool LayerReducer::device_rebuilds_every_update() const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!cuda_.takes_weights(i, /*for_update=*/true)) return false;
+  }
+  return true;
+}
+
 void LayerReducer::enqueue_grads(float unscale) {
   const auto order = backends();
   for (auto& layers : grad_layers_) layers.clear();

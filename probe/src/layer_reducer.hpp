@@ -33,6 +33,9 @@ class LayerReducer {
   // Whether measuring the update would copy a weight that lives off the CPU: a layer there
   // whose update cannot be rebuilt (another optimizer, or a layout the device passes refuse).
   bool needs_device_snapshot() const;
+  // Whether every layer's update is rebuilt on its CUDA device from the optimizer's state: no
+  // snapshot before the step and no host pass after it, as the deferred step needs.
+  bool device_rebuilds_every_update() const;
 
   // Gradient statistics of every layer; when `unscale` is not 1, first multiplies each
   // gradient by it in place (loss-scaler unscale fused into the same pass). A layer without a

@@ -361,8 +361,10 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
       }
     }
     if (scaler_ && scaler_->enabled()) {
-      record_.scaler = wire::ScalerState{scaler_->scale_value(), scaler_->growth_tracker(),
-                                         scaler_->found_inf(), scaler_->skipped_total()};
+      // The step's own overflow: a deferred step's settles when the next step has begun, and
+      // the caller's unscale_() of that next step may have found its own by then.
+      record_.scaler = wire::ScalerState{scaler_->scale_value(), scaler_->growth_tracker(), r.scaler_found_inf,
+                                         scaler_->skipped_total()};
     } else {
       record_.scaler.reset();
     }

@@ -20,9 +20,11 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   if (scaler_active && (scaler_->unscaled() || scaler_out_of_step_)) return -1;
   if (options_.dump_on_nonfinite && !options_.skip_on_nonfinite) return -1;
   if (dump_requested_) return -1;
-  // Weight norms without the update pass take a pass of their own, which waits.
+  // Weight norms without the update pass take a pass of their own, which waits; and the one
+  // update pass, enqueued after the step, measures only layers it rebuilds on the device (a
+  // layer another backend takes, frozen ones included, needs its snapshot before the step).
   if (plan.param_due && !plan.update_due) return -1;
-  if (plan.update_due && !has_update_rules(optimizer_)) return -1;
+  if (plan.update_due && !reducer_.device_rebuilds_every_update()) return -1;
   int device = -1;
   for (const auto& p : params_) {
     const auto& g = p.grad();
@@ -123,9 +125,9 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
         reducer_.collect_grads();
         const bool applied = reducer_.collected_found_inf() == 0.0f;
         fused_step_.settle(applied);
-        if (p.scaler) p.scaler->settle_device_update();
+        const bool scaler_overflow = p.scaler && p.scaler->settle_device_update();
         outcome.applied = applied;
-        outcome.skip_reason = applied ? "" : p.scaler && p.scaler->found_inf() ? "scaler" : "nonfinite";
+        outcome.skip_reason = applied ? "" : scaler_overflow ? "scaler" : "nonfinite";
         consequence = applied ? "update applied (the device found it safe)" : "update skipped by the device's verdict";
       } catch (const std::exception& again) {
         if (p.scaler) scaler_out_of_step_ = true;
@@ -155,6 +157,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     Reduction failed;
     failed.stats_ok = false;
     failed.lost_mask = plan.mask;
+    failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
     std::vector<wire::WatchStats> none;
     record(plan, failed, outcome, times, &none);
     last_settled_ = outcome;
@@ -180,7 +183,7 @@ void Probe::Impl::settle_pending() {
     // First: the next step's loss is already scaled by the device's scale, which the host
     // must know before it unscales that step.
     if (p.scaler) {
-      p.scaler->settle_device_update();
+      r.scaler_found_inf = p.scaler->settle_device_update();
       scaler_settled = true;
     }
     if (p.has_loss) r.loss = loss_.value();
@@ -191,7 +194,7 @@ void Probe::Impl::settle_pending() {
     outcome.nonfinite_cause = health_.cause();
     const bool device_skipped = p.verdict && reducer_.collected_found_inf() != 0.0f;
     if (p.verdict) fused_step_.settle(!device_skipped);
-    const bool scaler_overflow = p.scaler && p.scaler->found_inf();
+    const bool scaler_overflow = r.scaler_found_inf;
     outcome.applied = !p.command_skip && !device_skipped;
     outcome.skip_reason = p.command_skip                                      ? "command"
                           : !device_skipped                                   ? ""

@@ -26,8 +26,7 @@ void WatchReducer::watch(const std::string& name, const torch::Tensor& tensor) {
     const double lse_sum =
         s.nonfinite == 0 ? fused_.logsumexp_rows_sum(t.data_ptr<float>(), static_cast<int64_t>(rows), t.size(-1))
                          : lse_sum_aten().item<double>();
-    entry.row = torch::tensor({static_cast<double>(s.absmax), s.sumsq, static_cast<double>(s.nonfinite), lse_sum,
-                               numel, rows},
+    entry.row = torch::tensor({static_cast<double>(s.absmax), s.sumsq, static_cast<double>(s.nonfinite), lse_sum},
                               torch::kDouble);
   } else if (device_watch_accepts(t)) {
     entry.device_index = t.device().index();
@@ -43,11 +42,10 @@ void WatchReducer::watch(const std::string& name, const torch::Tensor& tensor) {
     auto f = t.to(torch::kFloat);
     auto absmax = t.numel() > 0 ? f.abs().max().to(torch::kDouble)
                                 : torch::zeros({}, f.options().dtype(torch::kDouble));
-    auto meta = torch::tensor({numel, rows}, torch::kDouble).to(t.device());
     // Squared in fp64, as the layer norms: logits above 1.8e19 are finite and so is their rms.
-    entry.row = torch::cat({torch::stack({absmax, f.to(torch::kDouble).square().sum(),
-                                          torch::isfinite(f).logical_not().sum().to(torch::kDouble), lse_sum_aten()}),
-                            meta});
+    // Only what the device computes goes in the row: a host value copied there would wait.
+    entry.row = torch::stack({absmax, f.to(torch::kDouble).square().sum(),
+                              torch::isfinite(f).logical_not().sum().to(torch::kDouble), lse_sum_aten()});
   }
   auto same = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.name == name; });
   if (same != pending_.end()) {
@@ -71,7 +69,8 @@ void WatchReducer::collect(Batch& batch, std::vector<wire::WatchStats>& out) {
   out.resize(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending& p = batch[i];
-    double absmax = 0, sumsq = 0, nonfinite = 0, lse_sum = 0, numel = p.numel, rows = p.rows;
+    const double numel = p.numel, rows = p.rows;
+    double absmax = 0, sumsq = 0, nonfinite = 0, lse_sum = 0;
     if (p.device) {
       const WatchResult r = p.device->collect();
       absmax = r.absmax;
@@ -86,8 +85,6 @@ void WatchReducer::collect(Batch& batch, std::vector<wire::WatchStats>& out) {
       sumsq = r[1];
       nonfinite = r[2];
       lse_sum = r[3];
-      numel = r[4];
-      rows = r[5];
     }
     wire::WatchStats& w = out[i];
     w.name = p.name;

@@ -28,7 +28,7 @@ class WatchReducer {
   // One watched tensor's reductions in flight.
   struct Pending {
     std::string name;
-    torch::Tensor row;   // [absmax, sumsq, nonfinite, sum of logsumexp, numel, rows] as double
+    torch::Tensor row;   // [absmax, sumsq, nonfinite, sum of logsumexp] as double (host or device)
     std::unique_ptr<DeviceWatch> device;   // instead of `row`: the CUDA kernel's result in flight
     int device_index = -1;
     double numel = 0, rows = 0;

@@ -411,6 +411,103 @@ TEST(CudaProbe, SgdsFirstMomentumStepIsTakenOnTheDevice) {
   EXPECT_EQ(opt.state().size(), net->parameters().size()) << "a momentum buffer for every parameter";
 }
 
+// The caller unscales the gradients (to clip them, say) between two deferred steps: the loss
+// was scaled by the scale the device's update of the step before left, which the host has not
+// yet read. unscale_() reads it first, so the gradients come out unscaled, not off by the
+// growth (here x2 after every clean step).
+TEST(CudaProbe, AnUnscaleBetweenDeferredStepsDividesByTheScaleTheLossWasScaledWith) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  keel::probe::GradScalerOptions scaler_options;
+  scaler_options.growth_interval = 1;
+  keel::probe::GradScaler scaler(scaler_options);
+  probe.use_scaler(&scaler);
+  const float initial = scaler.scale_value();
+  for (int64_t step = 0; step < 2; ++step) {
+    torch::manual_seed(step);
+    opt.zero_grad();
+    auto x = torch::randn({16, 5}, torch::TensorOptions().device(torch::kCUDA));
+    auto loss = net->forward(x).pow(2).mean();
+    const auto reference = torch::autograd::grad({loss}, net->parameters(), {}, /*retain_graph=*/true);
+    scaler.scale(loss).backward();
+    if (step == 1) {
+      scaler.unscale_(opt);
+      EXPECT_EQ(scaler.scale_value(), 2 * initial) << "the device's growth after step 0, read by unscale_()";
+      const auto params = net->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(params[i].grad().to(torch::kDouble), reference[i].to(torch::kDouble), 2e-2, 1e-6))
+            << "layer " << i;
+      }
+    }
+    const auto outcome = probe.step(loss.detach());
+    EXPECT_EQ(outcome.settled, step == 1) << "step 0 is deferred; step 1, unscaled by the caller, decides on the host";
+    EXPECT_TRUE(outcome.applied) << outcome.skip_reason;
+  }
+  EXPECT_EQ(scaler.scale_value(), 4 * initial);
+  EXPECT_EQ(scaler.skipped_total(), 0);
+}
+
+// Watched tensors the fused kernel has no rows for ([0, n]) or refuses (a strided slice,
+// as logits[:, -1]) cost the training thread no wait either, and are measured.
+TEST(CudaProbe, EmptyAndStridedWatchesAreMeasuredWithNoHostWait) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  probe.step(backward(net, opt, 5));
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const auto empty = torch::randn({0, 100}, cuda);
+  const auto logits = torch::randn({4, 16, 300}, cuda) * 3;
+  const auto last = logits.select(1, -1);   // [4, 300], rows 16 x 300 apart
+  ASSERT_FALSE(last.is_contiguous());
+  auto loss = backward(net, opt, 6);
+  torch::cuda::synchronize();
+  {
+    SyncCounter syncs;
+    probe.watch("empty", empty);
+    probe.watch("last", last);
+    probe.step(loss);
+    EXPECT_EQ(syncs.count, 0);
+  }
+  probe.settle();
+  const auto& watches = probe.last_record().watches;
+  ASSERT_EQ(watches.size(), 2u);
+  EXPECT_EQ(watches[0].name, "empty");
+  EXPECT_EQ(watches[0].absmax, 0.0f);
+  EXPECT_EQ(watches[0].rms, 0.0f);
+  EXPECT_EQ(watches[0].nonfinite, 0);
+  EXPECT_EQ(watches[0].z, 0.0f);
+  const auto x = last.to(torch::kCPU).to(torch::kDouble);
+  EXPECT_TRUE(keel::test::close_rel(watches[1].absmax, x.abs().max().item<double>(), 1e-7));
+  EXPECT_TRUE(keel::test::close_rel(watches[1].rms, std::sqrt(x.square().mean().item<double>()), 1e-6));
+  EXPECT_TRUE(keel::test::close_rel(watches[1].z, x.logsumexp(-1).mean().item<double>(), 1e-5));
+}
+
+// A layer the device passes refuse (here a frozen, transposed weight) needs its snapshot before
+// the step: such a step is not deferred, and the layer's norm is measured, not left stale.
+TEST(CudaProbe, ALayerTheDevicePassesRefuseKeepsTheUpdateMeasuredOnTheHost) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  const auto frozen = net->register_parameter(
+      "frozen", torch::randn({6, 3}, torch::TensorOptions().device(torch::kCUDA)).t(), /*requires_grad=*/false);
+  ASSERT_FALSE(frozen.is_contiguous());
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  size_t layer = 0;
+  while (layer < probe.description().layers.size() && probe.description().layers[layer].name != "frozen") ++layer;
+  ASSERT_LT(layer, probe.description().layers.size());
+  for (int64_t step = 0; step < 2; ++step) {
+    const auto outcome = probe.step(backward(net, opt, 20 + step));
+    EXPECT_TRUE(outcome.settled) << "step " << step;
+    const auto& record = probe.last_record();
+    EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kParamNorm, layer),
+                                      keel::test::reference_norm(frozen.to(torch::kCPU)), 1e-6));
+    EXPECT_EQ(record.layer_value(LayerMetric::kUpdateRatio, layer), 0.0f);
+  }
+}
+
 // A decision the device cannot take makes the step wait once for its results: here a dump on
 // non-finite gradients with nothing to skip them, which must be taken before the update (a
 // scaler is the other). One host wait per step, no more.

@@ -17,7 +17,9 @@
 // them to the device without a wait). A probe step deferred on that device updates them there
 // instead (enqueue_device_update) and hands the result back when the step settles
 // (settle_device_update): until then scale_value(), growth_tracker(), found_inf() and
-// skipped_total() are those of the step before.
+// skipped_total() are those of the step before. unscale_() between the two (to clip the
+// gradients, say) settles that update first, with a wait: the gradients it divides were
+// scaled by the device's new scale.
 // Threads: the training thread only. Never: throws from step()/update() on non-finite values.
 #pragma once
 
@@ -60,7 +62,9 @@ class GradScaler {
   // event before settle_device_update(). Throws std::logic_error without a scale there.
   void enqueue_device_update(const torch::Tensor& found_inf);
   // After that event: the host values become the device's, and the scaler is rearmed.
-  void settle_device_update();
+  // Returns whether that update's step overflowed. Once per update: a later call (the probe's,
+  // after unscale_() settled it first) changes nothing and returns the same.
+  bool settle_device_update();
 
   bool enabled() const { return options_.enabled; }
   float scale_value() const { return scale_; }
@@ -81,6 +85,8 @@ class GradScaler {
   // and the pinned host copies the deferred update is read back through.
   torch::Tensor device_scale_, device_growth_tracker_;
   torch::Tensor settled_scale_, settled_growth_tracker_, settled_found_inf_;
+  bool device_update_pending_ = false;   // enqueued, not yet settled
+  bool device_found_inf_ = false;        // the last settled device update's overflow
 };
 
 }  // namespace keel::probe
