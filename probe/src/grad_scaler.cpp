@@ -105,15 +105,17 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
 
 void GradScaler::update() {
   if (!options_.enabled) return;
-  // The arithmetic of ATen's _amp_update_scale_, done on the host in float32.
+  // The arithmetic of ATen's _amp_update_scale_, on the host: the float32 scale times the
+  // double factor, in double, rounded to float32 (the same value for 2 and 0.5; for other
+  // factors a float32 product would differ by an ulp in about a third of the steps).
   if (found_inf_) {
-    scale_ = scale_ * static_cast<float>(options_.backoff_factor);
+    scale_ = static_cast<float>(static_cast<double>(scale_) * options_.backoff_factor);
     growth_tracker_ = 0;
     ++skipped_total_;
   } else {
     const int32_t successful = growth_tracker_ + 1;
     if (successful == options_.growth_interval) {
-      const float grown = scale_ * static_cast<float>(options_.growth_factor);
+      const float grown = static_cast<float>(static_cast<double>(scale_) * options_.growth_factor);
       if (std::isfinite(grown)) scale_ = grown;
       growth_tracker_ = 0;
     } else {

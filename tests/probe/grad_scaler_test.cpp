@@ -1,7 +1,9 @@
 // GradScaler against PyTorch's algorithm (torch.cuda.amp.GradScaler.update ->
-// _amp_update_scale_), written out here independently in float32 as the reference.
+// _amp_update_scale_), written out here independently as the reference, and, where libtorch
+// has its CPU kernel (2.x), against ATen's _amp_update_scale_ itself.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <limits>
 #include <random>
@@ -10,17 +12,18 @@
 
 namespace {
 
+// The float32 scale times the double factor in double, rounded to float32, as ATen's kernel.
 struct ReferenceScaler {
   float scale;
   int32_t tracker = 0;
-  void update(bool found_inf, float growth, float backoff, int32_t interval) {
+  void update(bool found_inf, double growth, double backoff, int32_t interval) {
     if (found_inf) {
-      scale *= backoff;
+      scale = static_cast<float>(scale * backoff);
       tracker = 0;
       return;
     }
     if (tracker + 1 == interval) {
-      const float grown = scale * growth;
+      const float grown = static_cast<float>(scale * growth);
       if (std::isfinite(grown)) scale = grown;
       tracker = 0;
     } else {
@@ -82,10 +85,37 @@ TEST(GradScaler, RandomScriptMatchesReference) {
     if (overflow) {
       ASSERT_TRUE(scaler.found_inf()) << "step " << i;
     }
-    ref.update(scaler.found_inf(), 2.0f, 0.5f, 2);
+    ref.update(scaler.found_inf(), 2.0, 0.5, 2);
     ASSERT_EQ(scaler.scale_value(), ref.scale) << "step " << i;
     ASSERT_EQ(scaler.growth_tracker(), ref.tracker) << "step " << i;
   }
+}
+
+// Factors other than 2 and 0.5 round: the host's update() must round as the device's does,
+// or a scale settled from a deferred step and one updated on the host drift apart.
+TEST(GradScaler, UnevenFactorsRoundAsAtensUpdate) {
+#if TORCH_VERSION_MAJOR < 2
+  GTEST_SKIP() << "libtorch 1.x has no CPU kernel for _amp_update_scale_";
+#else
+  keel::probe::GradScalerOptions options;
+  options.init_scale = 3.1;
+  options.growth_factor = 1.7;
+  options.backoff_factor = 0.3;
+  options.growth_interval = 1;
+  keel::probe::GradScaler scaler(options);
+  auto scale = torch::full({1}, static_cast<float>(options.init_scale));
+  auto tracker = torch::zeros({1}, torch::kInt);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200; ++i) {
+    const bool overflow = rng() % 3 == 0;
+    scaler.mark_unscaled(overflow);
+    scaler.update();
+    at::_amp_update_scale_(scale, tracker, torch::full({1}, overflow ? 1.0f : 0.0f), options.growth_factor,
+                           options.backoff_factor, options.growth_interval);
+    ASSERT_EQ(scaler.scale_value(), scale.item<float>()) << "step " << i;
+    ASSERT_EQ(scaler.growth_tracker(), tracker.item<int32_t>()) << "step " << i;
+  }
+#endif
 }
 
 TEST(GradScaler, GrowthStopsAtFloatMax) {
@@ -97,7 +127,7 @@ TEST(GradScaler, GrowthStopsAtFloatMax) {
   for (int i = 0; i < 5; ++i) {
     scaler.mark_unscaled(false);
     scaler.update();
-    ref.update(false, 2.0f, 0.5f, 1);
+    ref.update(false, 2.0, 0.5, 1);
     ASSERT_TRUE(std::isfinite(scaler.scale_value()));
     ASSERT_EQ(scaler.scale_value(), ref.scale);
   }
