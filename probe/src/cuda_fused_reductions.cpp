@@ -4,7 +4,8 @@
 
 namespace keel::probe {
 
-CudaFusedReductions::CudaFusedReductions(const std::vector<torch::Tensor>& params) : params_(params) {}
+CudaFusedReductions::CudaFusedReductions(const std::vector<torch::Tensor>& params)
+    : params_(params), layers_(params) {}
 
 void CudaFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer) {
   const bool rebuildable = optimizer != nullptr && has_update_rules(*optimizer) && !steps_a_tensor_twice(*optimizer);
@@ -107,7 +108,7 @@ void CudaFusedReductions::enqueue_updates(const std::vector<size_t>& layers) {
   if (layers.empty()) return;
   if (rebuild_from_ == nullptr) throw std::logic_error("keel: no optimizer to rebuild the updates from");
   for (size_t i : layers) device_of(params_[i]).updates.add(i, params_[i]);
-  read_update_rules(*rebuild_from_, params_, rules_);
+  read_update_rules(*rebuild_from_, layers_, rules_);
   for (auto& [index, device] : devices_) {
     if (device.updates.layers.empty()) continue;
     if (!device.updates_pass) device.updates_pass = make_device_update_pass(index);

@@ -81,6 +81,7 @@ class CudaFusedReductions final : public ReductionBackend {
   Device& device_of(const torch::Tensor& t) { return devices_[t.device().index()]; }
 
   std::vector<torch::Tensor> params_;
+  LayerIndex layers_;   // which layer each parameter is, for the update rules
   std::map<int, Device> devices_;
   torch::optim::Optimizer* rebuild_from_ = nullptr;   // set when its updates can be rebuilt
   int verdict_device_ = -1;   // the device of the last finish_grads' verdict, -1: none

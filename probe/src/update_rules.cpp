@@ -100,12 +100,14 @@ bool steps_a_tensor_twice(torch::optim::Optimizer& optimizer) {
   return false;
 }
 
-void read_update_rules(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
-                       std::vector<LayerUpdateRule>& rules) {
-  rules.assign(params.size(), LayerUpdateRule{});
-  std::unordered_map<const void*, size_t> layer_of;
+LayerIndex::LayerIndex(const std::vector<torch::Tensor>& params) : layers(params.size()) {
   for (size_t i = 0; i < params.size(); ++i) layer_of[params[i].unsafeGetTensorImpl()] = i;
-  std::vector<bool> read(params.size(), false);
+}
+
+void read_update_rules(torch::optim::Optimizer& optimizer, const LayerIndex& layers, std::vector<LayerUpdateRule>& rules) {
+  rules.assign(layers.layers, LayerUpdateRule{});
+  std::vector<bool> read(layers.layers, false);
+  const auto& layer_of = layers.layer_of;
   const bool adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   const bool adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
   const bool sgd = dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr;

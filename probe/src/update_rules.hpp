@@ -8,6 +8,7 @@
 // Threads: the training thread, right after optimizer.step(). Never: changes the optimizer.
 #pragma once
 
+#include <unordered_map>
 #include <vector>
 
 #include <torch/torch.h>
@@ -27,11 +28,18 @@ bool has_update_rules(torch::optim::Optimizer& optimizer);
 // twice): libtorch steps such a tensor once per entry, which one rule does not rebuild.
 bool steps_a_tensor_twice(torch::optim::Optimizer& optimizer);
 
-// rules[i] for params[i], after optimizer.step(). A layer the optimizer did not step (no
-// gradient, not in any group) gets the zero update. Throws std::runtime_error where the update
-// cannot be rebuilt (an optimizer without rules; lr * weight_decay >= 1, which erases W_old; a
-// tensor the optimizer steps twice).
-void read_update_rules(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params,
-                       std::vector<LayerUpdateRule>& rules);
+// Which layer each of the probe's parameters is (by TensorImpl): built once per list of
+// layers, not per step.
+struct LayerIndex {
+  explicit LayerIndex(const std::vector<torch::Tensor>& params);
+  std::unordered_map<const void*, size_t> layer_of;
+  size_t layers = 0;
+};
+
+// rules[i] for layer i of `layers`, after optimizer.step(). A layer the optimizer did not step
+// (no gradient, not in any group) gets the zero update. Throws std::runtime_error where the
+// update cannot be rebuilt (an optimizer without rules; lr * weight_decay >= 1, which erases
+// W_old; a tensor the optimizer steps twice).
+void read_update_rules(torch::optim::Optimizer& optimizer, const LayerIndex& layers, std::vector<LayerUpdateRule>& rules);
 
 }  // namespace keel::probe

@@ -65,7 +65,7 @@ TEST(UpdateRules, RebuiltUpdatesMatchWhatTheOptimizerApplied) {
       for (const auto& p : params) before.push_back(p.detach().clone());
       optimizer->step();
       std::vector<LayerUpdateRule> rules;
-      keel::probe::read_update_rules(*optimizer, params, rules);
+      keel::probe::read_update_rules(*optimizer, keel::probe::LayerIndex(params), rules);
       ASSERT_EQ(rules.size(), params.size());
       for (size_t i = 0; i < params.size(); ++i) {
         SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(i));
@@ -92,7 +92,7 @@ TEST(UpdateRules, OnlyAdamWAdamAndSgdHaveRules) {
   EXPECT_FALSE(keel::probe::has_update_rules(rmsprop));
   EXPECT_TRUE(keel::probe::has_update_rules(adamw));
   std::vector<LayerUpdateRule> rules;
-  EXPECT_THROW(keel::probe::read_update_rules(rmsprop, params, rules), std::runtime_error);
+  EXPECT_THROW(keel::probe::read_update_rules(rmsprop, keel::probe::LayerIndex(params), rules), std::runtime_error);
 }
 
 TEST(UpdateRules, DecayThatErasesTheWeightsIsRefused) {
@@ -101,7 +101,7 @@ TEST(UpdateRules, DecayThatErasesTheWeightsIsRefused) {
   params[0].mutable_grad() = torch::ones({4});
   adamw.step();
   std::vector<LayerUpdateRule> rules;
-  EXPECT_THROW(keel::probe::read_update_rules(adamw, params, rules), std::runtime_error);
+  EXPECT_THROW(keel::probe::read_update_rules(adamw, keel::probe::LayerIndex(params), rules), std::runtime_error);
 }
 
 // An optimizer built from a model that registers a submodule twice holds its tensors twice,
@@ -122,7 +122,7 @@ TEST(UpdateRules, ATensorSteppedTwiceIsRefused) {
   EXPECT_TRUE(torch::allclose(before - shared.detach(), torch::full({4}, 0.2))) << "libtorch stepped it twice";
   std::vector<LayerUpdateRule> rules;
   try {
-    keel::probe::read_update_rules(twice, {shared, own}, rules);
+    keel::probe::read_update_rules(twice, keel::probe::LayerIndex({shared, own}), rules);
     ADD_FAILURE() << "rebuilt as one step";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("holds one tensor twice"), std::string::npos) << e.what();
