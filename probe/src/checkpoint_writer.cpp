@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <chrono>
@@ -108,9 +109,12 @@ CheckpointResult write_checkpoint(const CheckpointJob& job) {
     result.error = "cannot create dump directory " + dir.string() + ": " + ec.message();
     return result;
   }
-  const fs::path partial = dir / ("." + job.name + ".partial-" + std::to_string(::getpid()));
+  // Unique to this write: other processes (the pid) and other writers of this one (two probes
+  // dumping the same step's name at once) each build in a directory of their own.
+  static std::atomic<uint64_t> writes{0};
+  const fs::path partial =
+      dir / ("." + job.name + ".partial-" + std::to_string(::getpid()) + "-" + std::to_string(writes.fetch_add(1)));
   result.path = (dir / job.name).string();
-  remove_tree(partial.string());   // left by an earlier failure of this very process
   if (::mkdir(partial.c_str(), 0755) != 0) {
     result.error = "cannot create " + partial.string() + ": " + errno_text(errno);
     return result;

@@ -3,9 +3,10 @@
 // What it is for: the training thread captures the state to dump into memory at a step
 // boundary (checkpoint_capture.hpp) and hands the bytes here, so the disk never sets the pace
 // of training. A dump is a directory `<dump dir>/<name>/` holding the files of the job. It is
-// written as `<dump dir>/.<name>.partial-<pid>/`, every file fsync'ed, then renamed to its
-// final name (and the dump dir fsync'ed): a directory under a final name is always complete; a
-// crash or a full disk leaves at most a hidden `.partial` directory (removed on a write error).
+// written as `<dump dir>/.<name>.partial-<pid>-<n>/` (n counts this process's writes), every
+// file fsync'ed, then renamed to its final name (and the dump dir fsync'ed): a directory under
+// a final name is always complete; a crash or a full disk leaves at most a hidden `.partial`
+// directory (removed on a write error).
 // A name already taken gets `-2`, `-3`, ...; the rename takes it only where it is free
 // (RENAME_NOREPLACE), so processes sharing the dump directory never collide.
 // Threads: submit() and poll() from the training thread; `on_written` runs on the writer

@@ -5,10 +5,13 @@
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "checkpoint_writer.hpp"
 #include "temp_dir.hpp"
@@ -57,6 +60,37 @@ TEST(CheckpointWriter, WritesEveryFileUnderTheFinalNameAndCountsTheBytes) {
   const CheckpointResult again = write_checkpoint(job_in(dir, "step-12-command"));
   ASSERT_TRUE(again.ok) << again.error;
   EXPECT_EQ(again.path, (dir / "step-12-command-2").string());
+}
+
+// Two writers in one process (two probes, a GAN's generator and discriminator, both dumping
+// step N's first non-finite step) built in one temporary directory named after the pid, and
+// tore each other's dumps. Each write builds in its own.
+TEST(CheckpointWriter, WritersInOneProcessDumpingOneNameAtOnceEachGetACompleteDirectory) {
+  constexpr int kWriters = 8;
+  keel::test::TempDir tmp("dump-threads");
+  for (int round = 0; round < 5; ++round) {
+    const fs::path dir = tmp.path() / ("round-" + std::to_string(round));
+    std::atomic<bool> go{false};
+    std::vector<CheckpointResult> results(kWriters);
+    std::vector<std::thread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        while (!go.load()) std::this_thread::yield();
+        results[w] = write_checkpoint(job_in(dir, "step-12-nonfinite", 1 << 16));
+      });
+    }
+    go.store(true);
+    for (auto& t : writers) t.join();
+    std::set<std::string> paths;
+    for (const auto& r : results) {
+      ASSERT_TRUE(r.ok) << "round " << round << ": " << r.error;
+      paths.insert(r.path);
+      EXPECT_EQ(fs::file_size(fs::path(r.path) / "model.pt"), 1u << 16);
+      EXPECT_TRUE(fs::exists(fs::path(r.path) / "manifest.json"));
+    }
+    EXPECT_EQ(paths.size(), static_cast<size_t>(kWriters));
+    EXPECT_EQ(entries(dir).size(), static_cast<size_t>(kWriters)) << "no temporary directory left";
+  }
 }
 
 TEST(CheckpointWriter, AWriteFailingHalfWayLeavesNoFileAndSaysWhy) {
