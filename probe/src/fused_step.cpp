@@ -1,6 +1,7 @@
 #include "fused_step.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <utility>
 #include <stdexcept>
@@ -76,6 +77,11 @@ struct Batch {
   std::vector<float> steps;   // each parameter's step count after this step (Adam, AdamW)
 };
 
+// One fused kernel call, its tensors gathered and its state made: enqueued only once every
+// call of the step is prepared, so a failure while preparing (out of memory for new state)
+// can be taken back with nothing enqueued.
+using Launch = std::function<void()>;
+
 // Adam and AdamW: the state libtorch would create, the step counted, the batch filled.
 template <class ParamState>
 void add_adam(torch::optim::Optimizer& optimizer, const torch::Tensor& p, bool amsgrad, Batch& batch,
@@ -117,32 +123,35 @@ std::vector<torch::Tensor> device_steps(const Batch& batch, const torch::Device&
   for (int64_t i = 0; i < on_device.numel(); ++i) steps.push_back(on_device.select(0, i));
   return steps;
 }
-// One parameter group of an Adam or AdamW: its state made and counted, then one fused call per
-// element type. `kernel` is at::_fused_adam_ or at::_fused_adamw_ (the same arguments).
+// One parameter group of an Adam or AdamW: its state made and counted, its step counts
+// uploaded, and one fused call per element type prepared. `kernel` is at::_fused_adam_ or
+// at::_fused_adamw_ (the same arguments).
 template <class Options, class ParamState, class Kernel>
-void step_adam_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
-                     const torch::Tensor& found_inf, std::vector<torch::Tensor>& counted,
-                     std::vector<torch::Tensor>& created, Kernel kernel) {
-  const auto& o = static_cast<const Options&>(group.options());
+void prepare_adam_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
+                        const torch::Tensor& found_inf, std::vector<torch::Tensor>& counted,
+                        std::vector<torch::Tensor>& created, Kernel kernel, std::vector<Launch>& launches) {
+  const auto o = static_cast<const Options&>(group.options());
   std::map<torch::ScalarType, Batch> batches;
   for (const auto& p : group.params()) {
     if (p.grad().defined()) add_adam<ParamState>(optimizer, p, o.amsgrad(), batches[p.scalar_type()], counted, created);
   }
   for (auto& [type, b] : batches) {
-    const std::vector<torch::Tensor> steps = device_steps(b, found_inf.device());
-    kernel(at::TensorList(b.params), at::TensorList(b.grads), at::TensorList(b.first), at::TensorList(b.second),
-           at::TensorList(b.max_second), at::TensorList(steps), o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
-           o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/std::optional<at::Tensor>(),
-           std::optional<at::Tensor>(found_inf));
+    std::vector<torch::Tensor> steps = device_steps(b, found_inf.device());
+    launches.push_back([b = std::move(b), steps = std::move(steps), o, found_inf, kernel] {
+      kernel(at::TensorList(b.params), at::TensorList(b.grads), at::TensorList(b.first), at::TensorList(b.second),
+             at::TensorList(b.max_second), at::TensorList(steps), o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+             o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/std::optional<at::Tensor>(),
+             std::optional<at::Tensor>(found_inf));
+    });
   }
 }
 
 // One parameter group of an SGD: momentum buffers libtorch would create made here (zeroed; the
-// kernel's first-step mode makes them the gradient, as libtorch's clone does), then one fused
-// call per element type and kind of buffer.
-void step_sgd_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
-                    const torch::Tensor& found_inf, std::vector<torch::Tensor>& created) {
-  const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+// kernel's first-step mode makes them the gradient, as libtorch's clone does), and one fused
+// call per element type and kind of buffer prepared.
+void prepare_sgd_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
+                       const torch::Tensor& found_inf, std::vector<torch::Tensor>& created, std::vector<Launch>& launches) {
+  const auto o = static_cast<const torch::optim::SGDOptions&>(group.options());
   std::map<std::pair<torch::ScalarType, bool>, Batch> batches;   // (type, first step) -> batch
   for (const auto& p : group.params()) {
     if (!p.grad().defined()) continue;
@@ -167,8 +176,10 @@ void step_sgd_group(torch::optim::Optimizer& optimizer, torch::optim::OptimizerP
     if (buffer.defined()) b.first.push_back(buffer);
   }
   for (auto& [kind, b] : batches) {
-    at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
-                    /*maximize=*/false, /*is_first_step=*/kind.second, /*grad_scale=*/std::nullopt, found_inf);
+    launches.push_back([b = std::move(b), first_step = kind.second, o, found_inf] {
+      at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(), o.nesterov(),
+                      /*maximize=*/false, /*is_first_step=*/first_step, /*grad_scale=*/std::nullopt, found_inf);
+    });
   }
 }
 #endif
@@ -220,20 +231,29 @@ void FusedOptimizerStep::step(torch::optim::Optimizer& optimizer, const torch::T
   torch::NoGradGuard no_grad;
   counted_.clear();
   created_.clear();
+  enqueued_ = false;
   optimizer_ = &optimizer;
   const bool adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   const bool adam = dynamic_cast<torch::optim::Adam*>(&optimizer) != nullptr;
-  for (auto& group : optimizer.param_groups()) {
-    if (adamw) {
-      step_adam_group<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
-          optimizer, group, found_inf, counted_, created_, [](auto&&... args) { at::_fused_adamw_(args...); });
-    } else if (adam) {
-      step_adam_group<torch::optim::AdamOptions, torch::optim::AdamParamState>(
-          optimizer, group, found_inf, counted_, created_, [](auto&&... args) { at::_fused_adam_(args...); });
-    } else {
-      step_sgd_group(optimizer, group, found_inf, created_);
+  std::vector<Launch> launches;
+  try {
+    for (auto& group : optimizer.param_groups()) {
+      if (adamw) {
+        prepare_adam_group<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
+            optimizer, group, found_inf, counted_, created_, [](auto&&... args) { at::_fused_adamw_(args...); }, launches);
+      } else if (adam) {
+        prepare_adam_group<torch::optim::AdamOptions, torch::optim::AdamParamState>(
+            optimizer, group, found_inf, counted_, created_, [](auto&&... args) { at::_fused_adam_(args...); }, launches);
+      } else {
+        prepare_sgd_group(optimizer, group, found_inf, created_, launches);
+      }
     }
+  } catch (...) {
+    settle(/*applied=*/false);   // the counts and the state made so far go back: nothing was enqueued
+    throw;
   }
+  enqueued_ = true;
+  for (const Launch& launch : launches) launch();
 #else
   (void)optimizer;
   (void)found_inf;

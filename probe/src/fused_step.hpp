@@ -44,8 +44,13 @@ class FusedOptimizerStep {
 
   // Enqueues the step, skipped on the device when found_inf (float32, one element, on the
   // parameters' device) is 1. Where supports() would say no, throws std::runtime_error before
-  // anything is counted, created or enqueued, so libtorch's own step can be taken instead.
+  // anything is counted, created or enqueued, so libtorch's own step can be taken instead; a
+  // failure while the step is prepared (out of memory for new state) is taken back the same
+  // way. Only a failure of the kernels' launch itself (a broken device) throws with enqueued().
   void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
+  // Whether the last step() enqueued kernels: a part of it may be taken, to be settled by its
+  // verdict, and libtorch's own step must not follow.
+  bool enqueued() const { return enqueued_; }
   // The verdict of the last step() arrived: `applied` false takes its step counts back and
   // removes the state it created.
   void settle(bool applied);
@@ -54,6 +59,7 @@ class FusedOptimizerStep {
   std::vector<torch::Tensor> counted_;   // parameters whose existing state step() counted (Adam, AdamW)
   std::vector<torch::Tensor> created_;   // parameters whose state step() created
   torch::optim::Optimizer* optimizer_ = nullptr;
+  bool enqueued_ = false;
 };
 
 }  // namespace keel::probe

@@ -58,6 +58,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     p.command_skip = true;
   }
   bool stepped = p.command_skip;
+  bool in_user_step = false;   // the user's optimizer's own exceptions are theirs: they propagate
   if (scaler_ != nullptr && scaler_->enabled()) p.scaler = scaler_;
   try {
     const auto reduce_start = Clock::now();
@@ -92,9 +93,18 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     times.optimizer_start = Clock::now();
     if (!p.command_skip) {
       if (p.verdict) {
-        fused_step_.step(optimizer_, reducer_.found_inf());
+        try {
+          fused_step_.step(optimizer_, reducer_.found_inf());
+        } catch (const std::exception&) {
+          // Refused or taken back before anything was enqueued: libtorch's own step (below)
+          // is the whole step. Enqueued in part (a broken device): the verdict settles it.
+          stepped = fused_step_.enqueued();
+          throw;
+        }
       } else {
+        in_user_step = true;
         optimizer_.step();
+        in_user_step = false;
       }
       stepped = true;
     }
@@ -112,6 +122,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     outcome.skip_reason = pending_->command_skip ? "command" : "";
     outcome.settled = !pending_->verdict;
   } catch (const std::exception& e) {
+    if (in_user_step) throw;
     // The probe's own failure must not change training, and this step is recorded with
     // nothing measured. Without a scaler the update is applied as libtorch would. With one,
     // the gradients may still be scaled (or half unscaled): the step ends as an overflow,
