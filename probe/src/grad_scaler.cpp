@@ -122,7 +122,10 @@ void GradScaler::update() {
       growth_tracker_ = successful;
     }
   }
-  // The device's copy follows the host's: two fills, enqueued, no wait.
+  // The device's copy follows the host's: two fills, enqueued, no wait. They overwrite any
+  // device update not yet settled (a deferred step whose settling failed), which must not be
+  // read back over this one later.
+  device_update_pending_ = false;
   if (device_scale_.defined()) {
     device_scale_.fill_(scale_);
     device_growth_tracker_.fill_(growth_tracker_);

@@ -150,7 +150,14 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   dump_if_due(reduction);
 
   times.optimizer_start = Clock::now();
-  if (outcome.applied) optimizer_.step();
+  try {
+    if (outcome.applied) optimizer_.step();
+  } catch (...) {
+    // The user's optimizer threw: its exception is theirs. The scaler must not stay marked
+    // unscaled, or the next step's gradients (scaled again) would reach the optimizer unscaled.
+    if (scaler_ && scaler_->enabled()) scaler_->rearm();
+    throw;
+  }
   times.optimizer_end = Clock::now();
   if (scaler_ && scaler_->enabled()) scaler_->update();
 

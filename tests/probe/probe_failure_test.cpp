@@ -96,4 +96,44 @@ TEST(ProbeFailure, WithAScalerTheStepEndsAsAnOverflow) {
   }
 }
 
+// The user's optimizer failing is not the probe's failure: its exception reaches the caller.
+// A caller who goes on (a retry after running out of memory) scales the next batch again, and
+// the probe must unscale it: the scaler is not left marked as unscaled by the failed step.
+class SgdThatThrowsOnce : public torch::optim::SGD {
+ public:
+  using SGD::SGD;
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    if (throw_next) {
+      throw_next = false;
+      throw std::runtime_error("CUDA out of memory (as the caller's optimizer might say)");
+    }
+    return SGD::step(closure);
+  }
+  bool throw_next = false;
+};
+
+TEST(ProbeFailure, AnOptimizerThatThrowsIsTheCallersAndTheNextStepIsStillUnscaled) {
+  torch::nn::Linear net(3, 2);
+  SgdThatThrowsOnce opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  keel::probe::GradScaler scaler;
+  probe.use_scaler(&scaler);
+  const float scale = scaler.scale_value();
+  const auto scaled_grads = [&] {
+    torch::NoGradGuard no_grad;
+    for (auto& p : net->parameters()) p.mutable_grad() = torch::full_like(p, 0.5 * scale);
+  };
+  scaled_grads();
+  opt.throw_next = true;
+  EXPECT_THROW(probe.step(torch::tensor(1.0)), std::runtime_error);
+  EXPECT_FALSE(scaler.unscaled());
+
+  const auto before = net->weight.detach().clone();
+  scaled_grads();
+  const auto outcome = probe.step(torch::tensor(1.0));
+  EXPECT_TRUE(outcome.applied) << outcome.skip_reason;
+  EXPECT_TRUE(torch::allclose(net->weight, before - 0.05)) << "stepped with the gradients unscaled";
+  EXPECT_EQ(probe.last_record().probe_errors, 0u);
+}
+
 }  // namespace

@@ -52,6 +52,9 @@ class GradScaler {
   // The probe's fused pass unscaled the gradients itself and found `found_inf`.
   void mark_unscaled(bool found_inf);
   bool unscaled() const { return unscaled_; }
+  // The step was abandoned before update() (its optimizer threw): the next unscale is the next
+  // step's, by the scale as it stands.
+  void rearm() { unscaled_ = false; }
 
   // Whether scale() keeps the scale on this CUDA device (it has scaled a loss there).
   bool on_device(const torch::Device& device) const;

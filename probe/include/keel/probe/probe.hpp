@@ -39,9 +39,11 @@
 // telemetry socket, the command thread the command socket; step() only exchanges commands and
 // acks with it through bounded queues, and never waits for a client.
 // Never: throws from watch() or step() because of keel (a failure inside the probe's own work
-// is counted, though the count is not yet published, and the update is still applied;
-// exceptions of the user's optimizer propagate); blocks on the network (a full queue drops
-// the record and counts it; a slow subscriber loses records alone, as seq gaps it shows);
+// is counted in every record's probe_errors and raised as an event, and the step ends safely:
+// the update applied as libtorch would, or, with a scaler, skipped as its overflow; exceptions
+// of the user's optimizer propagate, and the scaler is rearmed for the next step); blocks on
+// the network (a full queue drops the record and counts it; a slow subscriber loses records
+// alone, as seq gaps it shows);
 // synchronises per layer: the device passes read their results back in one copy each, and a
 // deferred step not at all (CPU tensors are read where they are; the generic ATen path for
 // other layouts copies one small stats tensor per pass, and a CUDA loss without a fused pass
