@@ -118,38 +118,61 @@ void expect_same_state(torch::optim::Optimizer& ours, torch::optim::Optimizer& t
   }
 }
 
+// The same parameters twice: ours stepped by FusedOptimizerStep, theirs by libtorch's own step.
+struct Twins {
+  explicit Twins(const MakeOptimizer& make)
+      : ours(parameters()), theirs(parameters()), our_optimizer(make(ours)), their_optimizer(make(theirs)) {}
+  // Step `step`'s gradients, applied by both; `sit_out` (a layer unused so far) has none.
+  void step_both(int64_t step, int sit_out = -1) {
+    set_gradients(ours, step);
+    set_gradients(theirs, step);
+    if (sit_out >= 0) {
+      ours[sit_out].mutable_grad() = torch::Tensor();
+      theirs[sit_out].mutable_grad() = torch::Tensor();
+    }
+    fused.step(*our_optimizer, found_inf(false));
+    fused.settle(true);
+    their_optimizer->step();
+  }
+  // A poisoned step of ours alone, skipped by its verdict.
+  void skip_ours(int64_t step) {
+    set_gradients(ours, step, /*poison=*/true);
+    fused.step(*our_optimizer, found_inf(true));
+    fused.settle(false);
+  }
+  void expect_alike() {
+    expect_close(ours, theirs);
+    expect_same_state(*our_optimizer, *their_optimizer, ours, theirs);
+  }
+  void expect_ours_bit_for_bit(const std::vector<torch::Tensor>& weights) {
+    for (size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(torch::equal(ours[i], weights[i])) << "parameter " << i;
+  }
+  std::vector<torch::Tensor> ours, theirs;
+  std::unique_ptr<torch::optim::Optimizer> our_optimizer, their_optimizer;
+  FusedOptimizerStep fused;
+};
+
 TEST(FusedStep, MatchesLibtorchsOwnStepAndKeepsItsState) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
   for (const auto& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto ours = parameters();
-    auto theirs = parameters();
-    auto our_optimizer = c.make(ours);
-    auto their_optimizer = c.make(theirs);
-    FusedOptimizerStep fused;
-    for (int64_t step = 0; step < 5; ++step) {
-      set_gradients(ours, step);
-      set_gradients(theirs, step);
-      fused.step(*our_optimizer, found_inf(false));
-      fused.settle(true);
-      their_optimizer->step();
-    }
-    expect_close(ours, theirs);
-    expect_same_state(*our_optimizer, *their_optimizer, ours, theirs);
+    Twins twins(c.make);
+    for (int64_t step = 0; step < 5; ++step) twins.step_both(step);
+    twins.expect_alike();
 
     // The state loads into a libtorch optimizer, whose own steps then go on as the twin's.
-    auto reloaded = copies(ours);
+    auto reloaded = copies(twins.ours);
     for (auto& p : reloaded) p.requires_grad_();
     auto reloaded_optimizer = c.make(reloaded);
-    std::istringstream in(saved(*our_optimizer));
+    std::istringstream in(saved(*twins.our_optimizer));
     torch::load(*reloaded_optimizer, in);
     for (int64_t step = 5; step < 7; ++step) {
       set_gradients(reloaded, step);
-      set_gradients(theirs, step);
+      set_gradients(twins.theirs, step);
       reloaded_optimizer->step();
-      their_optimizer->step();
+      twins.their_optimizer->step();
     }
-    expect_close(reloaded, theirs);
+    expect_close(reloaded, twins.theirs);
   }
 }
 
@@ -157,35 +180,16 @@ TEST(FusedStep, ASkippedStepLeavesWeightsAndStateBitForBit) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
   for (const auto& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto ours = parameters();
-    auto theirs = parameters();
-    auto our_optimizer = c.make(ours);
-    auto their_optimizer = c.make(theirs);
-    FusedOptimizerStep fused;
-    for (int64_t step = 0; step < 2; ++step) {
-      set_gradients(ours, step);
-      set_gradients(theirs, step);
-      fused.step(*our_optimizer, found_inf(false));
-      fused.settle(true);
-      their_optimizer->step();
-    }
-    const auto weights = copies(ours);
-    const std::string state = saved(*our_optimizer);
-
-    set_gradients(ours, 2, /*poison=*/true);
-    fused.step(*our_optimizer, found_inf(true));
-    fused.settle(false);
-    for (size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(torch::equal(ours[i], weights[i])) << "parameter " << i;
-    EXPECT_EQ(saved(*our_optimizer), state) << "the skipped step changed the optimizer's state";
-
+    Twins twins(c.make);
+    for (int64_t step = 0; step < 2; ++step) twins.step_both(step);
+    const auto weights = copies(twins.ours);
+    const std::string state = saved(*twins.our_optimizer);
+    twins.skip_ours(2);
+    twins.expect_ours_bit_for_bit(weights);
+    EXPECT_EQ(saved(*twins.our_optimizer), state) << "the skipped step changed the optimizer's state";
     // The next step goes on as if the skipped one had never been taken.
-    set_gradients(ours, 3);
-    set_gradients(theirs, 3);
-    fused.step(*our_optimizer, found_inf(false));
-    fused.settle(true);
-    their_optimizer->step();
-    expect_close(ours, theirs);
-    expect_same_state(*our_optimizer, *their_optimizer, ours, theirs);
+    twins.step_both(3);
+    twins.expect_alike();
   }
 }
 
@@ -195,27 +199,13 @@ TEST(FusedStep, ASkippedFirstStepLeavesNoState) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
   for (const auto& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto ours = parameters();
-    auto theirs = parameters();
-    auto our_optimizer = c.make(ours);
-    auto their_optimizer = c.make(theirs);
-    const auto weights = copies(ours);
-    FusedOptimizerStep fused;
-    set_gradients(ours, 0, /*poison=*/true);
-    fused.step(*our_optimizer, found_inf(true));
-    fused.settle(false);
-    EXPECT_TRUE(our_optimizer->state().empty());
-    for (size_t i = 0; i < ours.size(); ++i) EXPECT_TRUE(torch::equal(ours[i], weights[i])) << "parameter " << i;
-
-    for (int64_t step = 1; step < 4; ++step) {
-      set_gradients(ours, step);
-      set_gradients(theirs, step);
-      fused.step(*our_optimizer, found_inf(false));
-      fused.settle(true);
-      their_optimizer->step();
-    }
-    expect_close(ours, theirs);
-    expect_same_state(*our_optimizer, *their_optimizer, ours, theirs);
+    Twins twins(c.make);
+    const auto weights = copies(twins.ours);
+    twins.skip_ours(0);
+    EXPECT_TRUE(twins.our_optimizer->state().empty());
+    twins.expect_ours_bit_for_bit(weights);
+    for (int64_t step = 1; step < 4; ++step) twins.step_both(step);
+    twins.expect_alike();
   }
 }
 
@@ -223,25 +213,11 @@ TEST(FusedStep, ASkippedFirstStepLeavesNoState) {
 // other buffers exist: its buffer is made as libtorch makes it, the others go on.
 TEST(FusedStep, AParameterWithoutABufferYetJoinsAnSgdWithMomentum) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
-  const MakeOptimizer make = cases()[4].make;
-  auto ours = parameters();
-  auto theirs = parameters();
-  auto our_optimizer = make(ours);
-  auto their_optimizer = make(theirs);
-  FusedOptimizerStep fused;
-  for (int64_t step = 0; step < 4; ++step) {
-    set_gradients(ours, step);
-    set_gradients(theirs, step);
-    if (step < 2) {
-      ours[0].mutable_grad() = torch::Tensor();
-      theirs[0].mutable_grad() = torch::Tensor();
-    }
-    fused.step(*our_optimizer, found_inf(false));
-    fused.settle(true);
-    their_optimizer->step();
-  }
-  expect_close(ours, theirs);
-  expect_same_state(*our_optimizer, *their_optimizer, ours, theirs);
+  const auto sgd_momentum = cases()[4];
+  ASSERT_EQ(sgd_momentum.name, "SGD momentum");
+  Twins twins(sgd_momentum.make);
+  for (int64_t step = 0; step < 4; ++step) twins.step_both(step, /*sit_out=*/step < 2 ? 0 : -1);
+  twins.expect_alike();
 }
 
 TEST(FusedStep, SaysWhatItCannotStep) {
