@@ -81,7 +81,18 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     const auto device = cuda_grads.front().device();
     auto found = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device));
     auto inv = torch::full({1}, inv_scale, torch::TensorOptions().dtype(torch::kFloat).device(device));
-    at::_amp_foreach_non_finite_check_and_unscale_(cuda_grads, found, inv);
+    // ATen's fused unscale takes fp32, fp64 and fp16 only (bf16 throws "not implemented", seen
+    // on an H100): other gradients are unscaled one by one, their check folded into `found`.
+    std::vector<torch::Tensor> fused;
+    for (auto& grad : cuda_grads) {
+      if (grad.scalar_type() == torch::kFloat || grad.scalar_type() == torch::kDouble || grad.scalar_type() == torch::kHalf) {
+        fused.push_back(grad);
+      } else {
+        grad.mul_(inv);
+        found.add_(torch::isfinite(grad).logical_not().any().to(torch::kFloat).reshape({1}));
+      }
+    }
+    if (!fused.empty()) at::_amp_foreach_non_finite_check_and_unscale_(fused, found, inv);
     found_inf = found_inf || found.item<float>() != 0.0f;
   }
   mark_unscaled(found_inf);
