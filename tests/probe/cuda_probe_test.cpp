@@ -230,7 +230,9 @@ TEST(CudaProbe, EmptyAndStridedWatchesAreMeasuredWithNoHostWait) {
 }
 
 // A layer the device passes refuse (here a frozen, transposed weight) needs its snapshot before
-// the step: such a step is not deferred, and the layer's norm is measured, not left stale.
+// the step, taken only with snapshot_for_update_ratio (without it the run reports no
+// update_ratio: seen on an H100, the test's first version read that as NaN). Such a step is not
+// deferred, and the layer's norm and update are measured, not left stale.
 TEST(CudaProbe, ALayerTheDevicePassesRefuseKeepsTheUpdateMeasuredOnTheHost) {
   SKIP_WITHOUT_DEVICE();
   MixedPrecisionNet net;
@@ -238,7 +240,9 @@ TEST(CudaProbe, ALayerTheDevicePassesRefuseKeepsTheUpdateMeasuredOnTheHost) {
       "frozen", torch::randn({6, 3}, torch::TensorOptions().device(torch::kCUDA)).t(), /*requires_grad=*/false);
   ASSERT_FALSE(frozen.is_contiguous());
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
-  keel::probe::Probe probe(*net, opt, quiet_options());
+  auto options = quiet_options();
+  options.snapshot_for_update_ratio = true;
+  keel::probe::Probe probe(*net, opt, options);
   size_t layer = 0;
   while (layer < probe.description().layers.size() && probe.description().layers[layer].name != "frozen") ++layer;
   ASSERT_LT(layer, probe.description().layers.size());
