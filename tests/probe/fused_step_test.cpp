@@ -15,35 +15,20 @@
 #include <vector>
 
 #include "fused_step.hpp"
+#include "optimizer_cases.hpp"
 #include "keel/probe/torch_compat.hpp"
 
 namespace {
 
 using keel::probe::FusedOptimizerStep;
-using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
+using keel::test::MakeOptimizer;
 
 #define SKIP_WITHOUT_CPU_FUSED_KERNELS()                                                                      \
   do {                                                                                                        \
     if (!KEEL_TORCH_HAS_CPU_FUSED_OPTIMIZERS) GTEST_SKIP() << "this libtorch has no fused optimizer kernels for the CPU (2.4 and later have them)"; \
   } while (0)
 
-struct Case {
-  std::string name;
-  MakeOptimizer make;
-};
-
-std::vector<Case> cases() {
-  using namespace torch::optim;
-  return {
-      {"AdamW", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1)); }},
-      {"AdamW amsgrad", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1).amsgrad(true)); }},
-      {"Adam", [](auto p) { return std::make_unique<Adam>(p, AdamOptions(1e-2).weight_decay(0.1)); }},
-      {"SGD", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).weight_decay(0.01)); }},
-      // dampening applies from the second step on: a buffer made wrongly on the first shows.
-      {"SGD momentum", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).dampening(0.5).weight_decay(0.01)); }},
-      {"SGD nesterov", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01)); }},
-  };
-}
+using keel::test::optimizer_cases;
 
 // Parameters of two element types (one fused call each), the same values for every call.
 std::vector<torch::Tensor> parameters() {
@@ -154,7 +139,7 @@ struct Twins {
 
 TEST(FusedStep, MatchesLibtorchsOwnStepAndKeepsItsState) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
-  for (const auto& c : cases()) {
+  for (const auto& c : optimizer_cases()) {
     SCOPED_TRACE(c.name);
     Twins twins(c.make);
     for (int64_t step = 0; step < 5; ++step) twins.step_both(step);
@@ -178,7 +163,7 @@ TEST(FusedStep, MatchesLibtorchsOwnStepAndKeepsItsState) {
 
 TEST(FusedStep, ASkippedStepLeavesWeightsAndStateBitForBit) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
-  for (const auto& c : cases()) {
+  for (const auto& c : optimizer_cases()) {
     SCOPED_TRACE(c.name);
     Twins twins(c.make);
     for (int64_t step = 0; step < 2; ++step) twins.step_both(step);
@@ -197,7 +182,7 @@ TEST(FusedStep, ASkippedStepLeavesWeightsAndStateBitForBit) {
 // are made again by the next step, as libtorch's first step makes them.
 TEST(FusedStep, ASkippedFirstStepLeavesNoState) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
-  for (const auto& c : cases()) {
+  for (const auto& c : optimizer_cases()) {
     SCOPED_TRACE(c.name);
     Twins twins(c.make);
     const auto weights = copies(twins.ours);
@@ -213,7 +198,7 @@ TEST(FusedStep, ASkippedFirstStepLeavesNoState) {
 // other buffers exist: its buffer is made as libtorch makes it, the others go on.
 TEST(FusedStep, AParameterWithoutABufferYetJoinsAnSgdWithMomentum) {
   SKIP_WITHOUT_CPU_FUSED_KERNELS();
-  const auto sgd_momentum = cases()[4];
+  const auto sgd_momentum = optimizer_cases()[4];
   ASSERT_EQ(sgd_momentum.name, "SGD momentum");
   Twins twins(sgd_momentum.make);
   for (int64_t step = 0; step < 4; ++step) twins.step_both(step, /*sit_out=*/step < 2 ? 0 : -1);

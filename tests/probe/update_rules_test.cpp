@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/update_math.hpp"
+#include "optimizer_cases.hpp"
 #include "reference_stats.hpp"
 #include "update_rules.hpp"
 
@@ -19,24 +20,9 @@ using keel::probe::LayerUpdateRule;
 using keel::probe::cuda::ElementType;
 using keel::probe::cuda::UpdateAccumulator;
 
-using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
+using keel::test::MakeOptimizer;
 
-struct Case {
-  std::string name;
-  MakeOptimizer make;
-};
-
-std::vector<Case> cases() {
-  using namespace torch::optim;
-  return {
-      {"AdamW", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1)); }},
-      {"AdamW amsgrad", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1).amsgrad(true)); }},
-      {"Adam", [](auto p) { return std::make_unique<Adam>(p, AdamOptions(1e-2).weight_decay(0.1)); }},
-      {"SGD", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).weight_decay(0.01)); }},
-      {"SGD momentum", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01)); }},
-      {"SGD nesterov", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01)); }},
-  };
-}
+using keel::test::optimizer_cases;
 
 UpdateAccumulator rebuilt(const torch::Tensor& weight, const LayerUpdateRule& rule) {
   const float* w = weight.data_ptr<float>();
@@ -48,7 +34,7 @@ UpdateAccumulator rebuilt(const torch::Tensor& weight, const LayerUpdateRule& ru
 double sumsq(const torch::Tensor& t) { return t.to(torch::kDouble).square().sum().item<double>(); }
 
 TEST(UpdateRules, RebuiltUpdatesMatchWhatTheOptimizerApplied) {
-  for (const Case& c : cases()) {
+  for (const auto& c : optimizer_cases()) {
     SCOPED_TRACE(c.name);
     torch::manual_seed(7);
     // The third sits out step 1 (no gradient, as an unused layer after zero_grad); the last
