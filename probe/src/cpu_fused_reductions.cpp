@@ -60,7 +60,8 @@ const std::vector<SnapshotSpan>& CpuFusedReductions::snapshot_spans(const std::v
   return snapshot_spans_;
 }
 
-void CpuFusedReductions::weights(const std::vector<size_t>& layers, bool for_update, LayerSums& out) {
+void CpuFusedReductions::enqueue_weights(const std::vector<size_t>& layers, bool for_update) {
+  weight_layers_ = layers;
   if (layers.empty()) return;
   if (for_update) {
     fused_.snapshot_sumsq(snapshot_spans(layers), weight_out_);
@@ -69,7 +70,10 @@ void CpuFusedReductions::weights(const std::vector<size_t>& layers, bool for_upd
     for (size_t i : layers) const_spans_.push_back({params_[i].data_ptr<float>(), params_[i].numel()});
     fused_.sumsq(const_spans_, weight_out_);
   }
-  for (size_t k = 0; k < layers.size(); ++k) out.param_sumsq[layers[k]] = weight_out_[k];
+}
+
+void CpuFusedReductions::collect_weights(LayerSums& out) {
+  for (size_t k = 0; k < weight_layers_.size(); ++k) out.param_sumsq[weight_layers_[k]] = weight_out_[k];
 }
 
 void CpuFusedReductions::enqueue_updates(const std::vector<size_t>& layers) {

@@ -82,8 +82,7 @@ bool CudaFusedReductions::takes_weights(size_t layer, bool for_update) const {
 
 // sum w^2, with the gradient kernel read-only: W_old's norm for a rebuilt update comes from
 // the update pass itself, so `for_update` asks for nothing more here.
-void CudaFusedReductions::weights(const std::vector<size_t>& layers, bool /*for_update*/, LayerSums& out) {
-  if (layers.empty()) return;
+void CudaFusedReductions::enqueue_weights(const std::vector<size_t>& layers, bool /*for_update*/) {
   for (auto& [index, device] : devices_) device.weights.clear();
   for (size_t i : layers) device_of(params_[i]).weights.add(i, params_[i]);
   for (auto& [index, device] : devices_) {
@@ -92,6 +91,9 @@ void CudaFusedReductions::weights(const std::vector<size_t>& layers, bool /*for_
     device.weights_pass->enqueue(device.weights.tensors, 1.0f);
     device.weights_pass->finish(nullptr);
   }
+}
+
+void CudaFusedReductions::collect_weights(LayerSums& out) {
   for (auto& [index, device] : devices_) {
     if (device.weights.layers.empty()) continue;
     device.weights_pass->collect(grad_out_);

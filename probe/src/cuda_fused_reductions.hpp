@@ -49,7 +49,10 @@ class CudaFusedReductions final : public ReductionBackend {
   // A layer on a device is taken for its norm always, and for its update only when the
   // update can be rebuilt.
   bool takes_weights(size_t layer, bool for_update) const override;
-  void weights(const std::vector<size_t>& layers, bool for_update, LayerSums& out) override;
+  // On the same stream as the gradient pass: enqueued before finish_grads, the wait for the
+  // gradients' results covers these too (one wait for a host-decided step).
+  void enqueue_weights(const std::vector<size_t>& layers, bool for_update) override;
+  void collect_weights(LayerSums& out) override;
   void enqueue_updates(const std::vector<size_t>& layers) override;
   // A rebuilt update also gives |W_old|^2, which replaces the norm taken before the step. A
   // skipped update (applied false) moved by nothing: the rule, read before the verdict was

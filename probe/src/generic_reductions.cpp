@@ -75,7 +75,8 @@ void GenericReductions::collect_grads(LayerSums& out) {
 
 bool GenericReductions::takes_weights(size_t /*layer*/, bool /*for_update*/) const { return true; }
 
-void GenericReductions::weights(const std::vector<size_t>& layers, bool for_update, LayerSums& out) {
+void GenericReductions::enqueue_weights(const std::vector<size_t>& layers, bool for_update) {
+  weight_layers_ = layers;
   if (layers.empty()) return;
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> rows;
@@ -89,7 +90,12 @@ void GenericReductions::weights(const std::vector<size_t>& layers, bool for_upda
     }
     rows.push_back(sumsq_on_device(w).reshape({1}));
   }
-  gather_rows(rows, [&](size_t k, const double* row) { out.param_sumsq[layers[k]] = row[0]; });
+  weight_out_.resize(layers.size());
+  gather_rows(rows, [this](size_t k, const double* row) { weight_out_[k] = row[0]; });
+}
+
+void GenericReductions::collect_weights(LayerSums& out) {
+  for (size_t k = 0; k < weight_layers_.size(); ++k) out.param_sumsq[weight_layers_[k]] = weight_out_[k];
 }
 
 void GenericReductions::enqueue_updates(const std::vector<size_t>& layers) {

@@ -26,7 +26,8 @@ class GenericReductions final : public ReductionBackend {
   void collect_grads(LayerSums& out) override;
 
   bool takes_weights(size_t layer, bool for_update) const override;
-  void weights(const std::vector<size_t>& layers, bool for_update, LayerSums& out) override;
+  void enqueue_weights(const std::vector<size_t>& layers, bool for_update) override;
+  void collect_weights(LayerSums& out) override;
   void enqueue_updates(const std::vector<size_t>& layers) override;
   void collect_updates(bool applied, LayerSums& out) override;
 
@@ -35,9 +36,9 @@ class GenericReductions final : public ReductionBackend {
   std::vector<torch::Tensor> snapshot_;   // per layer, made at its first for_update pass
 
   // The last enqueue's layers and results, until their collect.
-  std::vector<size_t> grad_layers_, update_layers_;
+  std::vector<size_t> grad_layers_, weight_layers_, update_layers_;
   std::vector<GradStats> grad_out_;
-  std::vector<double> update_out_, next_weight_out_;
+  std::vector<double> weight_out_, update_out_, next_weight_out_;
 };
 
 }  // namespace keel::probe

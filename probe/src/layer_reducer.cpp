@@ -71,15 +71,15 @@ void LayerReducer::partition_weights(bool for_update) {
   }
 }
 
-void LayerReducer::measure_weights(bool for_update) {
+void LayerReducer::enqueue_weights(bool for_update) {
   partition_weights(for_update);
   const auto order = backends();
-  for (size_t b = 0; b < order.size(); ++b) order[b]->weights(weight_layers_[b], for_update, sums_);
+  for (size_t b = 0; b < order.size(); ++b) order[b]->enqueue_weights(weight_layers_[b], for_update);
 }
 
-void LayerReducer::snapshot_weights() { measure_weights(/*for_update=*/true); }
-
-void LayerReducer::reduce_weights() { measure_weights(/*for_update=*/false); }
+void LayerReducer::collect_weights() {
+  for (ReductionBackend* backend : backends()) backend->collect_weights(sums_);
+}
 
 void LayerReducer::enqueue_updates() {
   partition_weights(/*for_update=*/true);

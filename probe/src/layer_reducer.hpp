@@ -54,14 +54,15 @@ class LayerReducer {
   // (1: unsafe). Throws std::logic_error when the last finish_grads asked for none.
   torch::Tensor found_inf() const;
   float collected_found_inf() const;
-  // Copies every weight into the snapshot and computes sum w^2 (before the update). Layers
-  // whose update is rebuilt from the optimizer get sum w^2 only.
-  void snapshot_weights();
-  // sum w^2 without a snapshot (param_norm due, update_ratio not).
-  void reduce_weights();
+  // sum w^2 of every weight, before the update; `for_update`: also copies each weight into
+  // the snapshot, but for the layers whose update is rebuilt from the optimizer. In two parts,
+  // as the gradients: enqueued before finish_grads, the device's part is in when the
+  // gradients' results are, and collect_weights does not wait again.
+  void enqueue_weights(bool for_update);
+  void collect_weights();
   // After the update: sum (W - snapshot)^2, then the snapshot becomes W and sum W^2 is kept as
   // the next step's weight norm, all in one pass. The next step calls reuse_snapshot() instead
-  // of snapshot_weights() when nothing but the optimizer touched the weights in between.
+  // of enqueue_weights(true) when nothing but the optimizer touched the weights in between.
   // Layers on a device are rebuilt from the optimizer's state instead, enqueued by
   // enqueue_updates and taken by collect_updates; `applied` false says the device skipped the
   // update (found_inf), so they moved by nothing.
@@ -88,7 +89,6 @@ class LayerReducer {
   std::array<ReductionBackend*, kBackends> backends() { return {&cuda_, &cpu_, &generic_}; }
   // Hands each layer's weights to the first backend that takes them (weight_layers_).
   void partition_weights(bool for_update);
-  void measure_weights(bool for_update);
 
   std::vector<torch::Tensor> params_;
   CudaFusedReductions cuda_;

@@ -226,6 +226,11 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     const auto reduce_start = Clock::now();
     static const std::vector<GradStats> kNoGrads;
     if (plan.grads_due) reducer_.enqueue_grads(unscale);
+    // The weights before the update, enqueued ahead of the gradients' results so that one
+    // wait on a device brings both in.
+    const bool reuse_snapshot = plan.update_due && snapshot_current_;
+    const bool weights_due = !reuse_snapshot && (plan.update_due || plan.param_due);
+    if (weights_due) reducer_.enqueue_weights(/*for_update=*/plan.update_due);
     // Read before the update: a non-finite loss is a reason to skip it.
     const bool has_loss = loss.defined() && loss.numel() == 1;
     if (has_loss) loss_.start(loss, plan.grads_due && loss.is_cuda() && reducer_.device_pass_on(loss.device().index()));
@@ -251,12 +256,10 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
       spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity()
                                                             : health_.grad_norm);
     }
-    if (plan.update_due && snapshot_current_) {
+    if (reuse_snapshot) {
       reducer_.reuse_snapshot();
-    } else if (plan.update_due) {
-      reducer_.snapshot_weights();
-    } else if (plan.param_due) {
-      reducer_.reduce_weights();
+    } else if (weights_due) {
+      reducer_.collect_weights();
     }
     r.reduce_us = micros(Clock::now() - reduce_start);
   } catch (const std::exception& e) {

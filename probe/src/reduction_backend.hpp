@@ -52,9 +52,11 @@ class ReductionBackend {
   // Whether it measures this layer's weights; `for_update`: and, after the optimizer's step,
   // the update (from a copy of W taken now, or rebuilt from the optimizer's state).
   virtual bool takes_weights(size_t layer, bool for_update) const = 0;
-  // |W|^2 of `layers` into out.param_sumsq, before the update; with `for_update`, also what
-  // the update pass will compare against. Complete on return.
-  virtual void weights(const std::vector<size_t>& layers, bool for_update, LayerSums& out) = 0;
+  // Starts |W|^2 of `layers`, before the update; with `for_update`, also takes what the
+  // update pass will compare against. A host backend does all of its work here.
+  virtual void enqueue_weights(const std::vector<size_t>& layers, bool for_update) = 0;
+  // The last enqueue_weights' norms into out.param_sumsq.
+  virtual void collect_weights(LayerSums& out) = 0;
   // After the optimizer's step: starts the update pass over `layers` (taken for_update).
   virtual void enqueue_updates(const std::vector<size_t>& layers) = 0;
   // The last enqueue_updates' results into out.update_sumsq and out.next_param_sumsq (and,

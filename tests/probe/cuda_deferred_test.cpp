@@ -1,8 +1,9 @@
 // The probe on a CUDA device, what the training thread waits for: deferred steps that wait for
 // nothing, the loss scaler decided on the device, SGD's first momentum step, an unscale by the
 // caller between deferred steps, the spike policy on the device, and the one wait a host
-// decision costs. Built where libtorch has CUDA; every test reports as skipped (with the
+// decision costs, weight norms included. Built where libtorch has CUDA; every test reports as skipped (with the
 // reason) where there is no CUDA device.
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -218,6 +219,29 @@ TEST(CudaProbe, AHostDecisionCostsOneHostWaitPerStep) {
     // At most one: the results are waited for only if their event has not passed yet, which on
     // a model this small it often has (seen on an H100: 0 in three runs of four).
     EXPECT_LE(syncs.count, 1) << "step " << step;
+  }
+}
+
+// An optimizer with no fused step (RMSprop) is decided on the host, with the default metrics:
+// the weight norms are enqueued with the gradient pass, so the step still waits once. The
+// stream is kept busy first so that the gradients' wait is a real one (counted) and a weight
+// pass enqueued after it would be caught waiting too.
+TEST(CudaProbe, AHostDecisionWithTheWeightNormsStillWaitsOnce) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::RMSprop opt(net->parameters(), torch::optim::RMSpropOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  probe.step(backward(net, opt, 5));
+  const uint32_t param_norm = 1u << static_cast<int>(LayerMetric::kParamNorm);
+  for (int64_t step = 6; step < 9; ++step) {
+    auto loss = backward(net, opt, step);
+    torch::cuda::synchronize();
+    at::cuda::sleep(50'000'000);   // tens of milliseconds of GPU time before the probe's passes
+    SyncCounter syncs;
+    const auto outcome = probe.step(loss);
+    EXPECT_TRUE(outcome.settled);
+    EXPECT_EQ(syncs.count, 1) << "step " << step;
+    EXPECT_TRUE(probe.last_record().metric_mask & param_norm) << "the weight norms were measured";
   }
 }
 

@@ -115,7 +115,8 @@ TEST(ReductionBackends, EachBackendMeasuresTheUpdateAgainstTheWeightsBeforeIt) {
     LayerSums sums(layers.size());
     std::vector<torch::Tensor> before;
     for (const auto& p : params[b]) before.push_back(p.detach().clone());
-    backends[b]->weights(layers, /*for_update=*/true, sums);
+    backends[b]->enqueue_weights(layers, /*for_update=*/true);
+    backends[b]->collect_weights(sums);
     {
       torch::NoGradGuard no_grad;
       for (size_t i : layers) params[b][i].add_(torch::randn_like(params[b][i]) * 1e-3);
@@ -174,7 +175,8 @@ TEST(LayerReducer, HandsEachLayerToOneBackendAndMeasuresEveryKindAgainstFloat64)
   // Weights before, the update after, through whichever backend holds each layer.
   std::vector<torch::Tensor> before;
   for (const auto& p : params) before.push_back(p.detach().to(torch::kDouble).clone());
-  reducer.snapshot_weights();
+  reducer.enqueue_weights(/*for_update=*/true);
+  reducer.collect_weights();
   {
     torch::NoGradGuard no_grad;
     for (auto& p : params) p.mul_(1.01);
