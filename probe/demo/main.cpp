@@ -91,6 +91,11 @@ int main(int argc, char** argv) {
   app.add_option("--dump-dir", options.dump_dir, "directory the probe writes dumps into")->capture_default_str();
   app.add_option("--dump-interval", options.dump_min_interval_secs, "at most one commanded dump per SECS seconds")
       ->capture_default_str();
+  app.add_option("--dump-max", options.dump_max_count, "dumps this run writes, at most")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--dump-min-free", options.dump_min_free_bytes,
+                 "bytes a dump must leave free on the dump directory's filesystem")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--history", options.history_steps, "recent steps the probe keeps for late-attaching clients")
       ->capture_default_str();
   std::string command_key;

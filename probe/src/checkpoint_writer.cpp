@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -107,6 +109,22 @@ CheckpointResult write_checkpoint(const CheckpointJob& job) {
   if (ec) {
     result.path = (dir / job.name).string();
     result.error = "cannot create dump directory " + dir.string() + ": " + ec.message();
+    return result;
+  }
+  int64_t bytes = 0;
+  for (const CheckpointFile& file : job.files) bytes += static_cast<int64_t>(file.bytes.size());
+  const fs::space_info space = fs::space(dir, ec);
+  const auto available = static_cast<int64_t>(std::min<uintmax_t>(space.available, INT64_MAX));
+  if (!ec && available - bytes < job.min_free_bytes) {
+    result.path = (dir / job.name).string();
+    result.error = "not written: its " + std::to_string(bytes) + " bytes ";
+    if (bytes > available) {
+      result.error += "do not fit in the " + std::to_string(available) + " bytes free on " + dir.string() + "'s filesystem";
+    } else {
+      result.error += "would leave " + std::to_string(available - bytes) + " bytes free on " + dir.string() +
+                      "'s filesystem, less than the " + std::to_string(job.min_free_bytes) +
+                      " kept free (ProbeOptions::dump_min_free_bytes)";
+    }
     return result;
   }
   // Unique to this write: other processes (the pid) and other writers of this one (two probes

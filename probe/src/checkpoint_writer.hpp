@@ -6,7 +6,8 @@
 // written as `<dump dir>/.<name>.partial-<pid>-<n>/` (n counts this process's writes), every
 // file fsync'ed, then renamed to its final name (and the dump dir fsync'ed): a directory under
 // a final name is always complete; a crash or a full disk leaves at most a hidden `.partial`
-// directory (removed on a write error).
+// directory (removed on a write error). A dump that would leave less than the job's
+// min_free_bytes free is not started.
 // A name already taken gets `-2`, `-3`, ...; the rename takes it only where it is free
 // (RENAME_NOREPLACE), so processes sharing the dump directory never collide.
 // Threads: submit() and poll() from the training thread; `on_written` runs on the writer
@@ -47,6 +48,9 @@ struct CheckpointJob {
   std::string dir;      // the configured dump directory (created if missing)
   std::string name;     // directory name: [A-Za-z0-9._-] only, see sanitize_label
   std::vector<CheckpointFile> files;
+  // Not written (an error instead) when it would leave less than this many bytes free on the
+  // dump directory's filesystem: a dump must not take the disk the job itself writes to.
+  int64_t min_free_bytes = 0;
   // Called on the writer thread once the job is done (or failed), before poll() sees it.
   std::function<void(const CheckpointResult&)> on_written;
 };

@@ -21,9 +21,11 @@ void Probe::Impl::apply_commands() {
       }
     }
     if (!commands_->take(taken_)) return;
+    describe_due_ = false;
     for (const PendingCommand& pending : taken_) {
       if (auto ack = apply_command(pending)) acks_.emplace_back(pending.ticket, std::move(*ack));
     }
+    if (describe_due_ && publisher_) publisher_->describe(description_);
   } catch (const std::exception& e) {
     report_probe_error("taking commands", e.what(), "commands taken but not answered time out on the client");
   }
@@ -75,6 +77,10 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
       ack.error = "a dump is still being written; ask again once its acknowledgement arrives";
       return ack;
     }
+    if (std::string refusal = dump_refusal(); !refusal.empty()) {
+      ack.error = std::move(refusal);
+      return ack;
+    }
     if (last_command_dump_ && now - *last_command_dump_ < std::chrono::duration<double>(options_.dump_min_interval_secs)) {
       const double ago = std::chrono::duration<double>(now - *last_command_dump_).count();
       ack.error = "dumps are limited to one every " + std::to_string(options_.dump_min_interval_secs).substr(0, 4) +
@@ -93,7 +99,7 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
     add_event("policy", "", command.policy + (command.enable ? " on" : " off") + " from step " +
                                 std::to_string(step_) + " (command " + std::to_string(command.id) + ")");
   } else if (command.kind == "describe") {
-    if (publisher_) publisher_->describe(description_);
+    describe_due_ = true;
     ack.step = step_;
   } else {
     ack.error = "unknown command kind \"" + command.kind + "\"";
@@ -114,7 +120,7 @@ bool Probe::Impl::set_policy(const std::string& name, bool enable) {
     return false;
   }
   description_.policies_on = policies_on(options_);
-  if (publisher_) publisher_->describe(description_);
+  describe_due_ = true;
   return true;
 }
 
@@ -149,10 +155,10 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
     ack.error = result.error;
     commands->reply(ticket, ack);
   };
-  std::string error;
-  if (dumps_->busy()) {
-    error = "a dump is still being written";
-  } else {
+  job.min_free_bytes = options_.dump_min_free_bytes;
+  std::string error = dump_refusal();
+  if (error.empty() && dumps_->busy()) error = "a dump is still being written";
+  if (error.empty()) {
     try {
       const auto telemetry = publisher_ ? publisher_->history() : std::vector<KeptMessage>{};
       job.files = capture_checkpoint(model_, optimizer_, description_, telemetry, why);
@@ -170,10 +176,17 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   job.on_written(failed);
 }
 
+std::string Probe::Impl::dump_refusal() const {
+  if (dumps_written_ < options_.dump_max_count) return "";
+  return "this probe has written the " + std::to_string(options_.dump_max_count) +
+         " dumps it may (ProbeOptions::dump_max_count)";
+}
+
 void Probe::Impl::report_finished_dumps() {
   if (!dumps_->poll(dump_results_)) return;
   for (const CheckpointResult& r : dump_results_) {
     if (r.ok) {
+      ++dumps_written_;
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.2f", r.write_secs);
       add_event("dump", "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)", r.step);

@@ -91,6 +91,10 @@ class Probe::Impl {
   std::unique_ptr<CheckpointWriter> dumps_;
   std::vector<PendingCommand> taken_;                 // reused: no allocation while idle
   std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered at this step's boundary
+  // A command (describe, policy) asked for the run's description to go out: sent once per
+  // step boundary however many asked, so a burst of them cannot crowd the records out of the
+  // publisher's queue.
+  bool describe_due_ = false;
   int64_t command_skips_left_ = 0;                    // "skip" updates still to skip, from step_
   std::set<int64_t> scheduled_skips_;                 // steps an at_step "skip" named (bounded)
   struct DumpRequest {
@@ -104,6 +108,7 @@ class Probe::Impl {
   std::vector<CheckpointResult> dump_results_;        // reused
   std::vector<AuthRefusal> refusals_;                 // reused
   uint64_t next_dump_token_ = 0;
+  int64_t dumps_written_ = 0;   // on disk, as reported by the writer (ProbeOptions::dump_max_count)
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
@@ -223,6 +228,8 @@ class Probe::Impl {
   std::optional<wire::Ack> apply_command(const PendingCommand& pending);
   bool set_policy(const std::string& name, bool enable);
   void take_dump(const std::string& reason, const std::optional<DumpRequest>& request);
+  // Why no dump may be taken now, whatever asks for it; empty when one may.
+  std::string dump_refusal() const;
   void report_finished_dumps();
   void report_subscription_resets();
 };

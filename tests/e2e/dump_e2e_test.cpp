@@ -1,8 +1,8 @@
 // Dumps and policies end to end: the real keel-demo, controlled by the real `keel-cli send`.
 // A dump asked for by keel-cli loads into a fresh model and optimizer and holds exactly the
-// weights the telemetry reported for the acknowledged step; a full or read-only dump
-// directory (a tmpfs in a private mount namespace) gives a dump_failed event, no file under a
-// final name, and training that goes on; an injected spike is skipped only with the spike
+// weights the telemetry reported for the acknowledged step; a dump directory too full for the
+// dump or the reserve, or read-only (a tmpfs in a private mount namespace), gives a
+// dump_failed event, no file under a final name, and training that goes on; an injected spike is skipped only with the spike
 // policy on; an injected NaN dumps exactly once.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -107,12 +107,15 @@ TEST(DumpE2E, DumpFromKeelCliLoadsIntoAFreshModelAndHoldsTheAcknowledgedStepsWei
 }
 
 // keel-demo with a NaN at step 20 inside a private mount namespace whose dump directory is a
-// tmpfs prepared by `prepare`; prints the dump directory's entries after training.
-std::string demo_in_namespace(const fs::path& mount_point, const std::string& prepare) {
-  const std::string script = "mount -t tmpfs -o size=1m keel-dumps " + mount_point.string() + " && " + prepare +
+// tmpfs of `size` prepared by `prepare`; prints the dump directory's entries after training.
+// The dump must leave `min_free` bytes free (--dump-min-free).
+std::string demo_in_namespace(const fs::path& mount_point, const std::string& size, const std::string& prepare,
+                              const std::string& min_free) {
+  const std::string script = "mount -t tmpfs -o size=" + size + " keel-dumps " + mount_point.string() + " && " + prepare +
                              " && " KEEL_DEMO_PATH " --steps 60 --log-every 59 --endpoint '' --inject-nan "
-                             "20:blocks.0.attn.qkv.weight --dump-dir " + mount_point.string() +
-                             "; echo \"demo exit $?\"; echo \"entries: [$(ls -A " + mount_point.string() + ")]\"";
+                             "20:blocks.0.attn.qkv.weight --dump-min-free " + min_free + " --dump-dir " +
+                             mount_point.string() + "; echo \"demo exit $?\"; echo \"entries: [$(ls -A " +
+                             mount_point.string() + ")]\"";
   ChildProcess shell({"/usr/bin/unshare", "--user", "--map-root-user", "--mount", "/bin/sh", "-c", script});
   return run_to_end(shell, 120);
 }
@@ -130,20 +133,21 @@ TEST(DumpE2E, AFullOrReadOnlyDumpDirectoryIsAnEventAndTrainingGoesOn) {
                     "CheckpointWriter.AWriteFailingHalfWayLeavesNoFileAndSaysWhy";
   }
   const fs::path mount_point = fresh_dir("dump-faults");
-  // 1 MiB of tmpfs: model.pt alone is 1.5 MB, so the disk fills in the middle of the dump.
-  const std::string full = demo_in_namespace(mount_point, "true");
-  EXPECT_NE(full.find("event dump_failed"), std::string::npos) << full;
-  EXPECT_NE(full.find("No space left on device"), std::string::npos) << full;
-  EXPECT_NE(full.find("step     59"), std::string::npos) << "training stopped: " << full;
-  EXPECT_NE(full.find("demo exit 0"), std::string::npos) << full;
-  EXPECT_NE(full.find("entries: []"), std::string::npos) << "a partial dump was left: " << full;
-
-  const std::string read_only = demo_in_namespace(mount_point, "mount -o remount,ro " + mount_point.string());
-  EXPECT_NE(read_only.find("event dump_failed"), std::string::npos) << read_only;
-  EXPECT_NE(read_only.find("Read-only file system"), std::string::npos) << read_only;
-  EXPECT_NE(read_only.find("step     59"), std::string::npos) << "training stopped: " << read_only;
-  EXPECT_NE(read_only.find("demo exit 0"), std::string::npos) << read_only;
-  EXPECT_NE(read_only.find("entries: []"), std::string::npos) << read_only;
+  // Training goes on and nothing is left in the dump directory, whatever stops the dump.
+  auto expect_refused = [](const std::string& out, const std::string& why) {
+    EXPECT_NE(out.find("event dump_failed"), std::string::npos) << out;
+    EXPECT_NE(out.find(why), std::string::npos) << out;
+    EXPECT_NE(out.find("step     59"), std::string::npos) << "training stopped: " << out;
+    EXPECT_NE(out.find("demo exit 0"), std::string::npos) << out;
+    EXPECT_NE(out.find("entries: []"), std::string::npos) << "a partial dump was left: " << out;
+  };
+  // The dump (4.4 MB) does not fit in 1 MiB: not started, even with no reserve.
+  expect_refused(demo_in_namespace(mount_point, "1m", "true", "0"), "do not fit in the");
+  // It fits in 16 MiB, but would leave less than the default reserve (2 GiB) free.
+  expect_refused(demo_in_namespace(mount_point, "16m", "true", "2147483648"), "dump_min_free_bytes");
+  // It fits, with no reserve asked for, but the filesystem is read-only.
+  expect_refused(demo_in_namespace(mount_point, "16m", "mount -o remount,ro " + mount_point.string(), "0"),
+                 "Read-only file system");
 }
 
 std::string demo_with_spike(bool policy_on) {

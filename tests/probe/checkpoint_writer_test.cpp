@@ -1,6 +1,7 @@
 // The dump writer on its own: a complete directory appears only under its final name, a write
 // that fails half-way (file size limit standing in for a full disk) leaves nothing behind,
-// names never collide, labels cannot escape the dump directory.
+// names never collide, labels cannot escape the dump directory, a dump that would leave the
+// disk too full is not started.
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
@@ -113,6 +114,25 @@ TEST(CheckpointWriter, AWriteFailingHalfWayLeavesNoFileAndSaysWhy) {
   EXPECT_NE(r.error.find("too large"), std::string::npos) << r.error;
   EXPECT_EQ(r.bytes, 0);
   EXPECT_TRUE(entries(tmp.path()).empty()) << "a partial dump was left behind";
+}
+
+// The free space a job must leave is checked against the filesystem as it is: a job that
+// would leave less is not started, and one that leaves enough is written.
+TEST(CheckpointWriter, AJobThatWouldLeaveTooLittleFreeIsNotStarted) {
+  keel::test::TempDir tmp("dump-reserve");
+  const auto available = static_cast<int64_t>(fs::space(tmp.path()).available);
+  CheckpointJob job = job_in(tmp.path(), "step-12-command", 1 << 20);
+  job.min_free_bytes = available;   // the job's own megabyte takes it below
+  const CheckpointResult refused = write_checkpoint(job);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.error.find("dump_min_free_bytes"), std::string::npos) << refused.error;
+  EXPECT_EQ(refused.bytes, 0);
+  EXPECT_TRUE(entries(tmp.path()).empty()) << "nothing may be written for a refused dump";
+
+  job.min_free_bytes = available / 2;
+  const CheckpointResult written = write_checkpoint(job);
+  EXPECT_TRUE(written.ok) << written.error;
+  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-12-command"});
 }
 
 TEST(CheckpointWriter, ADumpDirectoryThatCannotBeCreatedIsAnError) {

@@ -383,6 +383,53 @@ TEST(Commands, DescribeResendsTheRunDescription) {
   EXPECT_TRUE(run_arrives(2000)) << "describe did not re-send the run description";
 }
 
+// A burst of describe and policy commands is answered one by one, but the description goes
+// out once per step that took any: a client cannot fill the publisher's queue (and drop step
+// records) with copies of it.
+TEST(Commands, ABurstOfDescribesSendsOneDescriptionPerStep) {
+  Rig rig;
+  zmq::context_t context{1};
+  zmq::socket_t sub{context, zmq::socket_type::sub};
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "run");
+  sub.connect(rig.probe.bound_endpoint());
+  auto runs_arriving = [&](int timeout_ms) {
+    int runs = 0;
+    zmq::pollitem_t item{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0};
+    while (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) > 0) {
+      zmq::message_t frame;
+      while (sub.recv(frame, zmq::recv_flags::dontwait)) {
+        if (!frame.more()) ++runs;
+      }
+    }
+    return runs;
+  };
+  ASSERT_GT(runs_arriving(2000), 0) << "the description sent to a new subscriber";
+  Client client(rig.probe.bound_command_endpoint());
+  constexpr int kSent = 40;
+  for (int i = 0; i < kSent; ++i) {
+    Command c = command(200 + i, i % 2 ? "describe" : "policy");
+    c.policy = "skip_spike";
+    c.enable = i % 4 == 0;
+    client.send(c);
+  }
+  int answered = 0;
+  int steps = 0;
+  while (answered < kSent && steps < 200) {
+    rig.step();
+    ++steps;
+    while (auto ack = client.receive(50)) {
+      EXPECT_TRUE(ack->ok) << ack->error;
+      ++answered;
+    }
+  }
+  ASSERT_EQ(answered, kSent);
+  const int runs = runs_arriving(500);
+  EXPECT_GE(runs, 1);
+  EXPECT_LE(runs, steps) << kSent << " commands in " << steps << " steps";
+  EXPECT_EQ(rig.probe.last_record().dropped, 0u);
+}
+
 TEST(Commands, CommandSocketIsOnTheNextPortAndAbsentWithoutTelemetry) {
   TwoLayer net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));

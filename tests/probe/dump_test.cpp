@@ -133,6 +133,30 @@ TEST(Dump, CommandedDumpsAreRateLimited) {
   EXPECT_EQ(entries(tmp.path()).size(), 1u);
 }
 
+// Dumps stop at dump_max_count, whoever asks: the next command is refused with the reason,
+// nothing more is written, and training goes on.
+TEST(Dump, DumpsStopAtTheirCountAndTrainingGoesOn) {
+  TempDir tmp("dump-count");
+  keel::probe::ProbeOptions options = dumping_into(tmp.path());
+  options.dump_min_interval_secs = 0;
+  options.dump_max_count = 2;
+  Rig rig(options);
+  rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  for (uint64_t id = 1; id <= 2; ++id) {
+    client.send(command(id, "dump"));
+    const Ack ack = rig.step_until_ack(client);
+    ASSERT_TRUE(ack.ok) << "dump " << id << ": " << ack.error;
+  }
+  client.send(command(3, "dump"));
+  const Ack third = rig.step_until_ack(client);
+  EXPECT_FALSE(third.ok);
+  EXPECT_EQ(third.step, -1);
+  EXPECT_NE(third.error.find("dump_max_count"), std::string::npos) << third.error;
+  EXPECT_EQ(entries(tmp.path()).size(), 2u);
+  for (const auto& [step, seen] : rig.seen) EXPECT_TRUE(seen.outcome.applied) << "step " << step;
+}
+
 TEST(Dump, AnInjectedNanDumpsExactlyOnce) {
   TempDir tmp("dump-nan");
   Rig rig(dumping_into(tmp.path()));   // dump_nonfinite_every: 1000 steps

@@ -105,6 +105,13 @@ struct ProbeOptions {
   std::string dump_dir = "keel-dumps";
   // Dumps asked for by command: at most one per this many seconds (and one at a time).
   double dump_min_interval_secs = 5.0;
+  // Every dump, the policy's and the commands' together, is refused (an event and an error
+  // ack, training unchanged) once this probe has written this many, or when it would leave
+  // less than dump_min_free_bytes free on the dump directory's filesystem: a run that blows up
+  // again and again, or a dashboard asking every few seconds, cannot fill the disk the job
+  // writes its own checkpoints to. A dump is about the size of the model and optimizer state.
+  int64_t dump_max_count = 32;
+  int64_t dump_min_free_bytes = int64_t{2} << 30;   // 2 GiB
   // update_ratio of a layer off the CPU whose optimizer keeps no rule to rebuild its update
   // (any but AdamW, Adam and SGD, docs/DESIGN.md §8) takes a copy of the weights on their
   // device, as large as they are. Off by default: such a run reports no update_ratio. The CPU
