@@ -52,6 +52,7 @@ bool GradScaler::settle_device_update() {
   found_inf_ = device_found_inf_;
   if (found_inf_) ++skipped_total_;
   unscaled_ = false;
+  probe_failed_last_ = false;   // the device measured this step: the probe did not fail it
   return device_found_inf_;
 }
 
@@ -103,6 +104,11 @@ void GradScaler::mark_unscaled(bool found_inf) {
   found_inf_ = found_inf;
 }
 
+void GradScaler::mark_probe_failed() {
+  mark_unscaled(/*found_inf=*/true);
+  probe_failed_ = true;
+}
+
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   if (!options_.enabled) {
     optimizer.step();
@@ -120,7 +126,9 @@ void GradScaler::update() {
   // double factor, in double, rounded to float32 (the same value for 2 and 0.5; for other
   // factors a float32 product would differ by an ulp in about a third of the steps).
   if (found_inf_) {
-    scale_ = static_cast<float>(static_cast<double>(scale_) * options_.backoff_factor);
+    if (!(probe_failed_ && probe_failed_last_)) {
+      scale_ = static_cast<float>(static_cast<double>(scale_) * options_.backoff_factor);
+    }
     growth_tracker_ = 0;
     ++skipped_total_;
   } else {
@@ -142,6 +150,8 @@ void GradScaler::update() {
     device_growth_tracker_.fill_(growth_tracker_);
   }
   unscaled_ = false;
+  probe_failed_last_ = probe_failed_;
+  probe_failed_ = false;
 }
 
 }  // namespace keel::probe

@@ -245,7 +245,7 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     outcome.nonfinite_cause = health_.cause();
     if (scaler_active) {
       if (unscale_here) scaler_->mark_unscaled(outcome.nonfinite_layers > 0);
-      if (scaler_out_of_step_) scaler_->mark_unscaled(/*found_inf=*/true);   // probe_impl.hpp
+      if (scaler_out_of_step_) scaler_->mark_probe_failed();   // probe_impl.hpp
       scaler_out_of_step_ = false;
       r.scaler_found_inf = scaler_->found_inf();
     }
@@ -279,7 +279,7 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     health_ = StepHealth{};
     spike_verdict_ = SpikeVerdict{};
     if (scaler_ && scaler_->enabled()) {
-      scaler_->mark_unscaled(/*found_inf=*/true);
+      scaler_->mark_probe_failed();
       scaler_out_of_step_ = false;
       r.scaler_found_inf = true;
     }

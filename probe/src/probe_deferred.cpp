@@ -146,7 +146,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
       }
     } else if (p.scaler) {
       // The host's overflow update also overwrites whatever the device's had begun.
-      p.scaler->mark_unscaled(/*found_inf=*/true);
+      p.scaler->mark_probe_failed();
       p.scaler->update();
       if (!stepped) {
         outcome.applied = false;
@@ -228,9 +228,12 @@ void Probe::Impl::settle_pending() {
       lose_update_metrics(r, e);
     }
     // The dump of a blown-up step, a step late: the device skipped its update, so the
-    // weights and the optimizer state are still the ones its gradients were computed on.
+    // weights and the optimizer state are still the ones its gradients were computed on. An
+    // update that was applied (the dump policy turned on by a command after this step was
+    // enqueued with the skip off) has moved them: no dump of this step, which would hold the
+    // state after it under its name.
     // A dump asked for by command waits for the step that takes it (it holds that step's state).
-    dump_if_due(Reduction{}, /*take_requested=*/false);
+    if (!outcome.applied) dump_if_due(Reduction{}, /*take_requested=*/false);
   } catch (const std::exception& e) {
     r.stats_ok = false;
     r.lost_mask = p.plan.mask;

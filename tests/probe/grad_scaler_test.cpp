@@ -134,6 +134,36 @@ TEST(GradScaler, GrowthStopsAtFloatMax) {
   EXPECT_EQ(scaler.scale_value(), 2e38f);
 }
 
+// Steps the probe failed are overflows to the scaler, but a run of them backs off once; an
+// overflow of the gradients themselves always backs off, failures or not around it.
+TEST(GradScaler, ARunOfProbeFailuresBacksOffOnce) {
+  keel::probe::GradScaler scaler;
+  const float s = scaler.scale_value();
+  auto fail = [&] {
+    scaler.mark_probe_failed();
+    scaler.update();
+  };
+  auto step = [&](bool found_inf) {
+    scaler.mark_unscaled(found_inf);
+    scaler.update();
+  };
+  fail();
+  EXPECT_EQ(scaler.scale_value(), s / 2);
+  fail();
+  fail();
+  EXPECT_EQ(scaler.scale_value(), s / 2) << "held while the probe keeps failing";
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  EXPECT_EQ(scaler.skipped_total(), 3);
+  step(/*found_inf=*/true);
+  EXPECT_EQ(scaler.scale_value(), s / 4) << "a real overflow backs off";
+  fail();
+  EXPECT_EQ(scaler.scale_value(), s / 8) << "a new run of failures backs off once again";
+  step(/*found_inf=*/false);
+  fail();
+  EXPECT_EQ(scaler.scale_value(), s / 16);
+  EXPECT_EQ(scaler.skipped_total(), 6);
+}
+
 TEST(GradScaler, UnscalesGradientsAndSkipsOverflowedUpdates) {
   torch::manual_seed(0);
   torch::nn::Linear net(3, 2);

@@ -1,7 +1,7 @@
 // A failure inside the probe (issue 12, item 1): it must never change training for the worse.
 // Without a loss scaler the update is applied as libtorch would; with one the gradients may
 // still be scaled (or half unscaled), so the step ends as the scaler's overflow: skipped, the
-// scale backed off. Either way the failure is counted on the wire (StepRecord::probe_errors)
+// scale backed off (once for a run of failures, not at every step). Either way the failure is counted on the wire (StepRecord::probe_errors)
 // and told as a "probe_error" event with what went wrong, and the step still has its record.
 // The failure here is a layer on the meta device: it has no data, so reading any reduction of
 // it throws, and no fix to the probe can make it readable.
@@ -94,6 +94,24 @@ TEST(ProbeFailure, WithAScalerTheStepEndsAsAnOverflow) {
       EXPECT_NE(e.detail.find("skipped as an overflow"), std::string::npos) << e.detail;
     }
   }
+}
+
+// A probe that fails at every step skips every step, but backs the scale off only once: 200
+// halvings would take the scale to zero, and training would stay dead after keel recovered.
+TEST(ProbeFailure, AProbeThatKeepsFailingBacksTheScaleOffOnce) {
+  HalfReadable net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, quiet());
+  keel::probe::GradScaler scaler;
+  probe.use_scaler(&scaler);
+  const float scale = scaler.scale_value();
+  for (int step = 0; step < 200; ++step) {
+    set_grads(net, scaler.scale_value());
+    ASSERT_FALSE(probe.step(torch::tensor(2.0)).applied) << "step " << step;
+  }
+  EXPECT_EQ(scaler.scale_value(), scale / 2);
+  EXPECT_EQ(scaler.skipped_total(), 200);
+  EXPECT_EQ(probe.last_record().probe_errors, 200u);
 }
 
 // The user's optimizer failing is not the probe's failure: its exception reaches the caller.

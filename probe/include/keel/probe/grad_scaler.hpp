@@ -54,7 +54,15 @@ class GradScaler {
   bool unscaled() const { return unscaled_; }
   // The step was abandoned before update() (its optimizer threw): the next unscale is the next
   // step's, by the scale as it stands.
-  void rearm() { unscaled_ = false; }
+  void rearm() {
+    unscaled_ = false;
+    probe_failed_ = false;
+  }
+  // The probe could not measure this step (its own failure, not the gradients'): the step is
+  // skipped as an overflow. Only the first of a run of such steps backs the scale off; the
+  // ones after it keep the scale (the growth tracker still restarts), so a probe that keeps
+  // failing cannot halve the scale down to zero and leave training dead when it recovers.
+  void mark_probe_failed();
 
   // Whether scale() keeps the scale on this CUDA device (it has scaled a loss there).
   bool on_device(const torch::Device& device) const;
@@ -83,6 +91,8 @@ class GradScaler {
   int32_t growth_tracker_ = 0;
   bool found_inf_ = false;
   bool unscaled_ = false;
+  bool probe_failed_ = false;        // this step ends as mark_probe_failed()
+  bool probe_failed_last_ = false;   // and so did the step before it
   int64_t skipped_total_ = 0;
   // On a CUDA device once scale() saw a loss there: the scale and growth tracker (zero-dim),
   // and the pinned host copies the deferred update is read back through.
