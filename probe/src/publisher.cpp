@@ -26,10 +26,10 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
     : options_(std::move(options)),
       socket_(std::make_unique<Socket>()),
       ring_(std::max<size_t>(options_.queue_capacity, 1)),
-      description_(std::move(description)) {
+      sent_description_(std::move(description)) {
   // Records published before any change are of these layers (the seq of a description a
   // subscriber is sent is its own; this copy has none: 0).
-  layout_before_history_ = std::make_shared<const std::vector<char>>(wire::encode(description_));
+  layout_before_history_ = std::make_shared<const std::vector<char>>(wire::encode(sent_description_));
   try {
     open_socket(options_.endpoint);
     bound_endpoint_ = socket_->socket.get(zmq::sockopt::last_endpoint);
@@ -66,13 +66,17 @@ Publisher::~Publisher() {
 
 template <class T>
 bool Publisher::enqueue(const T& message) {
+  if (try_enqueue(message)) return true;
+  // Its sequence number is still consumed (by the publisher thread, in send order), so
+  // subscribers see the gap as well as the count.
+  ring_dropped_.fetch_add(1, std::memory_order_release);
+  return false;
+}
+
+template <class T>
+bool Publisher::try_enqueue(const T& message) {
   const uint64_t head = head_.load(std::memory_order_relaxed);
-  if (head - tail_.load(std::memory_order_acquire) >= ring_.size()) {
-    // Its sequence number is still consumed (by the publisher thread, in send order), so
-    // subscribers see the gap as well as the count.
-    ring_dropped_.fetch_add(1, std::memory_order_release);
-    return false;
-  }
+  if (head - tail_.load(std::memory_order_acquire) >= ring_.size()) return false;
   auto& slot = ring_[head % ring_.size()];
   if (auto* same = std::get_if<T>(&slot)) {
     *same = message;   // reuses the slot's buffers: no allocation in steady state
@@ -92,15 +96,27 @@ uint64_t Publisher::take_seq() {
   return next_seq_++;
 }
 
-void Publisher::publish(const wire::StepRecord& record) { enqueue(record); }
-void Publisher::publish(const wire::Event& event) { enqueue(event); }
+template <class T>
+void Publisher::publish_in_order(const T& message) {
+  if (owed_description_) {
+    if (!try_enqueue(*owed_description_)) {
+      // The message belongs after the description: it is lost rather than read with the
+      // layers of the one before.
+      ring_dropped_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    owed_description_.reset();
+  }
+  enqueue(message);
+}
+
+void Publisher::publish(const wire::StepRecord& record) { publish_in_order(record); }
+void Publisher::publish(const wire::Event& event) { publish_in_order(event); }
 
 void Publisher::describe(const wire::RunDescription& description) {
-  {
-    std::lock_guard<std::mutex> lock(description_mutex_);
-    description_ = description;
-  }
-  if (!enqueue(description)) description_changed_.store(true);
+  // An older one still owed is replaced: no message was queued after it.
+  owed_description_.reset();
+  if (!try_enqueue(description)) owed_description_ = description;
 }
 
 std::vector<KeptMessage> Publisher::history() const {
@@ -155,16 +171,10 @@ bool Publisher::send(const char* topic, const std::vector<char>& payload) {
   }
 }
 
-void Publisher::send_description(bool changed) {
-  wire::RunDescription description;
-  {
-    std::lock_guard<std::mutex> lock(description_mutex_);
-    description = description_;
-  }
-  description.seq = take_seq();
-  wire::encode(description, scratch_);
+void Publisher::send_description() {
+  sent_description_.seq = take_seq();
+  wire::encode(sent_description_, scratch_);
   if (!send(wire::kTopicRun, scratch_)) send_dropped_.fetch_add(1, std::memory_order_relaxed);
-  if (changed && options_.history_steps > 0) keep_in_history(wire::kTopicRun, scratch_);
 }
 
 void Publisher::drain() {
@@ -174,6 +184,7 @@ void Publisher::drain() {
     auto& slot = ring_[tail % ring_.size()];
     std::visit([this](auto& message) { message.seq = take_seq(); }, slot);
     if (auto* record = std::get_if<wire::StepRecord>(&slot)) record->dropped = dropped();
+    if (const auto* description = std::get_if<wire::RunDescription>(&slot)) sent_description_ = *description;
     wire::encode(slot, scratch_);
     if (!send(wire::topic_of(slot), scratch_)) send_dropped_.fetch_add(1, std::memory_order_relaxed);
     // Events are kept only beside a step ring: history requests are served only then.
@@ -248,9 +259,8 @@ void Publisher::run() {
       if (!bound_) std::this_thread::sleep_for(kPollInterval);
     }
     const auto now = std::chrono::steady_clock::now();
-    const bool changed = description_changed_.exchange(false);
-    if (new_subscriber || changed || now >= next_describe) {
-      send_description(changed);
+    if (new_subscriber || now >= next_describe) {
+      send_description();
       next_describe = now + options_.describe_interval;
     }
     drain();

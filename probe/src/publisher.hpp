@@ -22,6 +22,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,7 +62,8 @@ class Publisher {
   void publish(const wire::Event& event);
   // Replaces the run description (a new watched tensor, the model's new layers) and queues it
   // in order with the records: a subscriber reads it before any record published after this
-  // call. Where the ring is full it goes out on the thread's next turn instead.
+  // call. Where the ring is full it is owed: the next publish() queues it first, and a record
+  // that cannot follow it is dropped (counted) rather than sent under the old layers.
   void describe(const wire::RunDescription& description);
 
   // Messages lost before any subscriber could have them: refused by the full ring, or not
@@ -86,6 +88,13 @@ class Publisher {
   // False when the ring was full (the message is dropped and counted).
   template <class T>
   bool enqueue(const T& message);
+  // The same, without counting a refusal.
+  template <class T>
+  bool try_enqueue(const T& message);
+  // Queues a record or event behind the owed description, if any; dropped (and counted) when
+  // either does not fit.
+  template <class T>
+  void publish_in_order(const T& message);
   void run();
   // Creates, configures and binds the XPUB socket (throws zmq::error_t).
   void open_socket(const std::string& endpoint);
@@ -94,8 +103,8 @@ class Publisher {
   // Replaces the socket by a fresh one on the same address, dropping every connection.
   void reset_connections();
   void drain();
-  // `changed`: a new description the ring could not take, kept in the history like one it did.
-  void send_description(bool changed);
+  // Sends sent_description_ again (a new subscriber, the periodic re-send).
+  void send_description();
   // The next sequence number, after those of records the ring refused (publisher thread).
   uint64_t take_seq();
   bool send(const char* topic, const std::vector<char>& payload);
@@ -120,9 +129,11 @@ class Publisher {
   int64_t live_subscriptions_ = 0;
   bool bound_ = false;
 
-  std::mutex description_mutex_;
-  wire::RunDescription description_;
-  std::atomic<bool> description_changed_{false};   // one the ring refused: send it next turn
+  // Training thread only: a description the full ring refused, queued before the next message.
+  std::optional<wire::RunDescription> owed_description_;
+  // Publisher thread only: the description the messages sent so far were published under,
+  // which is what a re-send repeats (never one still waiting behind records in the ring).
+  wire::RunDescription sent_description_;
 
   // Keeps a published step record or description for history() (publisher thread).
   void keep_in_history(const char* topic, const std::vector<char>& payload);

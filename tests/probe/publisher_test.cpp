@@ -145,6 +145,7 @@ namespace {
 struct Received {
   std::string topic;
   uint64_t seq = 0;
+  size_t layers = 0;   // a record's layer_count, a description's layers
 };
 
 std::vector<Received> receive_until_quiet(zmq::socket_t& socket, std::chrono::milliseconds quiet) {
@@ -156,7 +157,12 @@ std::vector<Received> receive_until_quiet(zmq::socket_t& socket, std::chrono::mi
     const auto decoded = keel::wire::decode(payload.data(), payload.size());
     if (!decoded.ok) continue;
     const uint64_t seq = std::visit([](const auto& m) { return m.seq; }, decoded.message);
-    out.push_back({topic.to_string(), seq});
+    size_t layers = 0;
+    if (const auto* record = std::get_if<keel::wire::StepRecord>(&decoded.message)) layers = record->layer_count;
+    if (const auto* description = std::get_if<keel::wire::RunDescription>(&decoded.message)) {
+      layers = description->layers.size();
+    }
+    out.push_back({topic.to_string(), seq, layers});
   }
   return out;
 }
@@ -266,6 +272,64 @@ TEST(PublisherSeq, RecordsDroppedFromAFullRingShowAsGapsOfTheSameCount) {
   EXPECT_EQ(t.rewinds, 0u);
   EXPECT_EQ(t.missing, publisher.dropped());
   EXPECT_EQ(steps + publisher.dropped(), size_t(kSteps + 1));
+}
+
+// Every record is read with the layers of the description it was published under (PROTOCOL
+// §3.2), even when the ring is too full to take a new description, and whatever the thread
+// re-sends meanwhile (to new subscribers, every describe_interval): the model here changes
+// between one and two layers every 25 records, into a 4-slot ring that refuses most of them.
+TEST(PublisherSeq, EveryRecordFollowsTheDescriptionOfItsOwnLayers) {
+  keel::probe::PublisherOptions options = SeqRig::options(4);
+  options.describe_interval = std::chrono::milliseconds(1);
+  keel::probe::Publisher publisher(options, SeqRig::described("layers-order-test"));
+  zmq::context_t context{1};
+  zmq::socket_t subscriber{context, zmq::socket_type::sub};
+  subscriber.set(zmq::sockopt::linger, 0);
+  subscriber.set(zmq::sockopt::rcvhwm, 0);
+  subscriber.set(zmq::sockopt::subscribe, "");
+  subscriber.connect(publisher.bound_endpoint());
+  ASSERT_TRUE(wait_readable(subscriber)) << "the subscription never went live";
+
+  keel::wire::RunDescription description = SeqRig::described("layers-order-test");
+  keel::wire::StepRecord record;
+  int64_t step = 0;
+  auto publish_under = [&](size_t layers, int records) {
+    record.layer_count = static_cast<uint32_t>(layers);
+    record.layer_values.assign(keel::wire::kLayerMetricCount * layers, 0.5f);
+    for (int i = 0; i < records; ++i) {
+      record.step = step++;
+      publisher.publish(record);
+    }
+  };
+  for (int change = 0; change < 400; ++change) {
+    const size_t layers = change % 2 == 0 ? 2 : 1;
+    description.layers.assign(layers, keel::wire::LayerInfo{});
+    publisher.describe(description);
+    publish_under(layers, 25);
+  }
+  // One more once the ring has drained: the end of the stream (the re-sends never stop).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t last = step;
+  publish_under(record.layer_count, 1);
+
+  size_t described_layers = 0;   // the description the subscriber first got: no layers
+  size_t records = 0, misread = 0;
+  bool ended = false;
+  zmq::message_t topic, payload;
+  subscriber.set(zmq::sockopt::rcvtimeo, 5000);
+  while (!ended && subscriber.recv(topic) && subscriber.recv(payload)) {
+    const auto decoded = keel::wire::decode(payload.data(), payload.size());
+    ASSERT_TRUE(decoded.ok) << decoded.error;
+    if (const auto* d = std::get_if<keel::wire::RunDescription>(&decoded.message)) described_layers = d->layers.size();
+    const auto* r = std::get_if<keel::wire::StepRecord>(&decoded.message);
+    if (r == nullptr) continue;
+    ++records;
+    misread += r->layer_count != described_layers;
+    ended = r->step == last;
+  }
+  ASSERT_TRUE(ended) << "the last record never arrived";
+  ASSERT_GT(publisher.dropped(), 0u) << "a 4-slot ring kept up: nothing tested";
+  EXPECT_EQ(misread, 0u) << "of " << records << " records, under a description of other layers";
 }
 
 }  // namespace
