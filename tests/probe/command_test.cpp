@@ -356,31 +356,43 @@ TEST(Commands, HistoryAnswerCarriesTheEventsTheProbeKeeps) {
   }
 }
 
+// A subscriber to the probe's run descriptions only.
+class DescriptionListener {
+ public:
+  explicit DescriptionListener(const std::string& endpoint) {
+    sub_.set(zmq::sockopt::linger, 0);
+    sub_.set(zmq::sockopt::subscribe, "run");
+    sub_.connect(endpoint);
+  }
+  // The descriptions that arrive until none has for `quiet_ms`.
+  int count_until_quiet(int quiet_ms) {
+    int runs = 0;
+    zmq::pollitem_t item{static_cast<void*>(sub_), 0, ZMQ_POLLIN, 0};
+    while (zmq::poll(&item, 1, std::chrono::milliseconds(quiet_ms)) > 0) {
+      zmq::message_t frame;
+      while (sub_.recv(frame, zmq::recv_flags::dontwait)) {
+        if (!frame.more()) ++runs;
+      }
+    }
+    return runs;
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t sub_{context_, zmq::socket_type::sub};
+};
+
 TEST(Commands, DescribeResendsTheRunDescription) {
   Rig rig;
-  zmq::context_t context{1};
-  zmq::socket_t sub{context, zmq::socket_type::sub};
-  sub.set(zmq::sockopt::linger, 0);
-  sub.set(zmq::sockopt::subscribe, "run");
-  sub.connect(rig.probe.bound_endpoint());
-  auto run_arrives = [&](int timeout_ms) {
-    zmq::pollitem_t item{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return false;
-    zmq::message_t frame;
-    while (sub.recv(frame, zmq::recv_flags::dontwait)) {
-    }
-    return true;
-  };
-  ASSERT_TRUE(run_arrives(2000)) << "the description sent to a new subscriber";
-  // The publisher's start-up description may trail the subscriber's; after that, with a 60 s
-  // interval, only the describe command can send another.
-  while (run_arrives(300)) {
-  }
+  DescriptionListener listener(rig.probe.bound_endpoint());
+  // The description sent to a new subscriber, and the publisher's start-up one, which may trail
+  // it; after that, with a 60 s interval, only the describe command can send another.
+  ASSERT_GT(listener.count_until_quiet(2000), 0) << "the description sent to a new subscriber";
   Client client(rig.probe.bound_command_endpoint());
   client.send(command(9, "describe"));
   const Ack ack = rig.step_until_ack(client);
   ASSERT_TRUE(ack.ok) << ack.error;
-  EXPECT_TRUE(run_arrives(2000)) << "describe did not re-send the run description";
+  EXPECT_GT(listener.count_until_quiet(2000), 0) << "describe did not re-send the run description";
 }
 
 // A burst of describe and policy commands is answered one by one, but the description goes
@@ -388,23 +400,8 @@ TEST(Commands, DescribeResendsTheRunDescription) {
 // records) with copies of it.
 TEST(Commands, ABurstOfDescribesSendsOneDescriptionPerStep) {
   Rig rig;
-  zmq::context_t context{1};
-  zmq::socket_t sub{context, zmq::socket_type::sub};
-  sub.set(zmq::sockopt::linger, 0);
-  sub.set(zmq::sockopt::subscribe, "run");
-  sub.connect(rig.probe.bound_endpoint());
-  auto runs_arriving = [&](int timeout_ms) {
-    int runs = 0;
-    zmq::pollitem_t item{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0};
-    while (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) > 0) {
-      zmq::message_t frame;
-      while (sub.recv(frame, zmq::recv_flags::dontwait)) {
-        if (!frame.more()) ++runs;
-      }
-    }
-    return runs;
-  };
-  ASSERT_GT(runs_arriving(2000), 0) << "the description sent to a new subscriber";
+  DescriptionListener listener(rig.probe.bound_endpoint());
+  ASSERT_GT(listener.count_until_quiet(2000), 0) << "the description sent to a new subscriber";
   Client client(rig.probe.bound_command_endpoint());
   constexpr int kSent = 40;
   for (int i = 0; i < kSent; ++i) {
@@ -424,7 +421,7 @@ TEST(Commands, ABurstOfDescribesSendsOneDescriptionPerStep) {
     }
   }
   ASSERT_EQ(answered, kSent);
-  const int runs = runs_arriving(500);
+  const int runs = listener.count_until_quiet(500);
   EXPECT_GE(runs, 1);
   EXPECT_LE(runs, steps) << kSent << " commands in " << steps << " steps";
   EXPECT_EQ(rig.probe.last_record().dropped, 0u);
