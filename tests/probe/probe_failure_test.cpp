@@ -68,12 +68,18 @@ TEST(ProbeFailure, WithoutAScalerTheUpdateIsAppliedAndTheFailureIsPublished) {
   EXPECT_EQ(probe.last_record().probe_errors, 2u) << "cumulative";
 }
 
-TEST(ProbeFailure, WithAScalerTheStepEndsAsAnOverflow) {
+// The half-readable net, stepped by SGD through a probe with a loss scaler: every step fails.
+struct FailingWithScaler {
+  FailingWithScaler() { probe.use_scaler(&scaler); }
   HalfReadable net;
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
-  keel::probe::Probe probe(*net, opt, quiet());
+  torch::optim::SGD opt{net->parameters(), torch::optim::SGDOptions(0.1)};
+  keel::probe::Probe probe{*net, opt, quiet()};
   keel::probe::GradScaler scaler;
-  probe.use_scaler(&scaler);
+};
+
+TEST(ProbeFailure, WithAScalerTheStepEndsAsAnOverflow) {
+  FailingWithScaler rig;
+  auto& [net, opt, probe, scaler] = rig;
   const float scale = scaler.scale_value();
   const auto before = net->fc->weight.detach().clone();
   set_grads(net, scale);
@@ -99,11 +105,8 @@ TEST(ProbeFailure, WithAScalerTheStepEndsAsAnOverflow) {
 // A probe that fails at every step skips every step, but backs the scale off only once: 200
 // halvings would take the scale to zero, and training would stay dead after keel recovered.
 TEST(ProbeFailure, AProbeThatKeepsFailingBacksTheScaleOffOnce) {
-  HalfReadable net;
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
-  keel::probe::Probe probe(*net, opt, quiet());
-  keel::probe::GradScaler scaler;
-  probe.use_scaler(&scaler);
+  FailingWithScaler rig;
+  auto& [net, opt, probe, scaler] = rig;
   const float scale = scaler.scale_value();
   for (int step = 0; step < 200; ++step) {
     set_grads(net, scaler.scale_value());
