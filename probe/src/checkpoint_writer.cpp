@@ -171,16 +171,22 @@ void CheckpointWriter::finish() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool CheckpointWriter::busy() const {
+bool CheckpointWriter::accepts(Admission admission) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return job_.has_value() || writing_;
+  return accepts_locked(admission);
 }
 
-bool CheckpointWriter::submit(CheckpointJob job) {
+bool CheckpointWriter::accepts_locked(Admission admission) const {
+  const size_t ahead = queue_.size() + (writing_ ? 1 : 0);
+  const size_t may_be_ahead = admission == Admission::kBehindOne ? 1 : 0;
+  return !stop_ && ahead <= may_be_ahead;
+}
+
+bool CheckpointWriter::submit(CheckpointJob job, Admission admission) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stop_ || job_.has_value() || writing_) return false;
-    job_ = std::move(job);
+    if (!accepts_locked(admission)) return false;
+    queue_.push_back(std::move(job));
   }
   wake_.notify_all();
   return true;
@@ -199,10 +205,10 @@ bool CheckpointWriter::poll(std::vector<CheckpointResult>& out) {
 void CheckpointWriter::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    wake_.wait(lock, [this] { return stop_ || job_.has_value(); });
-    if (!job_) return;   // stopping with nothing to write
-    CheckpointJob job = std::move(*job_);
-    job_.reset();
+    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;   // stopping with nothing left to write
+    CheckpointJob job = std::move(queue_.front());
+    queue_.pop_front();
     writing_ = true;
     lock.unlock();
     CheckpointResult result;
@@ -214,8 +220,8 @@ void CheckpointWriter::run() {
       result.step = job.step;
       result.error = std::string("dump failed: ") + e.what();
     }
-    // Not busy any more before the ack goes out: a client that asks for the next dump as
-    // soon as it has the ack must meet the rate limit, not "still being written".
+    // No longer counted ahead of a submission before the ack goes out: a client that asks for
+    // the next dump as soon as it has the ack must meet the rate limit, not "still being written".
     lock.lock();
     writing_ = false;
     done_.push_back(result);

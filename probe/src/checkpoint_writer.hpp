@@ -20,7 +20,6 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,28 +64,37 @@ std::string sanitize_label(const std::string& label);
 class CheckpointWriter {
  public:
   CheckpointWriter();
-  // Finishes the dump in flight: the user asked for it and the bytes are already in memory.
+  // Finishes the dumps in flight: the user asked for them and the bytes are already in memory.
   ~CheckpointWriter();
-  // The same, without destroying: the queued or running job is written and the thread ends;
-  // its result is still there for poll(). submit() refuses after it.
+  // The same, without destroying: the queued and running jobs are written and the thread
+  // ends; their results are still there for poll(). submit() refuses after it.
   void finish();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // True while a job is queued or being written: one dump at a time bounds the memory a
-  // burst of dump requests can take.
-  bool busy() const;
-  // Queues the job; false (and nothing queued) when busy.
-  bool submit(CheckpointJob job);
+  // How many jobs a submission may find ahead of it. The writer never holds more than two,
+  // which bounds the memory a burst of dump requests can take: a dump asked for by a command
+  // waits for none, and the automatic dump at a blow-up's first step may wait behind one (the
+  // state before the blow-up is what keel exists to keep; a command dump still being written
+  // must not cost it).
+  enum class Admission { kWhenIdle, kBehindOne };
+
+  // Whether submit(job, admission) would queue a job now (the caller skips capturing one
+  // that would be refused).
+  bool accepts(Admission admission) const;
+  // Queues the job; false (and nothing queued) when more jobs are ahead than `admission`
+  // allows, or after finish().
+  bool submit(CheckpointJob job, Admission admission = Admission::kWhenIdle);
   // Moves finished results into `out` (cleared first); false when none.
   bool poll(std::vector<CheckpointResult>& out);
 
  private:
   void run();
+  bool accepts_locked(Admission admission) const;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::optional<CheckpointJob> job_;
+  std::deque<CheckpointJob> queue_;   // waiting, oldest first; not the one being written
   bool writing_ = false;
   bool stop_ = false;
   std::deque<CheckpointResult> done_;

@@ -73,7 +73,7 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
       ack.error = "a dump is already requested at step " + std::to_string(step_);
       return ack;
     }
-    if (dumps_->busy()) {
+    if (!dumps_->accepts(CheckpointWriter::Admission::kWhenIdle)) {
       ack.error = "a dump is still being written; ask again once its acknowledgement arrives";
       return ack;
     }
@@ -156,8 +156,11 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
     commands->reply(ticket, ack);
   };
   job.min_free_bytes = options_.dump_min_free_bytes;
+  // The automatic dump at a blow-up's first step waits behind a dump still being written
+  // rather than being lost: its state cannot be taken again later.
+  const auto admission = request ? CheckpointWriter::Admission::kWhenIdle : CheckpointWriter::Admission::kBehindOne;
   std::string error = dump_refusal();
-  if (error.empty() && dumps_->busy()) error = "a dump is still being written";
+  if (error.empty() && !dumps_->accepts(admission)) error = "a dump is still being written";
   if (error.empty()) {
     try {
       const auto telemetry = publisher_ ? publisher_->history() : std::vector<KeptMessage>{};
@@ -166,7 +169,10 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
       error = std::string("cannot serialise the model or optimizer: ") + e.what();
     }
   }
-  if (error.empty() && dumps_->submit(job)) return;
+  if (error.empty() && dumps_->submit(job, admission)) {
+    ++dumps_taken_;
+    return;
+  }
   if (error.empty()) error = "a dump is still being written";
   add_event("dump_failed", "", "dump (" + reason + ") at step " + std::to_string(record_step_) + " not taken: " + error);
   CheckpointResult failed;
@@ -177,8 +183,8 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
 }
 
 std::string Probe::Impl::dump_refusal() const {
-  if (dumps_written_ < options_.dump_max_count) return "";
-  return "this probe has written the " + std::to_string(options_.dump_max_count) +
+  if (dumps_taken_ < options_.dump_max_count) return "";
+  return "this probe has taken the " + std::to_string(options_.dump_max_count) +
          " dumps it may (ProbeOptions::dump_max_count)";
 }
 
@@ -186,11 +192,11 @@ void Probe::Impl::report_finished_dumps() {
   if (!dumps_->poll(dump_results_)) return;
   for (const CheckpointResult& r : dump_results_) {
     if (r.ok) {
-      ++dumps_written_;
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.2f", r.write_secs);
       add_event("dump", "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)", r.step);
     } else {
+      --dumps_taken_;
       add_event("dump_failed", "", r.error, r.step);
     }
   }

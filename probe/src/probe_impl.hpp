@@ -108,7 +108,9 @@ class Probe::Impl {
   std::vector<CheckpointResult> dump_results_;        // reused
   std::vector<AuthRefusal> refusals_;                 // reused
   uint64_t next_dump_token_ = 0;
-  int64_t dumps_written_ = 0;   // on disk, as reported by the writer (ProbeOptions::dump_max_count)
+  // On disk or still with the writer, failures not counted (ProbeOptions::dump_max_count):
+  // two dumps in the writer at once must not pass the cap between them.
+  int64_t dumps_taken_ = 0;
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update

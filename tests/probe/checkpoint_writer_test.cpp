@@ -143,7 +143,18 @@ TEST(CheckpointWriter, ADumpDirectoryThatCannotBeCreatedIsAnError) {
   EXPECT_NE(r.error.find("cannot create dump directory"), std::string::npos) << r.error;
 }
 
+// Polls until `count` results are in (or 5 s pass).
+std::vector<CheckpointResult> results(keel::probe::CheckpointWriter& writer, size_t count) {
+  std::vector<CheckpointResult> all, some;
+  for (int i = 0; i < 500 && all.size() < count; ++i) {
+    if (writer.poll(some)) all.insert(all.end(), some.begin(), some.end());
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return all;
+}
+
 TEST(CheckpointWriter, TheThreadWritesOneJobAtATimeAndReportsIt) {
+  using Admission = keel::probe::CheckpointWriter::Admission;
   keel::test::TempDir tmp("dump-thread");
   keel::probe::CheckpointWriter writer;
   std::atomic<int> callbacks{0};
@@ -152,15 +163,47 @@ TEST(CheckpointWriter, TheThreadWritesOneJobAtATimeAndReportsIt) {
     EXPECT_TRUE(r.ok) << r.error;
     ++callbacks;
   };
+  ASSERT_TRUE(writer.accepts(Admission::kWhenIdle));
   ASSERT_TRUE(writer.submit(job));
+  EXPECT_FALSE(writer.accepts(Admission::kWhenIdle));
   EXPECT_FALSE(writer.submit(job_in(tmp.path(), "step-13-command"))) << "a second job while one is in flight";
-  std::vector<CheckpointResult> done;
-  for (int i = 0; i < 500 && !writer.poll(done); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::vector<CheckpointResult> done = results(writer, 1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_TRUE(done[0].ok) << done[0].error;
   EXPECT_EQ(callbacks.load(), 1);
-  EXPECT_FALSE(writer.busy());
+  EXPECT_TRUE(writer.accepts(Admission::kWhenIdle));
   EXPECT_TRUE(writer.submit(job_in(tmp.path(), "step-13-command")));
+}
+
+// The automatic dump at a blow-up's first step waits behind a dump in flight instead of being
+// lost; a third job is refused, so the writer never holds more than two captures.
+TEST(CheckpointWriter, AJobAdmittedBehindOneWaitsForItAndBothAreWritten) {
+  using Admission = keel::probe::CheckpointWriter::Admission;
+  keel::test::TempDir tmp("dump-behind");
+  keel::probe::CheckpointWriter writer;
+  ASSERT_TRUE(writer.submit(job_in(tmp.path(), "step-12-command", 32 << 20)));
+  EXPECT_TRUE(writer.accepts(Admission::kBehindOne));
+  ASSERT_TRUE(writer.submit(job_in(tmp.path(), "step-13-nonfinite"), Admission::kBehindOne));
+  EXPECT_FALSE(writer.accepts(Admission::kBehindOne));
+  EXPECT_FALSE(writer.submit(job_in(tmp.path(), "step-14-nonfinite"), Admission::kBehindOne)) << "a third job";
+  EXPECT_FALSE(writer.submit(job_in(tmp.path(), "step-14-command"))) << "a command dump waits for none";
+  const std::vector<CheckpointResult> done = results(writer, 2);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_TRUE(done[0].ok && done[1].ok) << done[0].error << done[1].error;
+  EXPECT_NE(done[0].path.find("step-12-command"), std::string::npos) << "written in the order given";
+  EXPECT_EQ(entries(tmp.path()), (std::vector<std::string>{"step-12-command", "step-13-nonfinite"}));
+}
+
+// Both jobs a writer holds when it is finished are written: the user asked for them.
+TEST(CheckpointWriter, FinishWritesEveryJobItHolds) {
+  keel::test::TempDir tmp("dump-finish");
+  keel::probe::CheckpointWriter writer;
+  ASSERT_TRUE(writer.submit(job_in(tmp.path(), "step-12-command", 32 << 20)));
+  ASSERT_TRUE(writer.submit(job_in(tmp.path(), "step-13-nonfinite"), keel::probe::CheckpointWriter::Admission::kBehindOne));
+  writer.finish();
+  EXPECT_FALSE(writer.submit(job_in(tmp.path(), "step-14-command"))) << "refused after finish";
+  EXPECT_EQ(results(writer, 2).size(), 2u);
+  EXPECT_EQ(entries(tmp.path()), (std::vector<std::string>{"step-12-command", "step-13-nonfinite"}));
 }
 
 TEST(CheckpointWriter, LabelsAreSanitisedIntoOneHarmlessNameComponent) {

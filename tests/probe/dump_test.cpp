@@ -157,6 +157,47 @@ TEST(Dump, DumpsStopAtTheirCountAndTrainingGoesOn) {
   for (const auto& [step, seen] : rig.seen) EXPECT_TRUE(seen.outcome.applied) << "step " << step;
 }
 
+// A blow-up that starts while a commanded dump is still being written is dumped as well: its
+// dump waits behind the other one, since the state before a blow-up cannot be taken later.
+TEST(Dump, ABlowUpWhileACommandedDumpIsBeingWrittenIsStillDumped) {
+  TempDir tmp("dump-behind");
+  keel::probe::ProbeOptions options = dumping_into(tmp.path());
+  options.dump_min_interval_secs = 0;
+  Rig rig(options);
+  rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  client.send(command(1, "dump"));
+  // Loopback delivers the command well within this; the next step boundary takes it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t commanded = static_cast<int64_t>(rig.seen.size());
+  rig.step();
+  rig.step(/*nan=*/true);   // a few fsyncs take far longer than a step of this model
+  const Ack ack = rig.step_until_ack(client);
+  ASSERT_TRUE(ack.ok) << ack.error;
+  ASSERT_EQ(ack.step, commanded) << "the command was not taken at the step after it was sent";
+  EXPECT_FALSE(rig.seen[commanded + 1].outcome.applied);
+
+  int written = 0;
+  for (int i = 0; i < 300 && written < 2; ++i) {
+    rig.step();
+    for (const auto& e : rig.seen.rbegin()->second.events) {
+      written += e.kind == "dump";
+      EXPECT_NE(e.kind, "dump_failed") << e.detail;
+    }
+  }
+  for (const auto& [step, seen] : rig.seen) {
+    for (const auto& e : seen.events) EXPECT_NE(e.kind, "dump_failed") << "step " << step << ": " << e.detail;
+  }
+  const std::string blown_up = "step-" + std::to_string(commanded + 1) + "-nonfinite";
+  ASSERT_EQ(entries(tmp.path()),
+            (std::vector<std::string>{"step-" + std::to_string(commanded) + "-command", blown_up}));
+  TwoLayer fresh;
+  torch::optim::AdamW fresh_opt(fresh->parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::load(fresh, (tmp.path() / blown_up / "model.pt").string());
+  torch::load(fresh_opt, (tmp.path() / blown_up / "optimizer.pt").string());
+  EXPECT_TRUE(all_identical(keel::test::params_and_adamw_state(*fresh, fresh_opt), rig.seen[commanded + 1].state_before));
+}
+
 TEST(Dump, AnInjectedNanDumpsExactlyOnce) {
   TempDir tmp("dump-nan");
   Rig rig(dumping_into(tmp.path()));   // dump_nonfinite_every: 1000 steps
