@@ -59,6 +59,9 @@ struct UpdateRef {
   int32_t unused = 0;
   UpdateCoefficients coefficients;
 };
+// The tables are re-uploaded only when their bytes change (device_passes.cpp): no unnamed
+// padding, whose bytes are indeterminate.
+static_assert(sizeof(TensorRef) == 24 && sizeof(UpdateRef) == 80, "table rows must have no unnamed padding");
 
 using UpdatePass = MultiTensorPass<UpdateRef, UpdateAccumulator>;
 

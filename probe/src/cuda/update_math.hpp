@@ -41,8 +41,10 @@ struct UpdateCoefficients {
   float lr = 0;            // Linear
   float g_coef = 0;        // Linear: weight of the gradient
   float buf_coef = 0;      // Linear: weight of the momentum buffer
+  int32_t unused = 0;      // named padding: tables of these are compared bytewise
   double decay = 1;        // W_new = W_old * decay - u
 };
+static_assert(sizeof(UpdateCoefficients) == 40, "no unnamed padding: rows are compared with memcmp");
 
 // u for one element; `first`/`second` are m and v (Adam) or the gradient and the momentum
 // buffer (Linear), widened to float.
