@@ -21,12 +21,13 @@ class BackwardOrder {
   // Registers one hook per parameter that requires grad.
   explicit BackwardOrder(const std::vector<torch::Tensor>& params) { track(params); }
   // Removes the hooks it registered, and only those (a parameter unfrozen since has none).
-  ~BackwardOrder() { remove_hooks(); }
+  ~BackwardOrder() { remove_hooks(now_); }
   BackwardOrder(const BackwardOrder&) = delete;
   BackwardOrder& operator=(const BackwardOrder&) = delete;
 
   // Follows another set of parameters (the model changed after attach): its hooks leave the
-  // old ones, and the new ones are hooked; positions are of the new layers from now on.
+  // old ones, and the new ones are hooked; positions are of the new layers from now on. If a
+  // hook cannot be registered it throws and still follows the old ones, as before the call.
   void track(const std::vector<torch::Tensor>& params);
 
   // Forgets the last step's arrivals (call after each optimizer step), and hooks the
@@ -45,13 +46,17 @@ class BackwardOrder {
     std::vector<std::atomic<int64_t>> position;
     explicit Arrivals(size_t n) : position(n) {}
   };
-  std::shared_ptr<Arrivals> arrivals_;   // shared with the hooks, which may outlive us
-  void hook_unhooked();
-  void remove_hooks();
+  // The parameters followed and what hooks them, replaced as one by track().
+  struct Tracked {
+    std::vector<torch::Tensor> params;
+    std::shared_ptr<Arrivals> arrivals;   // shared with the hooks, which may outlive us
+    std::vector<unsigned> handles;
+    std::vector<bool> hooked;   // handles[i] is ours: a frozen parameter's 0 is not a handle
+  };
+  static void hook_unhooked(Tracked& t);
+  static void remove_hooks(Tracked& t);
 
-  std::vector<torch::Tensor> params_;
-  std::vector<unsigned> handles_;
-  std::vector<bool> hooked_;   // handles_[i] is ours: a frozen parameter's 0 is not a handle
+  Tracked now_;
 };
 
 }  // namespace keel::probe
