@@ -240,9 +240,11 @@ void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, Im
   }
   const size_t label_every = size_t(std::ceil(font * 1.05f / row_px));
   if (selected >= 0) {
-    for (size_t d = 1; d <= 3 * label_every; ++d) {
-      if (selected - int(d) >= int(r0)) label_order_.push_back(size_t(selected) - d);
-      if (selected + int(d) < int(r1)) label_order_.push_back(size_t(selected) + d);
+    // The selection may be scrolled out of view: only its neighbours in view get a label.
+    const auto in_view = [&](int r) { return r >= int(r0) && r < int(r1); };
+    for (int d = 1; d <= int(3 * label_every); ++d) {
+      if (in_view(selected - d)) label_order_.push_back(size_t(selected - d));
+      if (in_view(selected + d)) label_order_.push_back(size_t(selected + d));
     }
   }
   for (size_t r = r0; r < r1; ++r) {
