@@ -67,9 +67,10 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     reducer_.enqueue_grads(p.scaler ? p.scaler->inv_scale_value() : 1.0f);
     p.has_loss = loss.defined() && loss.numel() == 1;
     // The verdict asks what the host's policies would (decide()): a non-finite gradient value
-    // for the scaler; non-finite values, a non-finite loss and an fp32 overflow for
-    // skip_on_nonfinite; the spike rule's bound, from the window as it stands after the last
-    // step, for skip_on_spike (non-finite values and an overflow are spikes to it too).
+    // for the scaler; non-finite values, a non-finite loss (with one rank:
+    // StepHealth::unsafe_to_apply) and an fp32 overflow for skip_on_nonfinite; the spike
+    // rule's bound, from the window as it stands after the last step, for skip_on_spike
+    // (non-finite values and an overflow are spikes to it too).
     p.skip_nonfinite = options_.skip_on_nonfinite;
     VerdictRequest verdict;
     verdict.max_sumsq = std::numeric_limits<double>::infinity();
@@ -80,7 +81,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     }
     if (p.has_loss) {
       loss_.start(loss, /*piggyback=*/true);
-      if (p.skip_nonfinite) verdict.loss = loss.detach().to(torch::kFloat).reshape({1});
+      if (p.skip_nonfinite && options_.world_size <= 1) verdict.loss = loss.detach().to(torch::kFloat).reshape({1});
     }
     // The scaler's update follows its overflow even when a command skips the step, as on the host.
     if (p.scaler) {
@@ -207,11 +208,12 @@ void Probe::Impl::settle_pending() {
     if (p.verdict) fused_step_.settle(!device_skipped);
     const bool scaler_overflow = r.scaler_found_inf;
     outcome.applied = !p.command_skip && !device_skipped;
-    outcome.skip_reason = p.command_skip                                      ? "command"
-                          : !device_skipped                                   ? ""
-                          : scaler_overflow                                   ? "scaler"
-                          : p.skip_nonfinite && health_.blown_up()            ? "nonfinite"
-                                                                              : "spike";
+    const bool nonfinite_skip = p.skip_nonfinite && health_.unsafe_to_apply(options_.world_size <= 1);
+    outcome.skip_reason = p.command_skip      ? "command"
+                          : !device_skipped   ? ""
+                          : scaler_overflow   ? "scaler"
+                          : nonfinite_skip    ? "nonfinite"
+                                              : "spike";
     decided = true;
     // As on the host (reduce()): the scaler's overflow is its business, not a spike.
     spike_verdict_ = SpikeVerdict{};

@@ -38,6 +38,13 @@ struct StepHealth {
   size_t layer = kNoLayer;         // the layer to name (see above)
 
   bool blown_up() const { return loss_nonfinite || norm_overflow || nonfinite_layers > 0; }
+  // Whether the update would be unsafe to apply. A data-parallel rank's loss is its own while
+  // its gradients are the job's (all-reduced, the same on every rank): a non-finite loss with
+  // safe gradients is unsafe only where `loss_is_the_jobs` (one rank), since a rank skipping on
+  // its own would leave the replicas' weights apart for the rest of the run.
+  bool unsafe_to_apply(bool loss_is_the_jobs) const {
+    return norm_overflow || nonfinite_layers > 0 || (loss_nonfinite && loss_is_the_jobs);
+  }
   // What was seen, most specific first: "non-finite gradient values", "overflowing grad norm",
   // "non-finite loss", joined by " + " when several were; "" when the step is healthy.
   std::string cause() const;

@@ -213,6 +213,44 @@ TEST(PoisonedBatch, ANonFiniteLossWithOrdinaryGradientsIsSkippedAndNamesTheLarge
   EXPECT_NE(probe.last_events()[0].detail.find("loss nan"), std::string::npos) << probe.last_events()[0].detail;
 }
 
+// With several ranks the loss is this rank's own while the gradients are the job's: a
+// non-finite loss with safe gradients is reported and the update applied, as every other rank
+// applies it (skipping here alone would leave the replicas apart). Gradients that are unsafe
+// are skipped as ever: they are the same on every rank.
+TEST(PoisonedBatch, ARanksOwnNonFiniteLossWithSafeGradientsIsReportedAndApplied) {
+  torch::manual_seed(5);
+  keel::test::TwoLayer net, twin;
+  for (size_t i = 0; i < net->parameters().size(); ++i) {
+    torch::NoGradGuard no_grad;
+    twin->parameters()[i].copy_(net->parameters()[i]);
+  }
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  torch::optim::SGD twin_opt(twin->parameters(), torch::optim::SGDOptions(0.1));
+  auto options = quiet();
+  options.rank = 1;
+  options.world_size = 2;
+  keel::probe::Probe probe(*net, opt, options);
+  for (auto* m : {&net, &twin}) (*m)->forward(torch::ones({4, 5})).pow(2).mean().backward();
+  twin_opt.step();
+  const auto outcome = probe.step(torch::tensor(std::numeric_limits<float>::infinity()));
+  EXPECT_TRUE(outcome.applied);
+  EXPECT_EQ(outcome.skip_reason, "");
+  EXPECT_EQ(outcome.nonfinite_cause, "non-finite loss");
+  for (size_t i = 0; i < net->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(net->parameters()[i], twin->parameters()[i])) << "parameter " << i;
+  }
+  ASSERT_FALSE(probe.last_events().empty());
+  EXPECT_EQ(probe.last_events()[0].kind, "first_nonfinite");
+  EXPECT_NE(probe.last_events()[0].detail.find("update applied"), std::string::npos) << probe.last_events()[0].detail;
+
+  opt.zero_grad();
+  net->forward(torch::ones({4, 5})).pow(2).mean().backward();
+  keel::test::poison(net->fc1->weight);
+  const auto poisoned = probe.step(torch::tensor(std::numeric_limits<float>::infinity()));
+  EXPECT_FALSE(poisoned.applied);
+  EXPECT_EQ(poisoned.skip_reason, "nonfinite");
+}
+
 TEST(PoisonedBatch, TheSpikePolicyCatchesANonFiniteNormEvenDuringWarmUp) {
   keel::test::TwoLayer net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));

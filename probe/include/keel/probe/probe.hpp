@@ -86,7 +86,10 @@ struct ProbeOptions {
   std::array<int32_t, wire::kLayerMetricCount> cadence{1, 1, 1, 1, 1, 1};
   // Policy: never apply an update with a NaN/Inf gradient, a NaN/Inf loss, or a global grad
   // norm that overflows float32 (above 1.8e19: a poisoned batch with finite gradients). A
-  // "policy skip_nonfinite" command switches it while the run goes on.
+  // "policy skip_nonfinite" command switches it while the run goes on. With world_size > 1
+  // the loss is this rank's own while the gradients are the job's (all-reduced): a non-finite
+  // loss with safe gradients is reported but not skipped, since one rank skipping alone would
+  // leave the replicas apart.
   bool skip_on_nonfinite = true;
   // Policy (opt-in, "skip_spike"): skip an update whose global grad norm is a spike: a
   // z-score of log(grad norm) above spike_z against the last spike_window steps, decided only
