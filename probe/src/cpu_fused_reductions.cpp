@@ -50,7 +50,11 @@ void CpuFusedReductions::collect_grads(LayerSums& out) {
   for (size_t k = 0; k < grad_layers_.size(); ++k) out.grads[grad_layers_[k]] = grad_out_[k];
 }
 
-bool CpuFusedReductions::takes_weights(size_t layer, bool /*for_update*/) const { return offset_[layer] >= 0; }
+// Asked every step: set_data can leave a planned weight with the same shape and type but
+// strided (a view that is not dense), whose elements are not the run the kernels read.
+bool CpuFusedReductions::takes_weights(size_t layer, bool /*for_update*/) const {
+  return offset_[layer] >= 0 && cpu_float_contiguous(params_[layer]);
+}
 
 const std::vector<SnapshotSpan>& CpuFusedReductions::snapshot_spans(const std::vector<size_t>& layers) {
   snapshot_spans_.clear();

@@ -181,6 +181,36 @@ TEST(LayoutChange, WeightsWrittenBetweenStepsAreMeasuredAfresh) {
   EXPECT_FALSE(find_event(probe, "layout_changed")) << "the same layers, planned as they were: " << event_kinds(probe);
 }
 
+// set_data may give a parameter a view that is not dense (a slice of a larger tensor, here
+// every other column) with the same shape, type and device: the layers stand, but the fused
+// CPU kernels read a contiguous run of elements and would measure the columns in between.
+// Such a weight is measured by the generic path instead, on its own elements.
+TEST(LayoutChange, AWeightSetToAStridedViewIsMeasuredOnItsOwnElements) {
+  torch::manual_seed(0);
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+  Probe probe(*net, opt, quiet());
+  backward(net, opt);
+  probe.step(torch::tensor(1.0));
+  const auto wide = torch::randn({8, 10}) * 100;   // the columns skipped are far larger
+  {
+    torch::NoGradGuard no_grad;
+    net->fc1->weight.set_data(wide.index({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}));
+  }
+  ASSERT_FALSE(net->fc1->weight.is_contiguous());
+  for (int i = 0; i < 2; ++i) {
+    backward(net, opt);
+    const auto before = net->fc1->weight.detach().clone();
+    probe.step(torch::tensor(1.0));
+    EXPECT_TRUE(close_rel(recorded(probe, LayerMetric::kParamNorm, "fc1.weight"), keel::test::reference_norm(before), 1e-5))
+        << "step " << i << ": " << recorded(probe, LayerMetric::kParamNorm, "fc1.weight") << " vs "
+        << keel::test::reference_norm(before);
+    EXPECT_TRUE(close_rel(recorded(probe, LayerMetric::kUpdateRatio, "fc1.weight"),
+                          keel::test::reference_update_ratio(before, net->fc1->weight), 1e-4))
+        << "step " << i;
+  }
+}
+
 // A subscriber reads the new description before the first record of the new layout: the
 // description travels in order with the records, not beside them.
 TEST(LayoutChange, TheNewDescriptionReachesSubscribersBeforeTheRecordsItDescribes) {
