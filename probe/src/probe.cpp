@@ -299,7 +299,7 @@ void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
   } else if (r.scaler_found_inf) {
     outcome.applied = false;
     outcome.skip_reason = "scaler";
-  } else if (r.stats_ok && options_.skip_on_nonfinite && health_.unsafe_to_apply(options_.world_size <= 1)) {
+  } else if (r.stats_ok && options_.skip_on_nonfinite && health_.unsafe_to_apply(loss_is_the_jobs())) {
     outcome.applied = false;
     outcome.skip_reason = "nonfinite";
   } else if (r.stats_ok && options_.skip_on_spike && spike_verdict_.spike) {
@@ -480,7 +480,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
   if (measured && health_.blown_up() && !nonfinite_last_step_) {
     const bool named = health_.layer != StepHealth::kNoLayer;
     std::string detail = describe_health(health_, record_.loss, reducer_.grad_stats(), names_);
-    if (outcome.applied && options_.skip_on_nonfinite && !health_.unsafe_to_apply(options_.world_size <= 1)) {
+    if (outcome.applied && options_.skip_on_nonfinite && !health_.unsafe_to_apply(loss_is_the_jobs())) {
       detail += "; update applied: this rank's loss alone is non-finite and its gradients are safe, and a rank "
                 "skipping on its own would leave the replicas apart";
     }

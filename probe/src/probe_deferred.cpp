@@ -81,7 +81,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     }
     if (p.has_loss) {
       loss_.start(loss, /*piggyback=*/true);
-      if (p.skip_nonfinite && options_.world_size <= 1) verdict.loss = loss.detach().to(torch::kFloat).reshape({1});
+      if (p.skip_nonfinite && loss_is_the_jobs()) verdict.loss = loss.detach().to(torch::kFloat).reshape({1});
     }
     // The scaler's update follows its overflow even when a command skips the step, as on the host.
     if (p.scaler) {
@@ -208,7 +208,7 @@ void Probe::Impl::settle_pending() {
     if (p.verdict) fused_step_.settle(!device_skipped);
     const bool scaler_overflow = r.scaler_found_inf;
     outcome.applied = !p.command_skip && !device_skipped;
-    const bool nonfinite_skip = p.skip_nonfinite && health_.unsafe_to_apply(options_.world_size <= 1);
+    const bool nonfinite_skip = p.skip_nonfinite && health_.unsafe_to_apply(loss_is_the_jobs());
     outcome.skip_reason = p.command_skip      ? "command"
                           : !device_skipped   ? ""
                           : scaler_overflow   ? "scaler"

@@ -204,6 +204,10 @@ class Probe::Impl {
   StepPlan plan_step() const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
+  // Whether this rank's loss stands for the job's. With several data-parallel ranks it is the
+  // rank's own while the gradients are the job's, so a non-finite loss alone does not make a
+  // step unsafe (StepHealth::unsafe_to_apply), on the host or in the device verdict.
+  bool loss_is_the_jobs() const { return options_.world_size <= 1; }
   // The automatic dump of a blown-up step, and with `take_requested` one asked for by command.
   void dump_if_due(const Reduction& reduction, bool take_requested = true);
   // The update pass of an immediate step, after the optimizer's.
