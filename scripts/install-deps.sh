@@ -2,11 +2,14 @@
 # Installs keel's build and test dependencies from Debian 12 packages (docs/DESIGN.md §7).
 # Idempotent and quiet when everything is already there; uses sudo when not root.
 #
-# Usage: scripts/install-deps.sh [--official-libtorch]
-#   --official-libtorch  also installs the official libtorch 2.x (pip's torch, CUDA build; it
-#                        runs on the CPU too) into a virtual environment under the cache
-#                        directory, and prints its CMake prefix as the only line on stdout.
-#                        A second run finds it there and downloads nothing.
+# Usage: scripts/install-deps.sh [--official-libtorch | --newest-libtorch]
+#   --official-libtorch  also installs the official libtorch 2.x that keel is pinned to (pip's
+#                        torch, CUDA build; it runs on the CPU too) into a virtual environment
+#                        under the cache directory, and prints its CMake prefix as the only line
+#                        on stdout. A second run finds it there and downloads nothing.
+#   --newest-libtorch    the same for the newest torch the package index serves today (asks the
+#                        index which one that is), so that a release that breaks keel is seen
+#                        the day it appears.
 # Everything else this script says goes to stderr.
 set -euo pipefail
 
@@ -14,11 +17,12 @@ set -euo pipefail
 official_torch_version="2.11.0"
 cache="${KEEL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/keel}"
 
-official_libtorch=0
+torch_wanted=""
 case "${1:-}" in
   "") ;;
-  --official-libtorch) official_libtorch=1 ;;
-  *) echo "scripts/install-deps.sh: unknown option $1 (use --official-libtorch)" >&2; exit 2 ;;
+  --official-libtorch) torch_wanted=pinned ;;
+  --newest-libtorch) torch_wanted=newest ;;
+  *) echo "scripts/install-deps.sh: unknown option $1 (use --official-libtorch or --newest-libtorch)" >&2; exit 2 ;;
 esac
 
 packages=(
@@ -31,7 +35,7 @@ packages=(
 )
 # pip's torch goes into a virtual environment (Debian's python3 refuses system-wide pip
 # installs); Debian's python3 needs python3-venv for one.
-if [ "$official_libtorch" -eq 1 ] && ! python3 -m venv --help >/dev/null 2>&1; then
+if [ -n "$torch_wanted" ] && ! python3 -m venv --help >/dev/null 2>&1; then
   packages+=(python3-venv)
 fi
 
@@ -51,26 +55,38 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-[ "$official_libtorch" -eq 1 ] || exit 0
+[ -n "$torch_wanted" ] || exit 0
 
-# The torch wheel (531 MB) and its CUDA libraries (about 3 GB) are downloaded once, into
+torch_version="$official_torch_version"
+if [ "$torch_wanted" = newest ]; then
+  # Asked with a virtual environment's pip: Debian's python3 comes without one.
+  index_venv="$cache/index-query"
+  [ -x "$index_venv/bin/python" ] || python3 -m venv "$index_venv" >&2
+  torch_version="$("$index_venv/bin/python" -m pip index versions torch 2>/dev/null | sed -n 's/^torch (\(.*\))$/\1/p')"
+  [ -n "$torch_version" ] || {
+    echo "keel: the package index did not say which torch is the newest (pip index versions torch)" >&2
+    exit 1
+  }
+fi
+
+# The torch wheel (about 530 MB) and its CUDA libraries (about 2.5 GB) are downloaded once, into
 # $cache/wheels, and installed from there into $cache/torch-<version>; a second run finds the
 # environment, and a rebuilt one installs from the wheels with no network.
-venv="$cache/torch-$official_torch_version"
+venv="$cache/torch-$torch_version"
 wheels="$cache/wheels"
 installed_version() { "$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null; }
-if [ "$(installed_version)" != "$official_torch_version" ]; then
-  echo "keel: installing torch==$official_torch_version (official libtorch) into $venv" >&2
+if [ "$(installed_version)" != "$torch_version" ]; then
+  echo "keel: installing torch==$torch_version (official libtorch) into $venv" >&2
   rm -rf "$venv"
   mkdir -p "$wheels"
   python3 -m venv "$venv" >&2
   pip=("$venv/bin/python" -m pip --quiet)
-  if ! "${pip[@]}" install --no-index --find-links "$wheels" "torch==$official_torch_version" >&2 2>/dev/null; then
-    "${pip[@]}" download --dest "$wheels" "torch==$official_torch_version" >&2
-    "${pip[@]}" install --no-index --find-links "$wheels" "torch==$official_torch_version" >&2
+  if ! "${pip[@]}" install --no-index --find-links "$wheels" "torch==$torch_version" >&2 2>/dev/null; then
+    "${pip[@]}" download --dest "$wheels" "torch==$torch_version" >&2
+    "${pip[@]}" install --no-index --find-links "$wheels" "torch==$torch_version" >&2
   fi
-  [ "$(installed_version)" = "$official_torch_version" ] || {
-    echo "keel: torch==$official_torch_version did not install into $venv" >&2
+  [ "$(installed_version)" = "$torch_version" ] || {
+    echo "keel: torch==$torch_version did not install into $venv" >&2
     exit 1
   }
 fi

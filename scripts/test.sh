@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds keel and runs its tests (ctest).
-# Usage: scripts/test.sh [--official-libtorch | --sanitize | --sanitize=thread] [ctest arguments]
+# Usage: scripts/test.sh [--official-libtorch | --newest-libtorch | --sanitize | --sanitize=thread]
+#                       [ctest arguments]
 #   (no flag)           every test, in build/, against Debian's libtorch 1.13
 #   --official-libtorch every test, in build-torch2/, against the official libtorch 2.x that
 #                       scripts/install-deps.sh --official-libtorch pins and installs
+#   --newest-libtorch   the probe and its tests (no app), in build-torch-newest/, against the
+#                       newest torch the package index serves today
 #   --sanitize          AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
 #   --sanitize=thread   ThreadSanitizer build in build-tsan/
 # A sanitizer build compiles and runs only the tests of code that parses bytes or runs
@@ -19,15 +22,23 @@ jobs="${KEEL_JOBS:-$(nproc)}"
 
 sanitize=""
 case "${1:-}" in
-  --official-libtorch)
+  --official-libtorch | --newest-libtorch)
+    which="$1"
     shift
-    prefix="$("$root/scripts/install-deps.sh" --official-libtorch)"
+    prefix="$("$root/scripts/install-deps.sh" "$which")"
+    scope=()
+    build="$root/build-torch2"
+    if [ "$which" = --newest-libtorch ]; then
+      # The probe and its tests, not the app: the app never includes torch.
+      scope=(-DKEEL_BUILD_APP=OFF)
+      build="$root/build-torch-newest"
+    fi
     # A build configured against another libtorch keeps that one's paths in its cache.
-    cache="$root/build-torch2/CMakeCache.txt"
+    cache="$build/CMakeCache.txt"
     if [ -f "$cache" ] && ! grep -qxF "Torch_DIR:PATH=$prefix/Torch" "$cache"; then rm -f "$cache"; fi
-    cmake -S "$root" -B "$root/build-torch2" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-    cmake --build "$root/build-torch2" -j"$jobs"
-    cd "$root/build-torch2"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" "${scope[@]}" >/dev/null
+    cmake --build "$build" -j"$jobs"
+    cd "$build"
     exec ctest --output-on-failure -j"$jobs" "$@"
     ;;
   --sanitize | --sanitize=address | --sanitize=address,undefined) sanitize="address,undefined"; shift ;;
