@@ -99,10 +99,32 @@ void header(Encoder& e, uint32_t entries, const char* type, int32_t rank, uint64
   e.uint(seq);
 }
 
+// How many entries run_identity() writes: `run` and `model`, each only when it is not empty,
+// so a probe that names no model sends what it sent before.
+uint32_t run_identity_entries(const std::string& run, const std::string& model) {
+  return (run.empty() ? 0u : 1u) + (model.empty() ? 0u : 1u);
+}
+
+// The run a step, event or ack belongs to (PROTOCOL §5).
+void run_identity(Encoder& e, const std::string& run, const std::string& model) {
+  if (!run.empty()) {
+    e.key("run");
+    e.str(run);
+  }
+  if (!model.empty()) {
+    e.key("model");
+    e.str(model);
+  }
+}
+
 void encode_run(Encoder& e, const RunDescription& m) {
-  header(e, m.policies_on ? 13 : 12, kTopicRun, m.rank, m.seq);
+  header(e, (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1), kTopicRun, m.rank, m.seq);
   e.key("run_id");
   e.str(m.run_id);
+  if (!m.model.empty()) {
+    e.key("model");
+    e.str(m.model);
+  }
   e.key("world_size");
   e.sint(m.world_size);
   e.key("layers");
@@ -143,7 +165,9 @@ void encode_run(Encoder& e, const RunDescription& m) {
 }
 
 void encode_step(Encoder& e, const StepRecord& m) {
-  header(e, 21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1), kTopicStep, m.rank, m.seq);
+  header(e, 21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1) + run_identity_entries(m.run, m.model),
+         kTopicStep, m.rank, m.seq);
+  run_identity(e, m.run, m.model);
   e.key("step");
   e.sint(m.step);
   e.key("loss");
@@ -217,7 +241,8 @@ void encode_step(Encoder& e, const StepRecord& m) {
 }
 
 void encode_event(Encoder& e, const Event& m) {
-  header(e, 9, kTopicEvent, m.rank, m.seq);
+  header(e, 9 + run_identity_entries(m.run, m.model), kTopicEvent, m.rank, m.seq);
+  run_identity(e, m.run, m.model);
   e.key("step");
   e.sint(m.step);
   e.key("kind");
@@ -251,7 +276,8 @@ void encode_command(Encoder& e, const Command& m) {
 }
 
 void encode_ack(Encoder& e, const Ack& m) {
-  header(e, 11, kTopicAck, m.rank, m.seq);
+  header(e, 11 + run_identity_entries(m.run, m.model), kTopicAck, m.rank, m.seq);
+  run_identity(e, m.run, m.model);
   e.key("id");
   e.uint(m.id);
   e.key("ok");
@@ -293,7 +319,7 @@ void encode(const Message& message, std::vector<char>& out) {
   out.clear();
   // One reservation up front: the float block dominates a step record, the rest is small.
   if (const auto* step = std::get_if<StepRecord>(&message)) {
-    out.reserve(320 + step->layer_values.size() * sizeof(float) + step->watches.size() * 64);
+    out.reserve(320 + step->run.size() + step->model.size() + step->layer_values.size() * sizeof(float) + step->watches.size() * 64);
   }
   Encoder encoder(out);
   std::visit(EncodeVisitor{encoder}, message);

@@ -225,7 +225,7 @@ std::string item_name(const char* key, uint32_t index) {
 }
 
 void read_run(MapReader& r, std::string& error, RunDescription& m) {
-  r.optional("run_id", m.run_id).optional("world_size", m.world_size);
+  r.optional("run_id", m.run_id).optional("model", m.model).optional("world_size", m.world_size);
   if (const msgpack::object_array* layers = r.array("layers", kMaxLayers)) {
     m.layers.resize(layers->size);
     for (uint32_t i = 0; i < layers->size && r.ok(); ++i) {
@@ -315,7 +315,9 @@ void read_layer_list(MapReader& r, const char* key, uint32_t layer_count, std::v
 }
 
 void read_step(MapReader& r, std::string& error, StepRecord& m) {
-  r.required("step", m.step)
+  r.optional("run", m.run)
+      .optional("model", m.model)
+      .required("step", m.step)
       .optional("loss", m.loss)
       .optional("lr", m.lr)
       .optional("grad_norm", m.grad_norm)
@@ -365,7 +367,9 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
 }
 
 void read_event(MapReader& r, Event& m) {
-  r.required("step", m.step)
+  r.optional("run", m.run)
+      .optional("model", m.model)
+      .required("step", m.step)
       .required("kind", m.kind)
       .optional("layer", m.layer)
       .optional("detail", m.detail)
@@ -383,7 +387,9 @@ void read_command(MapReader& r, Command& m) {
 }
 
 void read_ack(MapReader& r, Ack& m) {
-  r.required("id", m.id)
+  r.optional("run", m.run)
+      .optional("model", m.model)
+      .required("id", m.id)
       .required("ok", m.ok)
       .optional("step", m.step)
       .optional("error", m.error)

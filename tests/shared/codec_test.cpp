@@ -28,6 +28,7 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
   EXPECT_EQ(out.rank, in.rank);
   EXPECT_EQ(out.seq, in.seq);
   EXPECT_EQ(out.run_id, in.run_id);
+  EXPECT_EQ(out.model, in.model);
   EXPECT_EQ(out.world_size, in.world_size);
   ASSERT_EQ(out.layers.size(), in.layers.size());
   for (size_t i = 0; i < in.layers.size(); ++i) {
@@ -61,6 +62,8 @@ TEST(CodecRoundTrip, RunDescriptionTellsUnreportedPoliciesFromAllOff) {
 void expect_same_step(const StepRecord& out, const StepRecord& in) {
   EXPECT_EQ(out.rank, in.rank);
   EXPECT_EQ(out.seq, in.seq);
+  EXPECT_EQ(out.run, in.run);
+  EXPECT_EQ(out.model, in.model);
   EXPECT_EQ(out.step, in.step);
   EXPECT_EQ(out.loss, in.loss);
   EXPECT_EQ(out.lr, in.lr);
@@ -145,11 +148,35 @@ TEST(CodecRoundTrip, EventKeepsEveryField) {
   const Event out = round_trip(in);
   EXPECT_EQ(out.rank, in.rank);
   EXPECT_EQ(out.seq, in.seq);
+  EXPECT_EQ(out.run, in.run);
+  EXPECT_EQ(out.model, in.model);
   EXPECT_EQ(out.step, in.step);
   EXPECT_EQ(out.kind, in.kind);
   EXPECT_EQ(out.layer, in.layer);
   EXPECT_EQ(out.detail, in.detail);
   EXPECT_EQ(out.stamp_unix_ns, in.stamp_unix_ns);
+}
+
+// A probe that names no model leaves `model` out, and a message of a probe older than the
+// run identity has neither key: both decode with the field empty (PROTOCOL §5).
+TEST(CodecRoundTrip, RunIdentityIsOptionalAndLeftOutWhenEmpty) {
+  StepRecord unnamed = sample_step();
+  unnamed.model.clear();
+  std::vector<char> bytes;
+  encode(unnamed, bytes);
+  EXPECT_EQ(round_trip(unnamed).run, unnamed.run);
+  EXPECT_TRUE(round_trip(unnamed).model.empty());
+  const msgpack::object_handle payload = msgpack::unpack(bytes.data(), bytes.size());
+  for (uint32_t i = 0; i < payload.get().via.map.size; ++i) {
+    EXPECT_NE(payload.get().via.map.ptr[i].key.as<std::string>(), "model") << "an empty model is sent";
+  }
+
+  std::vector<char> event_bytes;
+  encode(sample_event(), event_bytes);
+  const DecodeResult older = decode_bytes(without_field(without_field(event_bytes, "run"), "model"));
+  ASSERT_TRUE(std::holds_alternative<Event>(older.message)) << older.error;
+  EXPECT_TRUE(std::get<Event>(older.message).run.empty());
+  EXPECT_TRUE(std::get<Event>(older.message).model.empty());
 }
 
 TEST(CodecRoundTrip, CommandKeepsEveryField) {
@@ -174,6 +201,8 @@ TEST(CodecRoundTrip, AckKeepsEveryField) {
   const Ack out = round_trip(in);
   EXPECT_EQ(out.rank, in.rank);
   EXPECT_EQ(out.seq, in.seq);
+  EXPECT_EQ(out.run, in.run);
+  EXPECT_EQ(out.model, in.model);
   EXPECT_EQ(out.id, in.id);
   EXPECT_EQ(out.ok, in.ok);
   EXPECT_EQ(out.step, in.step);

@@ -21,6 +21,7 @@ inline RunDescription sample_run() {
   m.rank = 3;
   m.seq = 1234567890123ull;
   m.run_id = "run-2024-06-01T03:00:00-char-transformer";
+  m.model = "discriminator";
   m.world_size = 8;
   m.layers = {{"tok_emb.weight", {96, 65}, 96 * 65, "float32", {"head.weight", "decoder.weight"}},
               {"blocks.0.attn.qkv.weight", {288, 96}, 288 * 96, "bfloat16"},
@@ -54,6 +55,8 @@ inline StepRecord sample_step(bool with_scaler = true) {
   StepRecord m;
   m.rank = -2;  // negative on purpose: rank is a signed field
   m.seq = 42;
+  m.run = "run-2024-06-01T03:00:00-char-transformer";
+  m.model = "discriminator";
   m.step = 987654321012ll;
   m.loss = 2.718281828459045;
   m.lr = 3e-4;
@@ -92,6 +95,8 @@ inline Event sample_event() {
   Event m;
   m.rank = 5;
   m.seq = 77;
+  m.run = "gan-run";
+  m.model = "generator";
   m.step = 1200;
   m.kind = "first_nonfinite";
   m.layer = "blocks.2.mlp.fc2.weight";
@@ -117,6 +122,8 @@ inline Ack sample_ack() {
   Ack m;
   m.rank = 1;
   m.seq = 10;
+  m.run = "gan-run";
+  m.model = "critic";
   m.id = 0xfeedfacecafebeefull;
   m.ok = true;
   m.step = 1201;

@@ -49,6 +49,9 @@ struct RunDescription {
   int32_t rank = 0;
   uint64_t seq = 0;
   std::string run_id;
+  // Which of the job's models this probe measures ("generator", "critic", ...); "" when the
+  // job names none. One process may run a probe per model (PROTOCOL §5).
+  std::string model;
   int32_t world_size = 1;
   std::vector<LayerInfo> layers;       // model order (named_parameters() order)
   std::vector<std::string> watches;    // watched tensor names, forward order of first watch()
@@ -81,6 +84,10 @@ struct WatchStats {
 struct StepRecord {
   int32_t rank = 0;
   uint64_t seq = 0;
+  // The run this record belongs to: its description's run_id and model (PROTOCOL §5). ""
+  // from a probe older than these keys; a client then knows the run only by rank.
+  std::string run;
+  std::string model;
   int64_t step = 0;
   double loss = 0;
   double lr = 0;
@@ -120,6 +127,8 @@ struct StepRecord {
 struct Event {
   int32_t rank = 0;
   uint64_t seq = 0;
+  std::string run;        // as StepRecord::run
+  std::string model;      // as StepRecord::model
   int64_t step = 0;
   std::string kind;       // "first_nonfinite", "first_nonfinite_watch", "skip", ...
   std::string layer;      // layer or watched tensor name, "" when not about one
@@ -144,6 +153,8 @@ struct Command {
 struct Ack {
   int32_t rank = 0;
   uint64_t seq = 0;
+  std::string run;        // as StepRecord::run: the run of the probe that answered
+  std::string model;      // as StepRecord::model
   uint64_t id = 0;
   bool ok = false;
   int64_t step = -1;      // step at which the command took effect
