@@ -57,6 +57,7 @@ std::string manifest(const DumpReason& why, const wire::RunDescription& descript
       << "  \"label\": " << json_string(why.label) << ",\n"
       << "  \"command_id\": " << why.command_id << ",\n"
       << "  \"run_id\": " << json_string(description.run_id) << ",\n"
+      << "  \"model\": " << json_string(description.model) << ",\n"
       << "  \"rank\": " << description.rank << ",\n"
       << "  \"unix_ms\": " << unix_ms << ",\n"
       << "  \"state\": \"parameters and optimizer state before the update of this step\",\n"
@@ -73,6 +74,7 @@ std::string manifest(const DumpReason& why, const wire::RunDescription& descript
 
 std::string checkpoint_name(const DumpReason& why) {
   std::string name = "step-" + std::to_string(why.step) + "-" + why.reason;
+  if (!why.model.empty()) name += "-" + why.model;
   if (!why.label.empty()) name += "-" + why.label;
   if (why.rank >= 0) name += "-rank" + std::to_string(why.rank);
   return name;

@@ -33,9 +33,12 @@ struct DumpReason {
   std::string label;    // already sanitised; may be empty
   uint64_t command_id = 0;
   int32_t rank = -1;    // in the name when >= 0: ranks of one job share a dump directory
+  // ProbeOptions::model (checked at attach); may be empty. In the name: the probes of a job's
+  // models may share a dump directory, and both may dump the same step.
+  std::string model;
 };
 
-// "step-<step>-<reason>[-<label>][-rank<rank>]"
+// "step-<step>-<reason>[-<model>][-<label>][-rank<rank>]"
 std::string checkpoint_name(const DumpReason& why);
 
 // The files of a dump. Throws c10::Error / std::exception when serialisation fails.

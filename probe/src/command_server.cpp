@@ -157,6 +157,8 @@ void CommandServer::reply(uint64_t ticket, const wire::Ack& ack) {
 bool CommandServer::send_ack(const std::string& identity, wire::Ack ack) {
   auto& s = socket_->socket;
   ack.rank = options_.rank;
+  ack.run = options_.run;
+  ack.model = options_.model;
   // A full pipe refuses the ack (the client times out, or a history reply tries again next
   // turn) rather than stalling every other client.
   const auto flags = zmq::send_flags::dontwait;

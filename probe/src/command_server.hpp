@@ -55,6 +55,8 @@ inline constexpr size_t kMaxLabelBytes = 256;
 struct CommandServerOptions {
   std::string endpoint;          // where to bind the ROUTER socket; may have a wildcard port
   int32_t rank = 0;              // commands for another rank are refused
+  std::string run;               // the run's id and model, stamped on every ack (PROTOCOL §5)
+  std::string model;
   size_t queue_capacity = 64;    // commands taken but not yet answered, at most
   // Messages queued for one client before it must read (a history answer goes out as it does).
   int send_high_water_mark = 20000;

@@ -38,6 +38,15 @@ void check_rank(const ProbeOptions& options) {
   }
 }
 
+// The model name goes into dump directory names and every message of the run: refused at
+// attach, with what is allowed, rather than altered behind the user's back.
+void check_model_name(const ProbeOptions& options) {
+  if (options.model.size() > 64 || sanitize_label(options.model) != options.model) {
+    throw AttachError("keel probe: model name \"" + options.model.substr(0, 80) +
+                      "\" is not allowed: use at most 64 letters, digits, '.', '_' or '-' (not starting with '.')");
+  }
+}
+
 // Throws AttachError for a command channel that anyone on the network could use, or keys
 // that ZeroMQ would reject later with a less clear message.
 void check_command_security(const ProbeOptions& options) {
@@ -82,6 +91,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
   description_ = describe_run(parameters, options_);
   reducer_.measure_updates_of(&optimizer_);
   check_rank(options_);
+  check_model_name(options_);
   check_command_security(options_);
   if (!options_.endpoint.empty()) {
     PublisherOptions po;
@@ -96,6 +106,8 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
       CommandServerOptions co;
       co.endpoint = command_at;
       co.rank = options_.rank;
+      co.run = description_.run_id;
+      co.model = description_.model;
       co.secret_key = options_.command_secret_key;
       co.allowed_client_keys = options_.allowed_client_keys;
       if (options_.history_steps > 0) {
@@ -109,6 +121,8 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
   dumps_ = std::make_unique<CheckpointWriter>();
   step_ = options_.first_step;
   record_.rank = options_.rank;
+  record_.run = description_.run_id;
+  record_.model = description_.model;
   record_.layer_count = static_cast<uint32_t>(params_.size());
 }
 
@@ -450,6 +464,8 @@ void Probe::Impl::add_event(const std::string& kind, const std::string& layer, c
                             std::optional<int64_t> step) {
   wire::Event e;
   e.rank = options_.rank;
+  e.run = description_.run_id;
+  e.model = description_.model;
   e.step = step.value_or(record_step_);
   e.kind = kind;
   e.layer = layer;

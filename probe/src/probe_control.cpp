@@ -132,6 +132,7 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   why.reason = reason;
   // Every rank dumps the same step (an all-reduced NaN reaches them all): the rank tells them apart.
   if (options_.world_size > 1) why.rank = options_.rank;
+  why.model = options_.model;
   if (request) {
     why.label = request->label;
     why.command_id = request->command_id;

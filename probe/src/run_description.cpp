@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include <torch/version.h>
@@ -26,12 +27,18 @@ std::string dtype_name(torch::ScalarType type) {
 }
 
 std::string default_run_id() {
+  // Two probes of one process (a GAN's two models) may attach within the same millisecond:
+  // the count keeps their ids apart, and a client keys runs by id (PROTOCOL §5).
+  static std::atomic<uint64_t> probes_in_process{0};
+  const uint64_t nth = ++probes_in_process;
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
-  return std::string(host[0] ? host : "host") + "-" + std::to_string(getpid()) + "-" + std::to_string(ms);
+  std::string id = std::string(host[0] ? host : "host") + "-" + std::to_string(getpid()) + "-" + std::to_string(ms);
+  if (nth > 1) id += "-" + std::to_string(nth);
+  return id;
 }
 
 std::vector<std::string> policies_on(const ProbeOptions& options) {
@@ -47,6 +54,7 @@ wire::RunDescription describe_run(const ModelParameters& parameters, const Probe
   d.rank = options.rank;
   d.world_size = options.world_size;
   d.run_id = options.run_id.empty() ? default_run_id() : options.run_id;
+  d.model = options.model;
   d.keel_version = kKeelVersion;
   d.torch_version = TORCH_VERSION;
   d.policies_on = policies_on(options);

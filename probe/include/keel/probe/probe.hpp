@@ -76,7 +76,14 @@ struct ProbeOptions {
   // Where the publisher binds its XPUB socket; "" publishes nothing (statistics and policies
   // still run) and takes no commands. Loopback by default. Commands are taken on the next port.
   std::string endpoint = wire::kDefaultPubEndpoint;
-  std::string run_id;               // default: "<hostname>-<pid>-<start time>"
+  // default: "<hostname>-<pid>-<start time>", with "-2", "-3", ... for a process's second,
+  // third, ... probe, so that two probes of one process never share a run id.
+  std::string run_id;
+  // Which of the job's models this probe measures, when one process steps several (a GAN's
+  // "generator" and "discriminator", an actor and its critic): shown wherever the run is named
+  // (dashboard, keel-cli, events) and put in its dump names. Letters, digits, '.', '_' and '-',
+  // at most 64; anything else is an AttachError. "" names none.
+  std::string model;
   // The number of the first step(): a job resumed from a checkpoint taken at step 40,000 sets
   // 40000, so its records and dumps go on from there instead of starting again at 0.
   int64_t first_step = 0;
