@@ -27,6 +27,7 @@ Json run_json(const wire::RunDescription& run) {
   Json out;
   out["type"] = wire::kTopicRun;
   out["run"] = run.run_id;
+  out["model"] = run.model;
   out["rank"] = run.rank;
   out["world_size"] = run.world_size;
   out["seq"] = run.seq;
@@ -43,7 +44,7 @@ Json run_json(const wire::RunDescription& run) {
 // `no_gradient`: why the step has no gradient for the layer ("frozen", "unused"), or null.
 Json layer_json(const wire::StepRecord& step, uint32_t layer, const LayerNames& names, const char* no_gradient) {
   Json out;
-  out["name"] = names.name(step.rank, layer);
+  out["name"] = names.name(step, layer);
   if (no_gradient) out["no_gradient"] = no_gradient;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     const auto metric = static_cast<wire::LayerMetric>(m);
@@ -87,6 +88,8 @@ Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   Json out;
   out["type"] = wire::kTopicStep;
   out["step"] = step.step;
+  out["run"] = step.run;
+  out["model"] = step.model;
   out["rank"] = step.rank;
   out["seq"] = step.seq;
   out["loss"] = json_number(step.loss);
@@ -115,6 +118,8 @@ Json event_json(const wire::Event& event) {
   out["type"] = wire::kTopicEvent;
   out["kind"] = event.kind;
   out["step"] = event.step;
+  out["run"] = event.run;
+  out["model"] = event.model;
   out["rank"] = event.rank;
   out["seq"] = event.seq;
   out["layer"] = event.layer;
@@ -141,6 +146,8 @@ Json ack_json(const wire::Ack& ack) {
   Json out;
   out["type"] = wire::kTopicAck;
   out["id"] = ack.id;
+  out["run"] = ack.run;
+  out["model"] = ack.model;
   out["rank"] = ack.rank;
   out["seq"] = ack.seq;
   out["ok"] = ack.ok;

@@ -2,8 +2,10 @@
 //
 // What it is for: a stable, documented text form of every wire message. Field names follow
 // the wire structs ("type" first, then identity, then values); "type" is the message's topic
-// ("run", "step", "event", "cmd", "ack"). Objects keep insertion order so a line reads in the
-// same order as the documentation.
+// ("run", "step", "event", "cmd", "ack"). Run descriptions, steps, events and acks all carry
+// "run", "model" and "rank" together, the run they belong to (PROTOCOL §5), "" where a probe
+// older than those keys sent none, so a script can key every line the same way. Objects keep
+// insertion order so a line reads in the same order as the documentation.
 // Non-finite numbers: JSON has none, and a NaN is exactly what a user of keel looks for, so
 // NaN, +Inf and -Inf are written as the strings "nan", "inf", "-inf" rather than null.
 // Threads: pure functions.

@@ -1,17 +1,27 @@
 #include "cli/layer_names.hpp"
 
+#include <utility>
+
 namespace keel::app {
 
 void LayerNames::learn(const keel::wire::RunDescription& description) {
-  std::vector<std::string>& names = names_[description.rank];
-  names.clear();
+  std::vector<std::string> names;
   names.reserve(description.layers.size());
   for (const keel::wire::LayerInfo& layer : description.layers) names.push_back(layer.name);
+  by_rank_[description.rank] = names;
+  by_run_[RunIdentity{description.run_id, description.model, description.rank}] = std::move(names);
 }
 
-std::string LayerNames::name(int32_t rank, uint32_t index) const {
-  const auto found = names_.find(rank);
-  if (found != names_.end() && index < found->second.size()) return found->second[index];
+std::string LayerNames::name(const keel::wire::StepRecord& step, uint32_t index) const {
+  const std::vector<std::string>* names = nullptr;
+  if (step.run.empty()) {
+    const auto found = by_rank_.find(step.rank);
+    if (found != by_rank_.end()) names = &found->second;
+  } else {
+    const auto found = by_run_.find(RunIdentity{step.run, step.model, step.rank});
+    if (found != by_run_.end()) names = &found->second;
+  }
+  if (names != nullptr && index < names->size()) return (*names)[index];
   return "layer" + std::to_string(index);
 }
 

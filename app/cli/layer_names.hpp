@@ -1,35 +1,42 @@
-// LayerNames: which name a step record's layer index stands for, per rank.
+// LayerNames: which name a step record's layer index stands for, per run.
 //
 // What it is for: step records carry per-layer values by index (model order) to stay small;
 // the names travel in the run description. Clients feed every description they receive to
-// learn() and ask name() when printing a step.
+// learn() and ask name() when printing a step. Names are kept per run identity (run_id, model,
+// rank): two probes of one process are both rank 0, and a record names its run (PROTOCOL §5).
+// A record that does not (a probe older than the `run` key) takes the names of the last
+// description of its rank.
 // Threads: a plain value owned by one thread.
-// Never: throws for an unknown rank or index (it falls back to "layer<i>").
+// Never: throws for an unknown run, rank or index (it falls back to "layer<i>").
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "keel/wire/messages.hpp"
 
 namespace keel::app {
 
+// Which run a message belongs to (PROTOCOL §5): (run_id, model, rank). The cli's own spelling
+// of the model's RunKey, which the app's layering keeps out of its reach.
+using RunIdentity = std::tuple<std::string, std::string, int32_t>;
+
 class LayerNames {
  public:
-  // Replaces what was known for description.rank: a re-sent description may follow a restart
-  // of the trainer with another model.
+  // Replaces what was known for the description's run, and for its rank: a re-sent
+  // description may follow a restart of the trainer with another model.
   void learn(const keel::wire::RunDescription& description);
 
-  // Name of layer `index` of `rank`, or "layer<index>" when no description of that rank has
-  // arrived or it has fewer layers.
-  std::string name(int32_t rank, uint32_t index) const;
-
-  bool knows(int32_t rank) const { return names_.count(rank) != 0; }
+  // Name of layer `index` of the step's run, or "layer<index>" when no description of that
+  // run has arrived or it has fewer layers.
+  std::string name(const keel::wire::StepRecord& step, uint32_t index) const;
 
  private:
-  std::map<int32_t, std::vector<std::string>> names_;
+  std::map<RunIdentity, std::vector<std::string>> by_run_;
+  std::map<int32_t, std::vector<std::string>> by_rank_;   // of the rank's last description
 };
 
 }  // namespace keel::app

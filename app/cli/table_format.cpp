@@ -58,9 +58,10 @@ std::string format_value(double value, int significant_digits) {
 }
 
 std::string format_run(const wire::RunDescription& run) {
+  const std::string model = run.model.empty() ? "" : "  model " + terminal_safe(run.model);
   std::string out = printf_string(
-      "run %s  rank %d of %d  device %s  keel %s  torch %s  seq %" PRIu64 "  (%zu layers)",
-      terminal_safe(run.run_id).c_str(), run.rank, run.world_size,
+      "run %s%s  rank %d of %d  device %s  keel %s  torch %s  seq %" PRIu64 "  (%zu layers)",
+      terminal_safe(run.run_id).c_str(), model.c_str(), run.rank, run.world_size,
       terminal_safe(run.device).c_str(), terminal_safe(run.keel_version).c_str(),
       terminal_safe(run.torch_version).c_str(), run.seq, run.layers.size());
   int name_width = 5;
@@ -111,7 +112,7 @@ std::string format_step(const wire::StepRecord& step, const LayerNames& names) {
   }
   std::string worst_text = "-";
   if (const std::optional<WorstLayer> worst = worst_layer(step)) {
-    worst_text = terminal_safe(names.name(step.rank, worst->index)) + " (" +
+    worst_text = terminal_safe(names.name(step, worst->index)) + " (" +
                  format_value(worst->grad_norm, 4) + ")";
   }
   const std::string probe_us =
@@ -160,7 +161,8 @@ std::string TablePrinter::format(const wire::Message& message, const LayerNames&
     wire::RunDescription unnumbered = *run;
     unnumbered.seq = 0;
     std::string text = format_run(unnumbered);
-    auto [printed, fresh] = printed_runs_.try_emplace(run->rank, text);
+    auto [printed, fresh] =
+        printed_runs_.try_emplace(RunIdentity{run->run_id, run->model, run->rank}, text);
     if (!fresh && printed->second == text) return "";
     printed->second = std::move(text);
     header_due_ = true;

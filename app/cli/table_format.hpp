@@ -1,11 +1,12 @@
 // Message -> human-readable text, for `keel-cli tail` without --json.
 //
 // What it is for: watching a run from a terminal. A run description prints as a header
-// listing the layers; each step is one compact table row (step, rank, loss, global grad norm,
-// applied/skipped, probe time, dropped records, and the layer with the largest gradient norm,
-// a non-finite one first since that is the signal); events, commands and acks are one line
-// each. Non-finite values print as nan / inf / -inf. Text from the network is made safe for a
-// terminal (control bytes become '?').
+// naming the model it measures (when the probe names one) and listing the layers; each step
+// is one compact table row (step, rank, loss, global grad norm, applied/skipped, probe time,
+// dropped records, and the layer with the largest gradient norm, a non-finite one first since
+// that is the signal), its layer named by its own run's description; events, commands and acks
+// are one line each. Non-finite values print as nan / inf / -inf. Text from the network is
+// made safe for a terminal (control bytes become '?').
 // Threads: pure functions; a TablePrinter is a plain value owned by one thread.
 // Never: throws for any message content.
 #pragma once
@@ -41,8 +42,9 @@ std::optional<WorstLayer> worst_layer(const keel::wire::StepRecord& step);
 
 // Adds the step table's column header where a reader needs it: before the first step and
 // again after each run description (which pushes the previous header off screen). A run
-// description the probe re-sends unchanged (every 2 s) is printed once per rank: its layer
-// table was over half of `keel-cli tail`'s output.
+// description the probe re-sends unchanged (every 2 s) is printed once per run (run_id, model,
+// rank): its layer table was over half of `keel-cli tail`'s output, and two probes of one
+// process, both rank 0, would otherwise print theirs in turn every time.
 class TablePrinter {
  public:
   // Newline-terminated text for one message; "" for a description printed already.
@@ -50,7 +52,7 @@ class TablePrinter {
 
  private:
   bool header_due_ = true;
-  std::map<int32_t, std::string> printed_runs_;   // per rank, the last description printed (seq 0)
+  std::map<RunIdentity, std::string> printed_runs_;   // the last description printed (seq 0)
 };
 
 }  // namespace keel::app

@@ -1,4 +1,5 @@
-// Model: routing decoded messages to runs by (run_id, rank), and keeping the run count bounded.
+// Model: routing decoded messages to runs by (run_id, model, rank), and keeping the run count
+// bounded.
 #include "model/model.hpp"
 
 #include <algorithm>
@@ -17,29 +18,22 @@ bool Model::ingest(const wire::Message& message) {
       [this](const auto& m) -> bool {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, wire::RunDescription>) {
-          RunModel* target = nullptr;
-          const auto current = current_.find(m.rank);
-          if (current != current_.end()) {
-            RunModel* run = current->second;
-            // A run started from records alone waits for its description to learn its id.
-            if (same_start(*run, m) || (run->run_id().empty() && !run->described())) target = run;
-          }
-          if (target == nullptr) target = lookup(m);
-          if (target == nullptr) target = &start_run(m.run_id, m.rank);
-          current_[m.rank] = target;
+          RunModel& run = run_described(m);
           // Of a start the run knows (the same start_unix_ms): an earlier description again, in
           // a history reply that spans a change of layers, not a restart.
-          const bool known_start = target->described() && m.start_unix_ms != 0 &&
-                                   target->description().start_unix_ms == m.start_unix_ms;
-          target->note_seq(m.seq, /*may_restart=*/!known_start);
-          return target->describe(m);
+          const bool known_start = run.described() && m.start_unix_ms != 0 &&
+                                   run.description().start_unix_ms == m.start_unix_ms;
+          run.note_seq(m.seq, /*may_restart=*/!known_start);
+          return run.describe(m);
         } else if constexpr (std::is_same_v<T, wire::StepRecord>) {
-          RunModel& run = run_for(m.rank);
+          RunModel& run = run_for(RunKey{m.run, m.model, m.rank});
           run.note_seq(m.seq, false);
+          const uint64_t refused = run.counters().refused_records;
           run.add_step(m);
-          return true;  // stored, or counted as a duplicate: either way the counters changed
+          counters_.refused_records += run.counters().refused_records - refused;
+          return true;  // stored, or counted as a duplicate or refused: the counters changed
         } else if constexpr (std::is_same_v<T, wire::Event>) {
-          RunModel& run = run_for(m.rank);
+          RunModel& run = run_for(RunKey{m.run, m.model, m.rank});
           run.note_seq(m.seq, false);
           return run.add_event(m);
         } else if constexpr (std::is_same_v<T, wire::Ack>) {
@@ -55,29 +49,60 @@ bool Model::ingest(const wire::Message& message) {
   return changed;
 }
 
-RunModel& Model::run_for(int32_t rank) {
-  const auto current = current_.find(rank);
-  if (current != current_.end()) return *current->second;
-  RunModel& run = start_run(std::string(), rank);
-  current_[rank] = &run;
+RunModel& Model::run_described(const wire::RunDescription& description) {
+  const RunKey key{description.run_id, description.model, description.rank};
+  RunModel* target = nullptr;
+  const auto live = live_.find(key);
+  if (live != live_.end() && same_start(*live->second, description)) target = live->second;
+  const auto current = current_.find(description.rank);
+  if (target == nullptr && current != current_.end()) {
+    // A run started from records that did not name it waits for a description to learn it.
+    RunModel* run = current->second;
+    if (run->run_id().empty() && !run->described()) target = run;
+  }
+  if (target == nullptr) target = lookup(description);
+  if (target == nullptr) target = &start_run(key);
+  current_[description.rank] = target;
+  live_[key] = target;
+  return *target;
+}
+
+RunModel& Model::run_for(const RunKey& key) {
+  if (key.run_id.empty()) {
+    // From a probe older than the `run` key: its rank is all that tells its run.
+    const auto current = current_.find(key.rank);
+    if (current != current_.end()) return *current->second;
+    RunModel& run = start_run(key);
+    current_[key.rank] = &run;
+    return run;
+  }
+  const auto live = live_.find(key);
+  if (live != live_.end()) return *live->second;
+  RunModel& run = start_run(key);
+  live_[key] = &run;
+  // A rank heard from only through records still has a current run for the views.
+  current_.try_emplace(key.rank, &run);
   return run;
 }
 
-RunModel& Model::start_run(const std::string& run_id, int32_t rank) {
+RunModel& Model::start_run(const RunKey& key) {
   evict_if_needed();
-  // An earlier start of the same run_id on this rank, still held: this is its next segment.
+  // An earlier start of the same identity, still held: this is its next segment.
   int segment = 1;
-  if (!run_id.empty()) {
+  if (!key.run_id.empty()) {
     for (const auto& run : runs_) {
-      if (run->rank() == rank && run->run_id() == run_id) segment = std::max(segment, run->segment() + 1);
+      if (run->key() == key) segment = std::max(segment, run->segment() + 1);
     }
   }
-  runs_.push_back(std::make_unique<RunModel>(run_id, rank, config_, segment));
+  runs_.push_back(std::make_unique<RunModel>(key, config_, segment));
   return *runs_.back();
 }
 
 bool Model::same_start(const RunModel& run, const wire::RunDescription& description) {
-  if (run.rank() != description.rank || run.run_id() != description.run_id) return false;
+  if (run.rank() != description.rank || run.run_id() != description.run_id ||
+      run.model() != description.model) {
+    return false;
+  }
   // A start of 0 is unknown (a hand-built description): it never starts a segment.
   const int64_t known = run.described() ? run.description().start_unix_ms : 0;
   return known == 0 || description.start_unix_ms == 0 || known == description.start_unix_ms;
@@ -91,6 +116,9 @@ void Model::evict_if_needed() {
                           [&](const auto& entry) { return entry.second == run.get(); });
     });
     if (victim == runs_.end()) return;
+    // Its identity's next message starts a run afresh rather than reaching a dropped one.
+    const auto live = live_.find((*victim)->key());
+    if (live != live_.end() && live->second == victim->get()) live_.erase(live);
     runs_.erase(victim);
     ++counters_.runs_evicted;
   }
@@ -101,6 +129,11 @@ RunModel* Model::lookup(const wire::RunDescription& description) const {
     if (same_start(*run, description)) return run.get();
   }
   return nullptr;
+}
+
+const RunModel* Model::find_run(const RunKey& key) const {
+  const auto live = live_.find(key);
+  return live != live_.end() ? live->second : nullptr;
 }
 
 const RunModel* Model::find_run(const std::string& run_id, int32_t rank) const {
@@ -116,6 +149,20 @@ const RunModel* Model::current_run(int32_t rank) const {
   return current != current_.end() ? current->second : nullptr;
 }
 
+std::vector<const RunModel*> Model::current_runs() const {
+  std::vector<const RunModel*> out;
+  for (const auto& held : runs_) {
+    const RunModel* run = held.get();
+    const auto live = live_.find(run->key());
+    const auto current = current_.find(run->rank());
+    if ((live != live_.end() && live->second == run) ||
+        (current != current_.end() && current->second == run)) {
+      out.push_back(run);
+    }
+  }
+  return out;
+}
+
 std::vector<int32_t> Model::ranks() const {
   std::vector<int32_t> out;
   out.reserve(current_.size());
@@ -124,9 +171,9 @@ std::vector<int32_t> Model::ranks() const {
 }
 
 uint64_t Model::probe_errors(const std::string& run_id) const {
-  // The ranks' current runs: an earlier segment's count ended with its process.
+  // The current runs: an earlier segment's count ended with its process.
   uint64_t total = 0;
-  for (const auto& [rank, run] : current_) {
+  for (const RunModel* run : current_runs()) {
     if (run->run_id() == run_id) total += run->counters().probe_errors;
   }
   return total;

@@ -1,16 +1,25 @@
-// Model: the dashboard's data, keyed by (run_id, rank), fed one decoded message at a time.
+// Model: the dashboard's data, keyed by (run_id, model, rank) (RunKey), fed one decoded message
+// at a time.
 //
-// What it is for: the single owner of all runs the app has seen. ingest() routes each message
-// to the run its rank is streaming now:
-//   - a RunDescription with a run_id new to that rank starts a new run (the old run keeps its
-//     history and stays listed); the same run_id again just refreshes names and watches,
-//     unless its start_unix_ms differs: the job was started again under the same run_id
-//     (resumed from a checkpoint, counting from its step there), and that start is a new
-//     segment of the run, a RunModel of its own (RunModel::segment()), rather than records
-//     that all read as duplicates of the earlier start's steps;
-//   - step records and events go to the rank's current run; if none exists yet (the app
-//     attached mid-run and the periodic description has not come), a run with an empty run_id
-//     is started and adopts the run_id of the first description that arrives;
+// What it is for: the single owner of all runs the app has seen. Rank alone does not tell runs
+// apart: two probes of one process (a GAN's generator and discriminator) are both rank 0.
+// ingest() routes each message to its run:
+//   - a RunDescription with an identity new to the model starts a new run (runs of other
+//     identities keep their history and stay listed); the same identity again just refreshes
+//     names and watches, unless its start_unix_ms differs: the job was started again under the
+//     same run_id (resumed from a checkpoint, counting from its step there), and that start is
+//     a new segment of the run, a RunModel of its own (RunModel::segment()), rather than
+//     records that all read as duplicates of the earlier start's steps. The description's run
+//     becomes its rank's current run (current_run());
+//   - step records and events that name their run (`run`, `model`: PROTOCOL §5) go to the run
+//     of that identity, whichever run the rank's last description was of; if none exists yet
+//     (the app attached mid-run and the periodic description has not come), a run of that
+//     identity is started, and its description finds it when it arrives;
+//   - step records and events that do not (a probe older than those keys) go to the rank's
+//     current run; if none exists yet, a run with an empty run_id is started and adopts the
+//     identity of the first description of that rank;
+//   - a step record whose layer count is not the one its run's description declared is
+//     refused and counted, never drawn under that run's names (RunModel::add_step());
 //   - acks go to a bounded list (newest first) for the controls pane; commands are counted
 //     and ignored (they are what a client sends, not telemetry).
 // Threads: not thread-safe. One thread owns the Model and makes every call: the UI thread. The
@@ -41,6 +50,7 @@ struct ModelCounters {
   uint64_t messages = 0;       // every message given to ingest()
   uint64_t decode_errors = 0;  // note_decode_error() calls: bytes the net layer could not decode
   uint64_t runs_evicted = 0;   // runs dropped to stay within max_runs
+  uint64_t refused_records = 0;  // step records whose layer count was not their run's (all runs)
 };
 
 class Model {
@@ -56,12 +66,21 @@ class Model {
   size_t run_count() const { return runs_.size(); }
   const RunModel& run(size_t index) const { return *runs_[index]; }
   // The run with this identity (its newest segment), or nullptr.
+  const RunModel* find_run(const RunKey& key) const;
+  // The newest run with this run_id on this rank, whichever model it measures, or nullptr.
   const RunModel* find_run(const std::string& run_id, int32_t rank) const;
-  // The run a rank is streaming now (its newest), or nullptr if that rank never sent anything.
+  // The run a rank is streaming now: the one its last description was of (before any, the
+  // first run its records went to), or nullptr if that rank never sent anything. Of several
+  // runs on one rank (a probe per model), see current_runs().
   const RunModel* current_run(int32_t rank) const;
+  // Every run messages go to now, oldest first: each identity's newest segment, and each
+  // rank's current run. A run whose probe has stopped stays here until it is evicted: the
+  // model has no clock to tell a finished run from a quiet one.
+  std::vector<const RunModel*> current_runs() const;
   // Ranks that have sent telemetry, ascending.
   std::vector<int32_t> ranks() const;
-  // Failures inside the probe (StepRecord::probe_errors) summed over the ranks streaming a run.
+  // Failures inside the probe (StepRecord::probe_errors) summed over the current runs with
+  // this run_id (its ranks, and its models when one process runs several probes).
   uint64_t probe_errors(const std::string& run_id) const;
 
   // Command acknowledgements, newest first, at most ModelConfig::max_acks.
@@ -75,17 +94,23 @@ class Model {
   size_t bytes_used() const;
 
  private:
+  // The run a description is of, found or started; it becomes its rank's current run.
+  RunModel& run_described(const wire::RunDescription& description);
   // The held run (segment) a description belongs to, or nullptr.
   RunModel* lookup(const wire::RunDescription& description) const;
-  // Whether the description is of this run's start (same run_id, rank and start_unix_ms).
+  // Whether the description is of this run's start (same identity and start_unix_ms).
   static bool same_start(const RunModel& run, const wire::RunDescription& description);
-  RunModel& run_for(int32_t rank);
-  RunModel& start_run(const std::string& run_id, int32_t rank);
+  // The run of a step record or event: by identity, or by rank when its run_id is "".
+  RunModel& run_for(const RunKey& key);
+  RunModel& start_run(const RunKey& key);
   void evict_if_needed();
 
   ModelConfig config_;
   std::vector<std::unique_ptr<RunModel>> runs_;
-  std::map<int32_t, RunModel*> current_;  // rank -> run its messages go to
+  // rank -> its current run: the one its last description was of, where messages that do not
+  // name their run go.
+  std::map<int32_t, RunModel*> current_;
+  std::map<RunKey, RunModel*> live_;      // identity -> its newest run, where its messages go
   std::deque<wire::Ack> acks_;
   ModelCounters counters_;
   uint64_t revision_ = 0;

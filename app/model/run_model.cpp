@@ -64,8 +64,8 @@ const char* gradient_state_reason(GradientState state) {
   return "";
 }
 
-RunModel::RunModel(std::string run_id, int32_t rank, const ModelConfig& config, int segment)
-    : run_id_(std::move(run_id)), rank_(rank), config_(config), segment_(segment) {
+RunModel::RunModel(RunKey key, const ModelConfig& config, int segment)
+    : key_(std::move(key)), config_(config), segment_(segment) {
   config_.max_events = std::max<size_t>(config_.max_events, 1);
 }
 
@@ -117,7 +117,10 @@ size_t RunModel::watch_index(const std::string& name) {
 }
 
 bool RunModel::describe(const wire::RunDescription& description) {
-  if (run_id_.empty()) run_id_ = description.run_id;
+  if (key_.run_id.empty()) {
+    key_.run_id = description.run_id;
+    key_.model = description.model;
+  }
   if (described_ && !same_layer_names(description.layers)) relayout(description.layers);
   described_ = true;
   description_ = description;
@@ -197,6 +200,14 @@ void RunModel::note_seq(uint64_t seq, bool may_restart) {
 }
 
 bool RunModel::add_step(const wire::StepRecord& record) {
+  // A run not described yet learns its layers from records (so does one described without
+  // layers, as a hand-built description may be); once the description declares them, another
+  // layer count means values by index into another layout.
+  const size_t described_layers = description_.layers.size();
+  if (described_ && described_layers > 0 && record.layer_count != described_layers) {
+    ++counters_.refused_records;
+    return false;
+  }
   if (has_steps() && record.step <= latest_.step) {
     ++counters_.duplicate_steps;
     return false;

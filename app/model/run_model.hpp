@@ -1,16 +1,20 @@
 // RunModel: everything the dashboard knows about one run on one rank.
 //
-// What it is for: the per-(run_id, rank) state behind every pane. It turns step records into
-// series (one SeriesHistory per layer and LayerMetric, per global scalar, per watch metric),
-// keeps the latest value of every layer metric (the layer list), the newest events (the events
-// pane) and the stream's health counters (the status bar). All series of a run share one
-// origin (the run's first stored step), so their buckets line up across a heatmap's rows.
+// What it is for: the per-(run_id, model, rank) state behind every pane (RunKey). It turns
+// step records into series (one SeriesHistory per layer and LayerMetric, per global scalar,
+// per watch metric), keeps the latest value of every layer metric (the layer list), the newest
+// events (the events pane) and the stream's health counters (the status bar). All series of a
+// run share one origin (the run's first stored step), so their buckets line up across a
+// heatmap's rows.
 // Records are stored in increasing step order only: a record whose step is not after the
 // newest stored one (a duplicate, a `history` replay, a late record) is counted, not stored.
 // Layers: the run description names them; a record that arrives before any description (a
-// client attached mid-run) still stores its layers, named "layer <i>" until described. A
-// record with more layers than known adds layers; one with fewer leaves the rest missing. A
-// later description with other layers re-lays them out by name (describe()).
+// client attached mid-run) still stores its layers, named "layer <i>" until described (a
+// record with more layers than known adds layers; one with fewer leaves the rest missing).
+// Once a description has declared layers, a record with another layer_count is refused and
+// counted (refused_records): its values are by index into some other layout (another model's,
+// or a plan the description no longer holds), and stored they would be drawn under this run's
+// names. A later description with other layers re-lays them out by name (describe()).
 // Threads: not thread-safe; only the model's owner thread (the UI thread) calls it.
 // References it returns (series, names, events) are valid until the next call that ingests.
 // Never: throws for any message content, or blocks. Memory is bounded: at most
@@ -24,11 +28,13 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "keel/wire/messages.hpp"
 #include "model/column_grid.hpp"
 #include "model/model_config.hpp"
+#include "model/run_key.hpp"
 #include "model/series_history.hpp"
 #include "model/value_summary.hpp"
 
@@ -77,6 +83,7 @@ struct RunCounters {
   uint64_t seq_missing = 0;     // messages those jumps skipped (lost in transit or dropped)
   uint64_t seq_rewinds = 0;     // messages whose seq was not after the last one (replays)
   uint64_t duplicate_steps = 0; // step records not stored: step not after the newest stored
+  uint64_t refused_records = 0; // step records not stored: layer_count not the description's
   uint64_t probe_dropped = 0;   // the probe's own cumulative drop count, from the newest record
   uint64_t probe_errors = 0;    // failures inside the probe so far, from the newest record
   uint64_t events_evicted = 0;  // events pushed out of the bounded list
@@ -100,25 +107,31 @@ struct LatestStep {
 
 class RunModel {
  public:
-  // `segment`: which start of this (run_id, rank) it is, from 1 (Model numbers them).
-  RunModel(std::string run_id, int32_t rank, const ModelConfig& config, int segment = 1);
+  // `segment`: which start of this identity it is, from 1 (Model numbers them).
+  RunModel(RunKey key, const ModelConfig& config, int segment = 1);
+  // A run of a probe that names no model.
+  RunModel(std::string run_id, int32_t rank, const ModelConfig& config, int segment = 1)
+      : RunModel(RunKey{std::move(run_id), std::string(), rank}, config, segment) {}
 
   // --- Ingest (owner thread). Each returns whether it changed what a view shows.
-  // Applies a (re-sent) description: names layers and watches, adopts `run_id` when this run
-  // had none yet. A description whose layers differ from the last one's (the probe re-planned
-  // them: the model changed after attach) moves each layer's history to its name's new index;
-  // a new layer starts empty and one no longer described is dropped. (Sequence tracking of
-  // descriptions: note_seq.)
+  // Applies a (re-sent) description: names layers and watches, adopts its run_id and model
+  // when this run had no run_id yet. A description whose layers differ from the last one's
+  // (the probe re-planned them: the model changed after attach) moves each layer's history to
+  // its name's new index; a new layer starts empty and one no longer described is dropped.
+  // (Sequence tracking of descriptions: note_seq.)
   bool describe(const wire::RunDescription& description);
-  // Stores one step record (see the header comment for ordering).
+  // Stores one step record (see the header comment for ordering and refused records).
   bool add_step(const wire::StepRecord& record);
   // Adds an event at the front of the bounded list.
   bool add_event(const wire::Event& event);
 
   // --- Identity and description.
-  const std::string& run_id() const { return run_id_; }
-  int32_t rank() const { return rank_; }
-  // 1 for the first start of this run_id on this rank that the model holds, 2 for the next
+  const RunKey& key() const { return key_; }
+  const std::string& run_id() const { return key_.run_id; }
+  // Which of the job's models this run measures (RunDescription::model); "" when none is named.
+  const std::string& model() const { return key_.model; }
+  int32_t rank() const { return key_.rank; }
+  // 1 for the first start of this identity that the model holds, 2 for the next
   // (a job restarted under the same run_id, resumed from a checkpoint), and so on.
   int segment() const { return segment_; }
   bool described() const { return described_; }
@@ -190,8 +203,7 @@ class RunModel {
   void start_series(int64_t origin_step);
   SeriesHistory make_series() const;
 
-  std::string run_id_;
-  int32_t rank_;
+  RunKey key_;
   ModelConfig config_;
   int segment_ = 1;
   bool described_ = false;

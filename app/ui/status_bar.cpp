@@ -52,7 +52,9 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
     ImGui::TextDisabled("waiting for a trainer");
     return;
   }
-  const std::string run_id = run->run_id().empty() ? "(attached mid-run)" : run->run_id();
+  std::string run_id = run->run_id().empty() ? "(attached mid-run)" : run->run_id();
+  // Several probes of one job (a GAN's two models) differ by model: it names the run first.
+  if (!run->model().empty()) run_id = run->model() + " (" + run_id + ")";
   if (run->segment() == 1) {
     ImGui::Text("run %s", run_id.c_str());
   } else {
@@ -79,12 +81,14 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
   separator();
   const RunCounters& counters = run->counters();
   const uint64_t lost = counters.probe_dropped + counters.seq_missing + queue_dropped;
-  const ImVec4 loss_colour = lost + decode_errors > 0 ? ImVec4(0.95f, 0.7f, 0.2f, 1.0f)
-                                                      : ImGui::GetStyleColorVec4(ImGuiCol_Text);
+  // Bad: bytes no decoder took, and records refused because their layers were not their run's.
+  const uint64_t refused = model.counters().refused_records;
+  const ImVec4 loss_colour = lost + decode_errors + refused > 0 ? ImVec4(0.95f, 0.7f, 0.2f, 1.0f)
+                                                                : ImGui::GetStyleColorVec4(ImGuiCol_Text);
   ImGui::TextColored(loss_colour, "dropped %llu  gaps %llu  bad %llu",
                      static_cast<unsigned long long>(counters.probe_dropped + queue_dropped),
                      static_cast<unsigned long long>(counters.seq_gaps),
-                     static_cast<unsigned long long>(decode_errors));
+                     static_cast<unsigned long long>(decode_errors + refused));
   if (ImGui::IsItemHovered()) {
     ImGui::BeginTooltip();
     ImGui::Text("dropped by the probe: %llu", static_cast<unsigned long long>(counters.probe_dropped));
@@ -93,6 +97,7 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
                 static_cast<unsigned long long>(counters.seq_gaps),
                 static_cast<unsigned long long>(counters.seq_missing));
     ImGui::Text("undecodable messages: %llu", static_cast<unsigned long long>(decode_errors));
+    ImGui::Text("records refused (layer count not their run's): %llu", static_cast<unsigned long long>(refused));
     ImGui::EndTooltip();
   }
   separator();

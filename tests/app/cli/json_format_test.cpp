@@ -29,11 +29,12 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 TEST(JsonFormat, RunDescriptionHasEveryField) {
   const Json json = to_json(sample_run(), LayerNames{});
   EXPECT_EQ(keys_of(json),
-            (std::vector<std::string>{"type", "run", "rank", "world_size", "seq", "layers",
+            (std::vector<std::string>{"type", "run", "model", "rank", "world_size", "seq", "layers",
                                       "watches", "device", "keel_version", "torch_version",
                                       "start_unix_ms"}));
   EXPECT_EQ(json["type"], "run");
   EXPECT_EQ(json["run"], "demo-run");
+  EXPECT_EQ(json["model"], "");
   EXPECT_EQ(json["rank"], 0);
   EXPECT_EQ(json["world_size"], 2);
   EXPECT_EQ(json["seq"], 1);
@@ -87,12 +88,14 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
   step.watches = {{"logits", 12.5f, 3.0f, 4.25f, 0}};
   const Json json = to_json(step, names);
   EXPECT_EQ(keys_of(json),
-            (std::vector<std::string>{"type", "step", "rank", "seq", "loss", "lr", "grad_norm",
-                                      "skipped", "skip_reason", "step_time_us", "probe_us",
-                                      "dropped", "probe_errors", "stamp_unix_ns", "layers", "scaler",
-                                      "watch"}));
+            (std::vector<std::string>{"type", "step", "run", "model", "rank", "seq", "loss", "lr",
+                                      "grad_norm", "skipped", "skip_reason", "step_time_us",
+                                      "probe_us", "dropped", "probe_errors", "stamp_unix_ns",
+                                      "layers", "scaler", "watch"}));
   EXPECT_EQ(json["type"], "step");
   EXPECT_EQ(json["step"], 7);
+  EXPECT_EQ(json["run"], "") << "a probe older than the key names no run";
+  EXPECT_EQ(json["model"], "");
   EXPECT_EQ(json["seq"], 9);
   EXPECT_EQ(json["loss"], 2.5);
   EXPECT_EQ(json["lr"], 1e-3);
@@ -141,6 +144,34 @@ TEST(JsonFormat, LayerNamesFallBackWithoutADescriptionOfThatRank) {
   const Json json = to_json(wider, names);
   EXPECT_EQ(json["layers"][1]["name"], "fc1.bias");
   EXPECT_EQ(json["layers"][2]["name"], "layer2");
+}
+
+// Two probes of one process (a GAN), both rank 0: each record is named by its own run's
+// description, whichever came last; a record that names no run takes its rank's last one.
+TEST(JsonFormat, LayerNamesAreThoseOfTheRunTheRecordNames) {
+  wire::RunDescription generator = sample_run();
+  generator.run_id = "gan";
+  generator.model = "generator";
+  generator.layers = {{"gen.fc.weight", {4}, 4, "float32"}, {"gen.fc.bias", {4}, 4, "float32"}};
+  wire::RunDescription critic = generator;
+  critic.model = "critic";
+  critic.layers = {{"critic.fc.weight", {4}, 4, "float32"}, {"critic.fc.bias", {4}, 4, "float32"}};
+  LayerNames names;
+  names.learn(generator);
+  names.learn(critic);
+
+  wire::StepRecord step = sample_step(3);
+  step.run = "gan";
+  step.model = "generator";
+  Json json = to_json(step, names);
+  EXPECT_EQ(json["model"], "generator");
+  EXPECT_EQ(json["layers"][1]["name"], "gen.fc.bias");
+  step.model = "critic";
+  EXPECT_EQ(to_json(step, names)["layers"][1]["name"], "critic.fc.bias");
+  step.model = "encoder";   // a run not described yet: no other run's names
+  EXPECT_EQ(to_json(step, names)["layers"][1]["name"], "layer1");
+  EXPECT_EQ(to_json(sample_step(3), names)["layers"][1]["name"], "critic.fc.bias")
+      << "a record that names no run: its rank's last description";
 }
 
 TEST(JsonFormat, MetricsAbsentFromTheMaskAreOmitted) {
@@ -219,12 +250,16 @@ TEST(JsonFormat, EventHasEveryField) {
   event.layer = "blocks.0.attn.qkv.weight";
   event.detail = "grad has 12 NaN";
   event.stamp_unix_ns = 99;
+  event.run = "gan";
+  event.model = "critic";
   const Json json = to_json(event, LayerNames{});
-  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "kind", "step", "rank", "seq",
-                                                     "layer", "detail", "stamp_unix_ns"}));
+  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "kind", "step", "run", "model", "rank",
+                                                     "seq", "layer", "detail", "stamp_unix_ns"}));
   EXPECT_EQ(json["type"], "event");
   EXPECT_EQ(json["kind"], "first_nonfinite");
   EXPECT_EQ(json["step"], 1234);
+  EXPECT_EQ(json["run"], "gan");
+  EXPECT_EQ(json["model"], "critic");
   EXPECT_EQ(json["rank"], 1);
   EXPECT_EQ(json["seq"], 40);
   EXPECT_EQ(json["layer"], "blocks.0.attn.qkv.weight");
@@ -264,11 +299,16 @@ TEST(JsonFormat, AckHasEveryField) {
   ack.path = "/tmp/dumps/step1235.pt";
   ack.bytes = 4096;
   ack.count = 12;
+  ack.run = "gan";
+  ack.model = "generator";
   const Json json = to_json(ack, LayerNames{});
-  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "id", "rank", "seq", "ok", "step",
-                                                     "error", "path", "bytes", "count"}));
+  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "id", "run", "model", "rank", "seq",
+                                                     "ok", "step", "error", "path", "bytes",
+                                                     "count"}));
   EXPECT_EQ(json["type"], "ack");
   EXPECT_EQ(json["id"], 77);
+  EXPECT_EQ(json["run"], "gan");
+  EXPECT_EQ(json["model"], "generator");
   EXPECT_EQ(json["ok"], true);
   EXPECT_EQ(json["step"], 1235);
   EXPECT_EQ(json["error"], "");

@@ -148,7 +148,7 @@ TEST(TableFormat, PrinterRepeatsTheHeaderAfterEachRunDescription) {
 }
 
 // `keel-cli tail` met the probe's re-sent description every 2 s, and reprinted the whole
-// layer table each time: over half of its output. Unchanged, it is printed once per rank.
+// layer table each time: over half of its output. Unchanged, it is printed once per run.
 TEST(TableFormat, ADescriptionReSentUnchangedIsPrintedOnce) {
   TablePrinter printer;
   LayerNames names;
@@ -161,6 +161,34 @@ TEST(TableFormat, ADescriptionReSentUnchangedIsPrintedOnce) {
   EXPECT_NE(printer.format(other_rank, names), "") << "another rank's is its own";
   run.layers.push_back({"temperature", {1}, 1, "float32"});
   EXPECT_NE(printer.format(run, names).find("temperature"), std::string::npos) << "a changed one is printed";
+}
+
+// Two probes of one process, both rank 0, re-send their descriptions in turn: each is printed
+// once, not every time the other's came in between; each step row names its own run's layer.
+TEST(TableFormat, TwoRunsOnOneRankArePrintedOnceEachAndKeepTheirNames) {
+  TablePrinter printer;
+  LayerNames names;
+  wire::RunDescription generator = sample_run();
+  generator.model = "generator";
+  generator.layers = {{"gen.weight", {4}, 4, "float32"}, {"gen.bias", {4}, 4, "float32"}};
+  wire::RunDescription critic = generator;
+  critic.model = "critic";
+  critic.layers = {{"critic.weight", {4}, 4, "float32"}, {"critic.bias", {4}, 4, "float32"}};
+  for (const wire::RunDescription* run : {&generator, &critic}) {
+    names.learn(*run);
+    const std::string text = printer.format(*run, names);
+    EXPECT_TRUE(contains(text, "model " + run->model)) << text;
+  }
+  for (const wire::RunDescription* run : {&generator, &critic}) {
+    names.learn(*run);
+    EXPECT_EQ(printer.format(*run, names), "") << run->model << " re-sent unchanged";
+  }
+  wire::StepRecord step = sample_step(5);   // layer 0 has the largest grad_norm
+  step.run = generator.run_id;
+  step.model = "generator";
+  EXPECT_TRUE(contains(printer.format(step, names), "gen.weight (1)"));
+  step.model = "critic";
+  EXPECT_TRUE(contains(printer.format(step, names), "critic.weight (1)"));
 }
 
 }  // namespace

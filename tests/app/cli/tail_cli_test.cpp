@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@ using namespace std::chrono_literals;
 using test_support::sample_run;
 using test_support::sample_step;
 using test_support::TestPublisher;
+namespace wire = keel::wire;
 
 // keel-cli as a child process with its stdout and stderr on pipes.
 class CliProcess {
@@ -203,6 +205,60 @@ TEST(TailCli, JsonPrintsOneObjectPerLineAndStopsAfterCount) {
     EXPECT_EQ(json["layers"][1]["name"], described ? "fc1.bias" : "layer1") << line;
   }
   EXPECT_TRUE(described);
+}
+
+// A GAN's two probes, both rank 0 of world 1, on their own endpoints: every step line carries
+// its run and model and is named by its own run's description, never by the other's (which,
+// keyed by rank, was whichever description came last).
+TEST(TailCli, TwoProbesOnOneRankEachPrintTheirOwnRunAndLayerNames) {
+  auto probe_of = [](const std::string& run_id, const std::string& model) {
+    return [run_id, model](TestPublisher& publisher, int i) {
+      wire::RunDescription run = sample_run();
+      run.run_id = run_id;
+      run.model = model;
+      run.world_size = 1;
+      run.layers = {{model + ".fc.weight", {4}, 4, "float32"},
+                    {model + ".fc.bias", {4}, 4, "float32"}};
+      if (i % 3 == 0) {
+        publisher.send(run);
+        return;
+      }
+      wire::StepRecord step = sample_step(i);
+      step.run = run_id;
+      step.model = model;
+      publisher.send(step);
+    };
+  };
+  BackgroundPublisher generator(probe_of("gan-1", "generator"));
+  BackgroundPublisher critic(probe_of("gan-2", "critic"));
+  CliProcess cli(
+      {"tail", "-e", generator.endpoint(), "-e", critic.endpoint(), "--json", "-n", "60"});
+  ASSERT_TRUE(cli.started());
+  const std::vector<std::string> lines = cli.read_all_lines(10s);
+  EXPECT_EQ(cli.wait_exit(10s), 0);
+  ASSERT_EQ(lines.size(), 60u);
+  const std::map<std::string, std::string> model_of_run = {{"gan-1", "generator"},
+                                                            {"gan-2", "critic"}};
+  std::set<std::string> described, named;
+  for (const std::string& line : lines) {
+    const nlohmann::json json = nlohmann::json::parse(line);
+    ASSERT_TRUE(json.contains("run") && json.contains("model")) << line;
+    ASSERT_EQ(model_of_run.count(json["run"]), 1u) << line;
+    const std::string model = model_of_run.at(json["run"]);
+    EXPECT_EQ(json["model"], model) << line;
+    EXPECT_EQ(json["rank"], 0) << line;
+    if (json["type"] == "run") {
+      described.insert(model);
+      continue;
+    }
+    ASSERT_EQ(json["type"], "step") << line;
+    // Before its own run's description, the fallback; never the other run's names.
+    const bool own = json["layers"][1]["name"] == model + ".fc.bias";
+    const bool fallback = described.count(model) == 0 && json["layers"][1]["name"] == "layer1";
+    EXPECT_TRUE(own || fallback) << line;
+    if (own) named.insert(model);
+  }
+  EXPECT_EQ(named, (std::set<std::string>{"generator", "critic"}));
 }
 
 TEST(TailCli, TableIsTheDefault) {

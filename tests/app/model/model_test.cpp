@@ -1,5 +1,6 @@
-// Model: messages routed by (run_id, rank); a new run_id starts a new run and the old one
-// keeps its history; decode errors, acks and the run bound.
+// Model: messages routed by (run_id, model, rank), or by rank for messages that do not name
+// their run; a new run_id starts a new run and the old one keeps its history; records of
+// another layout are refused; decode errors, acks and the run bound.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -19,6 +20,18 @@ wire::RunDescription description(const std::string& run_id, int32_t rank, uint64
   return d;
 }
 
+// One probe of several in a process: its model's layers, named after the model.
+wire::RunDescription model_description(const std::string& run_id, const std::string& model,
+                                       size_t layers) {
+  wire::RunDescription d = description(run_id, 0, 0);
+  d.model = model;
+  d.layers.clear();
+  for (size_t i = 0; i < layers; ++i) {
+    d.layers.push_back({model + "." + std::to_string(i) + ".weight", {2}, 2, "float32"});
+  }
+  return d;
+}
+
 wire::StepRecord step(int64_t at, int32_t rank, uint64_t seq, float value) {
   wire::StepRecord r;
   r.step = at;
@@ -30,9 +43,22 @@ wire::StepRecord step(int64_t at, int32_t rank, uint64_t seq, float value) {
   return r;
 }
 
-float grad_norm_at(const RunModel& run, int64_t at) {
+// A record of `run`: every layer's grad_norm is `value` + its index.
+wire::StepRecord step_of(const wire::RunDescription& run, int64_t at, uint64_t seq, float value) {
+  wire::StepRecord r = step(at, run.rank, seq, value);
+  r.run = run.run_id;
+  r.model = run.model;
+  r.layer_count = static_cast<uint32_t>(run.layers.size());
+  r.layer_values.clear();
+  for (uint32_t i = 0; i < r.layer_count; ++i) {
+    r.layer_values.push_back(value + static_cast<float>(i));
+  }
+  return r;
+}
+
+float grad_norm_at(const RunModel& run, int64_t at, size_t layer = 0) {
   float value = -1;
-  run.layer_series(0, wire::LayerMetric::kGradNorm).value_at(at, &value);
+  run.layer_series(layer, wire::LayerMetric::kGradNorm).value_at(at, &value);
   return value;
 }
 
@@ -109,6 +135,101 @@ TEST(Model, RecordsBeforeAnyDescriptionAdoptTheRunIdLater) {
   EXPECT_EQ(model.run(0).run_id(), "late");
   EXPECT_EQ(grad_norm_at(model.run(0), 100), 1.0f);
   EXPECT_EQ(model.run(0).counters().seq_gaps, 0u);
+}
+
+// A GAN's generator and discriminator: two probes in one process, both rank 0 of world 1, each
+// re-describing its run every few seconds. Each record goes to the run it names, whichever
+// probe described last, so neither model's values show under the other's layer names.
+TEST(Model, TwoProbesOnOneRankKeepTheirOwnRuns) {
+  Model model;
+  const wire::RunDescription generator = model_description("gan", "generator", 2);
+  const wire::RunDescription critic = model_description("gan", "critic", 3);
+  model.ingest(generator);
+  model.ingest(critic);
+  model.ingest(step_of(generator, 0, 1, 10.0f));
+  model.ingest(step_of(critic, 0, 1, 20.0f));
+  model.ingest(generator);   // periodic re-send: rank 0's current run flips to the generator
+  model.ingest(step_of(critic, 1, 2, 21.0f));
+  model.ingest(step_of(generator, 1, 3, 11.0f));
+
+  ASSERT_EQ(model.run_count(), 2u);
+  const RunModel* g = model.find_run(RunKey{"gan", "generator", 0});
+  const RunModel* c = model.find_run(RunKey{"gan", "critic", 0});
+  ASSERT_NE(g, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(g->model(), "generator");
+  EXPECT_EQ(c->model(), "critic");
+  ASSERT_EQ(g->layer_count(), 2u);
+  ASSERT_EQ(c->layer_count(), 3u);
+  EXPECT_EQ(g->layer_name(1), "generator.1.weight");
+  EXPECT_EQ(c->layer_name(2), "critic.2.weight");
+  EXPECT_EQ(grad_norm_at(*g, 0, 1), 11.0f);
+  EXPECT_EQ(grad_norm_at(*g, 1, 1), 12.0f);
+  EXPECT_EQ(grad_norm_at(*c, 0, 2), 22.0f);
+  EXPECT_EQ(grad_norm_at(*c, 1, 2), 23.0f);
+  EXPECT_EQ(g->counters().steps_stored, 2u);
+  EXPECT_EQ(c->counters().steps_stored, 2u);
+  EXPECT_EQ(g->counters().seq_rewinds, 0u) << "each probe's seq counted on its own run";
+  EXPECT_EQ(c->counters().seq_rewinds, 0u);
+  EXPECT_EQ(model.counters().refused_records, 0u);
+  EXPECT_EQ(model.current_run(0), g) << "the run rank 0 described last";
+  EXPECT_EQ(model.current_runs(), (std::vector<const RunModel*>{g, c}));
+  EXPECT_EQ(model.ranks(), (std::vector<int32_t>{0}));
+}
+
+// Two probes left with their default run_ids (one differs from the other) and no model names;
+// records before either description (the app attached mid-run) start a run of their own
+// identity, which its description then finds.
+TEST(Model, RecordsThatNameTheirRunFindItBeforeAndAfterItsDescription) {
+  Model model;
+  wire::RunDescription first = model_description("host-1-100", "", 1);
+  wire::RunDescription second = model_description("host-1-100-2", "", 2);
+  first.seq = second.seq = 11;
+  model.ingest(step_of(second, 5, 10, 1.0f));
+  model.ingest(step_of(first, 5, 10, 3.0f));
+  ASSERT_EQ(model.run_count(), 2u);
+  EXPECT_EQ(model.current_run(0), model.find_run(RunKey{"host-1-100-2", "", 0}))
+      << "before any description, the rank's first run";
+  model.ingest(first);
+  model.ingest(second);
+  model.ingest(step_of(first, 6, 12, 4.0f));
+  model.ingest(step_of(second, 6, 12, 2.0f));
+  ASSERT_EQ(model.run_count(), 2u) << "each description found its run";
+  const RunModel* a = model.find_run(RunKey{"host-1-100", "", 0});
+  const RunModel* b = model.find_run(RunKey{"host-1-100-2", "", 0});
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(a->described());
+  EXPECT_TRUE(b->described());
+  EXPECT_EQ(a->layer_name(0), ".0.weight");
+  EXPECT_EQ(grad_norm_at(*a, 6), 4.0f);
+  EXPECT_EQ(grad_norm_at(*b, 6, 1), 3.0f);
+  EXPECT_EQ(a->counters().steps_stored, 2u);
+  EXPECT_EQ(b->counters().steps_stored, 2u);
+  EXPECT_EQ(a->counters().seq_gaps, 0u);
+}
+
+// A record whose layer count is not its run's described one holds another layout's values by
+// index: refused and counted, never stored under the run's names.
+TEST(Model, ARecordOfAnotherLayoutIsRefusedAndCounted) {
+  Model model;
+  const wire::RunDescription run = model_description("job", "generator", 2);
+  model.ingest(run);
+  model.ingest(step_of(run, 0, 1, 1.0f));
+  wire::StepRecord wider = step_of(model_description("job", "generator", 3), 1, 2, 9.0f);
+  EXPECT_TRUE(model.ingest(wider)) << "the counters changed";
+  wire::StepRecord untagged = step(2, 0, 3, 9.0f);   // an older probe's record, 1 layer of 2
+  model.ingest(untagged);
+  model.ingest(step_of(run, 3, 4, 5.0f));
+
+  const RunModel& held = *model.current_run(0);
+  EXPECT_EQ(held.counters().refused_records, 2u);
+  EXPECT_EQ(model.counters().refused_records, 2u);
+  EXPECT_EQ(held.counters().steps_stored, 2u);
+  EXPECT_EQ(held.layer_count(), 2u);
+  EXPECT_EQ(grad_norm_at(held, 1), -1.0f) << "nothing stored at the refused step";
+  EXPECT_EQ(grad_norm_at(held, 3, 1), 6.0f);
+  EXPECT_EQ(held.last_step(), 3);
 }
 
 TEST(Model, RanksAreSeparateRuns) {

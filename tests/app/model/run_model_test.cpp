@@ -119,10 +119,24 @@ TEST(RunModel, RecordsBeforeTheDescriptionAreKeptAndNamedLater) {
   EXPECT_EQ(run.layer_name(1), "blocks.1.weight");
   float value = 0;
   EXPECT_TRUE(run.layer_series(1, LayerMetric::kGradNorm).value_at(0, &value));
-  // More layers than described: kept, not dropped.
-  ASSERT_TRUE(run.add_step(record_at(1, 4)));
-  EXPECT_EQ(run.layer_count(), 4u);
-  EXPECT_TRUE(run.layer_series(3, LayerMetric::kGradNorm).value_at(1, &value));
+}
+
+// Once described, a record with another layer count is another layout's values by index:
+// refused and counted rather than grown into "layer <i>" or stored under the run's names.
+TEST(RunModel, ADescribedRunRefusesARecordOfAnotherLayerCount) {
+  RunModel run("r", 0, ModelConfig{});
+  run.describe(describe_layers("r", 2));
+  ASSERT_TRUE(run.add_step(record_at(0, 2)));
+  EXPECT_FALSE(run.add_step(record_at(1, 4)));
+  EXPECT_FALSE(run.add_step(record_at(2, 1)));
+  EXPECT_EQ(run.counters().refused_records, 2u);
+  EXPECT_EQ(run.counters().steps_stored, 1u);
+  EXPECT_EQ(run.layer_count(), 2u);
+  EXPECT_EQ(run.last_step(), 0);
+  float value = 0;
+  EXPECT_FALSE(run.layer_series(0, LayerMetric::kGradNorm).value_at(2, &value));
+  ASSERT_TRUE(run.add_step(record_at(3, 2)));
+  EXPECT_EQ(run.last_step(), 3);
 }
 
 // The probe re-describes the run when the model's parameters change (a head replaced, a
