@@ -27,9 +27,16 @@ wire::LayerMetric layer_metric_of(HeatMetric metric) {
 }
 
 void AppState::show_rank(int32_t rank) {
+  shown_run_key_.reset();
   if (rank == shown_rank_) return;
   shown_rank_ = rank;
   verbose_log("keel: showing rank %d", rank);
+}
+
+void AppState::show_run(const RunKey& key) {
+  if (shown_run_key_ == key) return;
+  shown_run_key_ = key;
+  verbose_log("keel: showing run %s model %s rank %d", key.run_id.c_str(), key.model.c_str(), key.rank);
 }
 
 void AppState::select(int layer, const std::string& layer_name, int64_t step) {

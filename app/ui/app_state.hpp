@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "keel/wire/messages.hpp"
+#include "model/run_key.hpp"
 
 namespace keel::app::ui {
 
@@ -76,14 +78,23 @@ class AppState {
   HeatMetric heat_metric = HeatMetric::kGradNorm;
 
   // The rank whose run the panes show; -1 (the default) shows the lowest rank that has sent
-  // telemetry. Logged ("keel: showing rank N") like a selection.
+  // telemetry. Logged ("keel: showing rank N") like a selection. Showing a rank forgets the
+  // run shown by identity.
   int32_t shown_rank() const { return shown_rank_; }
   void show_rank(int32_t rank);
+  // The run the panes show by identity, when several runs share a rank (a probe per model of
+  // one job): picked by the user (show_run, logged "keel: showing run ...") or pinned by the
+  // dashboard to the one it showed first (pin_run), so the panes never switch between them on
+  // their own. Empty: the shown rank's current run.
+  const std::optional<RunKey>& shown_run_key() const { return shown_run_key_; }
+  void show_run(const RunKey& key);
+  void pin_run(const RunKey& key) { shown_run_key_ = key; }
 
  private:
   void clamp_view();
 
   int32_t shown_rank_ = -1;
+  std::optional<RunKey> shown_run_key_;
   int selected_layer_ = -1;
   std::string selected_layer_name_;
   int64_t selected_step_ = -1;

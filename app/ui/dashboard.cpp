@@ -8,6 +8,7 @@
 #include "ui/events_view.hpp"
 #include "ui/global_charts.hpp"
 #include "ui/key_presses.hpp"
+#include "ui/run_picker.hpp"
 #include "ui/status_bar.hpp"
 #include "ui/verbose_log.hpp"
 
@@ -48,8 +49,21 @@ const RunModel* Dashboard::shown_run(const Model& model, int32_t rank) {
   return ranks.empty() ? nullptr : model.current_run(ranks.front());
 }
 
+const RunModel* Dashboard::shown_run(const Model& model, AppState& state) {
+  if (const auto& key = state.shown_run_key()) {
+    if (const RunModel* run = model.find_run(*key)) return run;
+  }
+  const RunModel* run = shown_run(model, state.shown_rank());
+  if (run == nullptr) return nullptr;
+  const std::vector<const RunModel*> runs = model.current_runs();
+  const auto on_rank = std::count_if(runs.begin(), runs.end(),
+                                     [&](const RunModel* other) { return other->rank() == run->rank(); });
+  if (on_rank > 1) state.pin_run(run->key());
+  return run;
+}
+
 void Dashboard::draw(const Model& model, const FrameInput& input) {
-  const RunModel* run = shown_run(model, state_.shown_rank());
+  const RunModel* run = shown_run(model, state_);
   if (run) {
     // A new run (or a description naming the layers) may move layers: find the selection again.
     state_.revalidate([&](const std::string& name) { return find_layer(*run, name); });
@@ -75,6 +89,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("keel", nullptr, flags);
   draw_status_bar(input.links, input.queue_dropped, model, run);
+  if (const RunModel* picked = draw_run_picker(model, run)) state_.show_run(picked->key());
   ImGui::Separator();
   controls_.draw(model, run, input);
   ImGui::Separator();

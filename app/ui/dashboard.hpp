@@ -42,6 +42,10 @@ class Dashboard {
   // The run the panes show: the current run of `rank`, else of the lowest rank (before that
   // rank has sent anything, or for rank -1), or nullptr before any data.
   static const RunModel* shown_run(const Model& model, int32_t rank = -1);
+  // The same for what `state` shows: the run it names by identity while the model holds it,
+  // else its rank's. When that rank has several current runs (a probe per model), the run
+  // shown is pinned in `state`, so a description of the other one does not switch the panes.
+  static const RunModel* shown_run(const Model& model, AppState& state);
   const AppState& state() const { return state_; }
 
  private:

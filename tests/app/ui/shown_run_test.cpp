@@ -1,0 +1,67 @@
+// The run the dashboard's panes show when several runs share a rank (a probe per model of one
+// job): pinned to the one shown first, so the other's descriptions never switch the panes;
+// changed by the picker (show_run) and released by choosing a rank (show_rank).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/model.hpp"
+#include "ui/app_state.hpp"
+#include "ui/dashboard.hpp"
+#include "ui/run_picker.hpp"
+
+namespace keel::app::ui {
+namespace {
+
+wire::RunDescription rank0(const std::string& run_id, const std::string& model, uint64_t seq) {
+  wire::RunDescription d;
+  d.run_id = run_id;
+  d.model = model;
+  d.seq = seq;
+  d.layers.push_back({model + ".weight", {2}, 2, "float32"});
+  return d;
+}
+
+TEST(ShownRun, ADescriptionOfAnotherRunOnTheRankDoesNotSwitchThePanes) {
+  Model model;
+  AppState state;
+  model.ingest(rank0("gan-1", "generator", 0));
+  model.ingest(rank0("gan-1-2", "discriminator", 0));
+  const RunModel* first = Dashboard::shown_run(model, state);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->model(), "discriminator") << "the rank's current run: described last";
+  ASSERT_TRUE(state.shown_run_key().has_value()) << "two runs share rank 0: the one shown is pinned";
+
+  model.ingest(rank0("gan-1", "generator", 1));   // re-described: now the rank's current run
+  EXPECT_EQ(model.current_run(0)->model(), "generator");
+  EXPECT_EQ(Dashboard::shown_run(model, state), first);
+
+  const RunModel* generator = model.current_run(0);
+  state.show_run(generator->key());                // the picker
+  EXPECT_EQ(Dashboard::shown_run(model, state), generator);
+  model.ingest(rank0("gan-1-2", "discriminator", 1));
+  EXPECT_EQ(Dashboard::shown_run(model, state), generator);
+
+  state.show_rank(0);                              // the ranks view: the rank's current run
+  EXPECT_EQ(Dashboard::shown_run(model, state)->model(), "discriminator");
+}
+
+TEST(ShownRun, OneRunPerRankIsNotPinned) {
+  Model model;
+  AppState state;
+  model.ingest(rank0("solo", "", 0));
+  ASSERT_NE(Dashboard::shown_run(model, state), nullptr);
+  EXPECT_FALSE(state.shown_run_key().has_value());
+}
+
+TEST(ShownRun, RunsAreLabelledByModelRunIdAndRank) {
+  Model model;
+  model.ingest(rank0("gan-1", "generator", 0));
+  model.ingest(rank0("solo", "", 0));
+  ASSERT_EQ(model.current_runs().size(), 2u);
+  EXPECT_EQ(run_label(*model.find_run(RunKey{"gan-1", "generator", 0})), "generator (gan-1) rank 0");
+  EXPECT_EQ(run_label(*model.find_run(RunKey{"solo", "", 0})), "solo rank 0");
+}
+
+}  // namespace
+}  // namespace keel::app::ui
