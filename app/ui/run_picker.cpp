@@ -14,7 +14,9 @@ std::string run_label(const RunModel& run) {
 
 const RunModel* draw_run_picker(const Model& model, const RunModel* shown) {
   const std::vector<const RunModel*> runs = model.current_runs();
-  if (runs.size() < 2) return nullptr;
+  // The ranks of one job are chosen in the ranks view; the picker is for runs a rank cannot
+  // tell apart.
+  if (runs.size() <= model.ranks().size()) return nullptr;
   const RunModel* picked = nullptr;
   ImGui::TextUnformatted("showing");
   ImGui::SameLine();

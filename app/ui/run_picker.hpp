@@ -3,7 +3,7 @@
 // What it is for: one job may run a probe per model (a GAN's generator and discriminator), each
 // rank 0, and one dashboard may watch several jobs. Each is a run of its own (PROTOCOL §5); the
 // picker names them by model, run id and rank and lets the user choose the one the panes show.
-// It is drawn only when there is more than one run to choose from.
+// It is drawn only when a rank has several runs (the ranks view chooses between ranks).
 // Threads: the UI thread, inside an ImGui window.
 // Never: changes what is shown itself; the dashboard does, with the run it returns.
 #pragma once
@@ -17,8 +17,8 @@ namespace keel::app::ui {
 // "generator (run id) rank 0", or "run id rank 0" for a run that names no model.
 std::string run_label(const RunModel& run);
 
-// Draws the picker on its own line when `model` has several current runs. Returns the run the
-// user picked this frame, else nullptr. `shown` is the run the panes show now.
+// Draws the picker on its own line when a rank of `model` has several current runs. Returns
+// the run the user picked this frame, else nullptr. `shown` is the run the panes show now.
 const RunModel* draw_run_picker(const Model& model, const RunModel* shown);
 
 }  // namespace keel::app::ui
