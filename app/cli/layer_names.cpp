@@ -9,7 +9,7 @@ void LayerNames::learn(const keel::wire::RunDescription& description) {
   names.reserve(description.layers.size());
   for (const keel::wire::LayerInfo& layer : description.layers) names.push_back(layer.name);
   by_rank_[description.rank] = names;
-  by_run_[RunIdentity{description.run_id, description.model, description.rank}] = std::move(names);
+  by_run_[wire::run_key_of(description)] = std::move(names);
 }
 
 std::string LayerNames::name(const keel::wire::StepRecord& step, uint32_t index) const {
@@ -18,7 +18,7 @@ std::string LayerNames::name(const keel::wire::StepRecord& step, uint32_t index)
     const auto found = by_rank_.find(step.rank);
     if (found != by_rank_.end()) names = &found->second;
   } else {
-    const auto found = by_run_.find(RunIdentity{step.run, step.model, step.rank});
+    const auto found = by_run_.find(wire::run_key_of(step));
     if (found != by_run_.end()) names = &found->second;
   }
   if (names != nullptr && index < names->size()) return (*names)[index];

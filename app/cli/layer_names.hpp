@@ -13,16 +13,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "keel/wire/run_key.hpp"
 
 namespace keel::app {
-
-// Which run a message belongs to (PROTOCOL §5): (run_id, model, rank). The cli's own spelling
-// of the model's RunKey, which the app's layering keeps out of its reach.
-using RunIdentity = std::tuple<std::string, std::string, int32_t>;
 
 class LayerNames {
  public:
@@ -35,7 +31,7 @@ class LayerNames {
   std::string name(const keel::wire::StepRecord& step, uint32_t index) const;
 
  private:
-  std::map<RunIdentity, std::vector<std::string>> by_run_;
+  std::map<wire::RunKey, std::vector<std::string>> by_run_;
   std::map<int32_t, std::vector<std::string>> by_rank_;   // of the rank's last description
 };
 

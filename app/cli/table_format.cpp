@@ -162,7 +162,7 @@ std::string TablePrinter::format(const wire::Message& message, const LayerNames&
     unnumbered.seq = 0;
     std::string text = format_run(unnumbered);
     auto [printed, fresh] =
-        printed_runs_.try_emplace(RunIdentity{run->run_id, run->model, run->rank}, text);
+        printed_runs_.try_emplace(wire::run_key_of(*run), text);
     if (!fresh && printed->second == text) return "";
     printed->second = std::move(text);
     header_due_ = true;

@@ -52,7 +52,7 @@ class TablePrinter {
 
  private:
   bool header_due_ = true;
-  std::map<RunIdentity, std::string> printed_runs_;   // the last description printed (seq 0)
+  std::map<wire::RunKey, std::string> printed_runs_;   // the last description printed (seq 0)
 };
 
 }  // namespace keel::app

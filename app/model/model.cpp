@@ -26,14 +26,14 @@ bool Model::ingest(const wire::Message& message) {
           run.note_seq(m.seq, /*may_restart=*/!known_start);
           return run.describe(m);
         } else if constexpr (std::is_same_v<T, wire::StepRecord>) {
-          RunModel& run = run_for(RunKey{m.run, m.model, m.rank});
+          RunModel& run = run_for(wire::run_key_of(m));
           run.note_seq(m.seq, false);
           const uint64_t refused = run.counters().refused_records;
           run.add_step(m);
           counters_.refused_records += run.counters().refused_records - refused;
           return true;  // stored, or counted as a duplicate or refused: the counters changed
         } else if constexpr (std::is_same_v<T, wire::Event>) {
-          RunModel& run = run_for(RunKey{m.run, m.model, m.rank});
+          RunModel& run = run_for(wire::run_key_of(m));
           run.note_seq(m.seq, false);
           return run.add_event(m);
         } else if constexpr (std::is_same_v<T, wire::Ack>) {
@@ -50,7 +50,7 @@ bool Model::ingest(const wire::Message& message) {
 }
 
 RunModel& Model::run_described(const wire::RunDescription& description) {
-  const RunKey key{description.run_id, description.model, description.rank};
+  const wire::RunKey key = wire::run_key_of(description);
   RunModel* target = nullptr;
   const auto live = live_.find(key);
   if (live != live_.end() && same_start(*live->second, description)) target = live->second;
@@ -67,7 +67,7 @@ RunModel& Model::run_described(const wire::RunDescription& description) {
   return *target;
 }
 
-RunModel& Model::run_for(const RunKey& key) {
+RunModel& Model::run_for(const wire::RunKey& key) {
   if (key.run_id.empty()) {
     // From a probe older than the `run` key: its rank is all that tells its run.
     const auto current = current_.find(key.rank);
@@ -85,7 +85,7 @@ RunModel& Model::run_for(const RunKey& key) {
   return run;
 }
 
-RunModel& Model::start_run(const RunKey& key) {
+RunModel& Model::start_run(const wire::RunKey& key) {
   evict_if_needed();
   // An earlier start of the same identity, still held: this is its next segment.
   int segment = 1;
@@ -99,10 +99,7 @@ RunModel& Model::start_run(const RunKey& key) {
 }
 
 bool Model::same_start(const RunModel& run, const wire::RunDescription& description) {
-  if (run.rank() != description.rank || run.run_id() != description.run_id ||
-      run.model() != description.model) {
-    return false;
-  }
+  if (!(run.key() == wire::run_key_of(description))) return false;
   // A start of 0 is unknown (a hand-built description): it never starts a segment.
   const int64_t known = run.described() ? run.description().start_unix_ms : 0;
   return known == 0 || description.start_unix_ms == 0 || known == description.start_unix_ms;
@@ -131,7 +128,7 @@ RunModel* Model::lookup(const wire::RunDescription& description) const {
   return nullptr;
 }
 
-const RunModel* Model::find_run(const RunKey& key) const {
+const RunModel* Model::find_run(const wire::RunKey& key) const {
   const auto live = live_.find(key);
   return live != live_.end() ? live->second : nullptr;
 }

@@ -1,5 +1,5 @@
-// Model: the dashboard's data, keyed by (run_id, model, rank) (RunKey), fed one decoded message
-// at a time.
+// Model: the dashboard's data, keyed by (run_id, model, rank) (wire::RunKey), fed one decoded
+// message at a time.
 //
 // What it is for: the single owner of all runs the app has seen. Rank alone does not tell runs
 // apart: two probes of one process (a GAN's generator and discriminator) are both rank 0.
@@ -66,7 +66,7 @@ class Model {
   size_t run_count() const { return runs_.size(); }
   const RunModel& run(size_t index) const { return *runs_[index]; }
   // The run with this identity (its newest segment), or nullptr.
-  const RunModel* find_run(const RunKey& key) const;
+  const RunModel* find_run(const wire::RunKey& key) const;
   // The newest run with this run_id on this rank, whichever model it measures, or nullptr.
   const RunModel* find_run(const std::string& run_id, int32_t rank) const;
   // The run a rank is streaming now: the one its last description was of (before any, the
@@ -101,8 +101,8 @@ class Model {
   // Whether the description is of this run's start (same identity and start_unix_ms).
   static bool same_start(const RunModel& run, const wire::RunDescription& description);
   // The run of a step record or event: by identity, or by rank when its run_id is "".
-  RunModel& run_for(const RunKey& key);
-  RunModel& start_run(const RunKey& key);
+  RunModel& run_for(const wire::RunKey& key);
+  RunModel& start_run(const wire::RunKey& key);
   void evict_if_needed();
 
   ModelConfig config_;
@@ -110,7 +110,7 @@ class Model {
   // rank -> its current run: the one its last description was of, where messages that do not
   // name their run go.
   std::map<int32_t, RunModel*> current_;
-  std::map<RunKey, RunModel*> live_;      // identity -> its newest run, where its messages go
+  std::map<wire::RunKey, RunModel*> live_;      // identity -> its newest run, where its messages go
   std::deque<wire::Ack> acks_;
   ModelCounters counters_;
   uint64_t revision_ = 0;

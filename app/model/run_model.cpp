@@ -64,7 +64,7 @@ const char* gradient_state_reason(GradientState state) {
   return "";
 }
 
-RunModel::RunModel(RunKey key, const ModelConfig& config, int segment)
+RunModel::RunModel(wire::RunKey key, const ModelConfig& config, int segment)
     : key_(std::move(key)), config_(config), segment_(segment) {
   config_.max_events = std::max<size_t>(config_.max_events, 1);
 }

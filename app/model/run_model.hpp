@@ -1,6 +1,6 @@
 // RunModel: everything the dashboard knows about one run on one rank.
 //
-// What it is for: the per-(run_id, model, rank) state behind every pane (RunKey). It turns
+// What it is for: the per-(run_id, model, rank) state behind every pane (wire::RunKey). It turns
 // step records into series (one SeriesHistory per layer and LayerMetric, per global scalar,
 // per watch metric), keeps the latest value of every layer metric (the layer list), the newest
 // events (the events pane) and the stream's health counters (the status bar). All series of a
@@ -34,7 +34,7 @@
 #include "keel/wire/messages.hpp"
 #include "model/column_grid.hpp"
 #include "model/model_config.hpp"
-#include "model/run_key.hpp"
+#include "keel/wire/run_key.hpp"
 #include "model/series_history.hpp"
 #include "model/value_summary.hpp"
 
@@ -108,10 +108,10 @@ struct LatestStep {
 class RunModel {
  public:
   // `segment`: which start of this identity it is, from 1 (Model numbers them).
-  RunModel(RunKey key, const ModelConfig& config, int segment = 1);
+  RunModel(wire::RunKey key, const ModelConfig& config, int segment = 1);
   // A run of a probe that names no model.
   RunModel(std::string run_id, int32_t rank, const ModelConfig& config, int segment = 1)
-      : RunModel(RunKey{std::move(run_id), std::string(), rank}, config, segment) {}
+      : RunModel(wire::RunKey{std::move(run_id), std::string(), rank}, config, segment) {}
 
   // --- Ingest (owner thread). Each returns whether it changed what a view shows.
   // Applies a (re-sent) description: names layers and watches, adopts its run_id and model
@@ -126,7 +126,7 @@ class RunModel {
   bool add_event(const wire::Event& event);
 
   // --- Identity and description.
-  const RunKey& key() const { return key_; }
+  const wire::RunKey& key() const { return key_; }
   const std::string& run_id() const { return key_.run_id; }
   // Which of the job's models this run measures (RunDescription::model); "" when none is named.
   const std::string& model() const { return key_.model; }
@@ -203,7 +203,7 @@ class RunModel {
   void start_series(int64_t origin_step);
   SeriesHistory make_series() const;
 
-  RunKey key_;
+  wire::RunKey key_;
   ModelConfig config_;
   int segment_ = 1;
   bool described_ = false;

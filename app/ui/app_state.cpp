@@ -33,7 +33,7 @@ void AppState::show_rank(int32_t rank) {
   verbose_log("keel: showing rank %d", rank);
 }
 
-void AppState::show_run(const RunKey& key) {
+void AppState::show_run(const wire::RunKey& key) {
   if (shown_run_key_ == key) return;
   shown_run_key_ = key;
   verbose_log("keel: showing run %s model %s rank %d", key.run_id.c_str(), key.model.c_str(), key.rank);

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "keel/wire/messages.hpp"
-#include "model/run_key.hpp"
+#include "keel/wire/run_key.hpp"
 
 namespace keel::app::ui {
 
@@ -86,15 +86,15 @@ class AppState {
   // one job): picked by the user (show_run, logged "keel: showing run ...") or pinned by the
   // dashboard to the one it showed first (pin_run), so the panes never switch between them on
   // their own. Empty: the shown rank's current run.
-  const std::optional<RunKey>& shown_run_key() const { return shown_run_key_; }
-  void show_run(const RunKey& key);
-  void pin_run(const RunKey& key) { shown_run_key_ = key; }
+  const std::optional<wire::RunKey>& shown_run_key() const { return shown_run_key_; }
+  void show_run(const wire::RunKey& key);
+  void pin_run(const wire::RunKey& key) { shown_run_key_ = key; }
 
  private:
   void clamp_view();
 
   int32_t shown_rank_ = -1;
-  std::optional<RunKey> shown_run_key_;
+  std::optional<wire::RunKey> shown_run_key_;
   int selected_layer_ = -1;
   std::string selected_layer_name_;
   int64_t selected_step_ = -1;

@@ -41,7 +41,9 @@ void check_rank(const ProbeOptions& options) {
 // The model name goes into dump directory names and every message of the run: refused at
 // attach, with what is allowed, rather than altered behind the user's back.
 void check_model_name(const ProbeOptions& options) {
-  if (options.model.size() > 64 || sanitize_label(options.model) != options.model) {
+  // sanitize_label keeps at most 64 of [A-Za-z0-9._-] and drops a leading '.': a name it
+  // leaves as it is is one a file name can carry.
+  if (sanitize_label(options.model) != options.model) {
     throw AttachError("keel probe: model name \"" + options.model.substr(0, 80) +
                       "\" is not allowed: use at most 64 letters, digits, '.', '_' or '-' (not starting with '.')");
   }

@@ -11,6 +11,7 @@
 
 #include "command_rig.hpp"
 #include "quiet_options.hpp"
+#include "run_description.hpp"
 #include "temp_dir.hpp"
 #include "two_layer_net.hpp"
 
@@ -58,6 +59,16 @@ TEST(TwoModels, DefaultRunIdsDifferAndEveryRecordAndEventSaysWhichRun) {
     EXPECT_EQ(event.run, discriminator.description().run_id) << event.kind;
     EXPECT_EQ(event.model, "discriminator") << event.kind;
   }
+}
+
+// Not left to the clock: two probes attached within one millisecond still differ.
+TEST(TwoModels, EachDefaultRunIdEndsWithTheProbesCountInTheProcess) {
+  keel::probe::default_run_id();   // the process's first id has no count
+  const std::string a = keel::probe::default_run_id();
+  const std::string b = keel::probe::default_run_id();
+  const auto count = [](const std::string& id) { return std::stoull(id.substr(id.rfind('-') + 1)); };
+  EXPECT_LT(count(a), 1000000u) << a << ": the last part is a count, not the start time";
+  EXPECT_EQ(count(b), count(a) + 1) << a << " then " << b;
 }
 
 TEST(TwoModels, AModelNameThatCannotBeAFileNameIsRefusedAtAttach) {

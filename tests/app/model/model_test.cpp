@@ -153,8 +153,8 @@ TEST(Model, TwoProbesOnOneRankKeepTheirOwnRuns) {
   model.ingest(step_of(generator, 1, 3, 11.0f));
 
   ASSERT_EQ(model.run_count(), 2u);
-  const RunModel* g = model.find_run(RunKey{"gan", "generator", 0});
-  const RunModel* c = model.find_run(RunKey{"gan", "critic", 0});
+  const RunModel* g = model.find_run(wire::RunKey{"gan", "generator", 0});
+  const RunModel* c = model.find_run(wire::RunKey{"gan", "critic", 0});
   ASSERT_NE(g, nullptr);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(g->model(), "generator");
@@ -188,15 +188,15 @@ TEST(Model, RecordsThatNameTheirRunFindItBeforeAndAfterItsDescription) {
   model.ingest(step_of(second, 5, 10, 1.0f));
   model.ingest(step_of(first, 5, 10, 3.0f));
   ASSERT_EQ(model.run_count(), 2u);
-  EXPECT_EQ(model.current_run(0), model.find_run(RunKey{"host-1-100-2", "", 0}))
+  EXPECT_EQ(model.current_run(0), model.find_run(wire::RunKey{"host-1-100-2", "", 0}))
       << "before any description, the rank's first run";
   model.ingest(first);
   model.ingest(second);
   model.ingest(step_of(first, 6, 12, 4.0f));
   model.ingest(step_of(second, 6, 12, 2.0f));
   ASSERT_EQ(model.run_count(), 2u) << "each description found its run";
-  const RunModel* a = model.find_run(RunKey{"host-1-100", "", 0});
-  const RunModel* b = model.find_run(RunKey{"host-1-100-2", "", 0});
+  const RunModel* a = model.find_run(wire::RunKey{"host-1-100", "", 0});
+  const RunModel* b = model.find_run(wire::RunKey{"host-1-100-2", "", 0});
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   EXPECT_TRUE(a->described());

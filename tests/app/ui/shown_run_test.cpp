@@ -59,8 +59,8 @@ TEST(ShownRun, RunsAreLabelledByModelRunIdAndRank) {
   model.ingest(rank0("gan-1", "generator", 0));
   model.ingest(rank0("solo", "", 0));
   ASSERT_EQ(model.current_runs().size(), 2u);
-  EXPECT_EQ(run_label(*model.find_run(RunKey{"gan-1", "generator", 0})), "generator (gan-1) rank 0");
-  EXPECT_EQ(run_label(*model.find_run(RunKey{"solo", "", 0})), "solo rank 0");
+  EXPECT_EQ(run_label(*model.find_run(wire::RunKey{"gan-1", "generator", 0})), "generator (gan-1) rank 0");
+  EXPECT_EQ(run_label(*model.find_run(wire::RunKey{"solo", "", 0})), "solo rank 0");
 }
 
 }  // namespace
