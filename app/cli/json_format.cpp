@@ -33,6 +33,7 @@ Json run_json(const wire::RunDescription& run) {
   out["seq"] = run.seq;
   out["layers"] = std::move(layers);
   out["watches"] = run.watches;
+  out["buffers"] = run.buffers;
   out["device"] = run.device;
   out["keel_version"] = run.keel_version;
   out["torch_version"] = run.torch_version;
@@ -110,6 +111,11 @@ Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   out["layers"] = std::move(layers);
   out["scaler"] = std::move(scaler);
   out["watch"] = std::move(watches);
+  Json buffers = Json::array();
+  for (uint32_t i = 0; i < step.buffer_absmax.size(); ++i) {
+    buffers.push_back(Json{{"name", names.buffer_name(step, i)}, {"absmax", json_number(step.buffer_absmax[i])}});
+  }
+  out["buffers"] = std::move(buffers);
   return out;
 }
 

@@ -5,24 +5,33 @@
 namespace keel::app {
 
 void LayerNames::learn(const keel::wire::RunDescription& description) {
-  std::vector<std::string> names;
-  names.reserve(description.layers.size());
-  for (const keel::wire::LayerInfo& layer : description.layers) names.push_back(layer.name);
+  Names names;
+  names.layers.reserve(description.layers.size());
+  for (const keel::wire::LayerInfo& layer : description.layers) names.layers.push_back(layer.name);
+  names.buffers = description.buffers;
   by_rank_[description.rank] = names;
   by_run_[wire::run_key_of(description)] = std::move(names);
 }
 
-std::string LayerNames::name(const keel::wire::StepRecord& step, uint32_t index) const {
-  const std::vector<std::string>* names = nullptr;
+const LayerNames::Names* LayerNames::names_of(const keel::wire::StepRecord& step) const {
   if (step.run.empty()) {
     const auto found = by_rank_.find(step.rank);
-    if (found != by_rank_.end()) names = &found->second;
-  } else {
-    const auto found = by_run_.find(wire::run_key_of(step));
-    if (found != by_run_.end()) names = &found->second;
+    return found != by_rank_.end() ? &found->second : nullptr;
   }
-  if (names != nullptr && index < names->size()) return (*names)[index];
+  const auto found = by_run_.find(wire::run_key_of(step));
+  return found != by_run_.end() ? &found->second : nullptr;
+}
+
+std::string LayerNames::name(const keel::wire::StepRecord& step, uint32_t index) const {
+  const Names* names = names_of(step);
+  if (names != nullptr && index < names->layers.size()) return names->layers[index];
   return "layer" + std::to_string(index);
+}
+
+std::string LayerNames::buffer_name(const keel::wire::StepRecord& step, uint32_t index) const {
+  const Names* names = names_of(step);
+  if (names != nullptr && index < names->buffers.size()) return names->buffers[index];
+  return "buffer" + std::to_string(index);
 }
 
 }  // namespace keel::app

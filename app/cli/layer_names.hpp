@@ -5,7 +5,7 @@
 // learn() and ask name() when printing a step. Names are kept per run identity (run_id, model,
 // rank): two probes of one process are both rank 0, and a record names its run (PROTOCOL §5).
 // A record that does not (a probe older than the `run` key) takes the names of the last
-// description of its rank.
+// description of its rank. The run's buffers (StepRecord::buffer_absmax) are named alike.
 // Threads: a plain value owned by one thread.
 // Never: throws for an unknown run, rank or index (it falls back to "layer<i>").
 #pragma once
@@ -29,10 +29,16 @@ class LayerNames {
   // Name of layer `index` of the step's run, or "layer<index>" when no description of that
   // run has arrived or it has fewer layers.
   std::string name(const keel::wire::StepRecord& step, uint32_t index) const;
+  // Name of buffer `index` of the step's run, or "buffer<index>", alike.
+  std::string buffer_name(const keel::wire::StepRecord& step, uint32_t index) const;
 
  private:
-  std::map<wire::RunKey, std::vector<std::string>> by_run_;
-  std::map<int32_t, std::vector<std::string>> by_rank_;   // of the rank's last description
+  struct Names {
+    std::vector<std::string> layers, buffers;
+  };
+  const Names* names_of(const keel::wire::StepRecord& step) const;
+  std::map<wire::RunKey, Names> by_run_;
+  std::map<int32_t, Names> by_rank_;   // of the rank's last description
 };
 
 }  // namespace keel::app

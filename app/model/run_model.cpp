@@ -32,6 +32,7 @@ const char* global_series_name(GlobalSeries series) {
     case GlobalSeries::kProbeUs: return "probe_us";
     case GlobalSeries::kLossScale: return "loss_scale";
     case GlobalSeries::kSkipped: return "skipped";
+    case GlobalSeries::kBufferAbsmax: return "buffer_absmax";
   }
   return "unknown";
 }
@@ -261,6 +262,19 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   global(GlobalSeries::kStepTimeUs).append(step, as_sample(record.step_time_us));
   global(GlobalSeries::kProbeUs).append(step, as_sample(record.probe_us));
   if (record.scaler) global(GlobalSeries::kLossScale).append(step, as_sample(record.scaler->scale));
+  // A block that does not match the described buffers is another layout's: not plotted.
+  if (!record.buffer_absmax.empty() &&
+      (description_.buffers.empty() || record.buffer_absmax.size() == description_.buffers.size())) {
+    float largest = 0;
+    for (float b : record.buffer_absmax) {
+      if (std::isnan(b) || std::isnan(largest)) {
+        largest = std::numeric_limits<float>::quiet_NaN();
+      } else {
+        largest = std::max(largest, b);
+      }
+    }
+    global(GlobalSeries::kBufferAbsmax).append(step, largest);
+  }
 
   for (const wire::WatchStats& watch : record.watches) {
     const size_t index = watch_index(watch.name);

@@ -51,8 +51,11 @@ enum class GlobalSeries : uint8_t {
   kProbeUs,
   kLossScale,
   kSkipped,
+  // The largest max |b| of the model's floating-point buffers (RunDescription::buffers): NaN
+  // when one holds a NaN, +Inf when one holds an Inf. No sample when none were measured.
+  kBufferAbsmax,
 };
-inline constexpr int kGlobalSeriesCount = 7;
+inline constexpr int kGlobalSeriesCount = 8;
 const char* global_series_name(GlobalSeries series);
 
 // Per watched tensor (wire::WatchStats).

@@ -8,7 +8,6 @@
 #include "ui/events_view.hpp"
 #include "ui/global_charts.hpp"
 #include "ui/key_presses.hpp"
-#include "ui/run_picker.hpp"
 #include "ui/status_bar.hpp"
 #include "ui/verbose_log.hpp"
 
@@ -78,7 +77,10 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
     state_.begin_frame(run->has_steps() ? run->first_step() : 0,
                        run->has_steps() ? run->last_step() : 0);
   }
-  if (run) log_new_events(*run);
+  if (run) {
+    log_shown_run(*run);
+    log_new_events(*run);
+  }
   log_backfills(input.links);
 
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
@@ -89,7 +91,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("keel", nullptr, flags);
   draw_status_bar(input.links, input.queue_dropped, model, run);
-  if (const RunModel* picked = draw_run_picker(model, run)) state_.show_run(picked->key());
+  if (const RunModel* picked = run_picker_.draw(model, run)) state_.show_run(picked->key());
   ImGui::Separator();
   controls_.draw(model, run, input);
   ImGui::Separator();
@@ -111,7 +113,12 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
 
   ImGui::BeginGroup();
   if (begin_pane("charts", ImVec2(left_w, std::floor(column_h * charts_frac_)))) {
-    draw_global_charts(run, state_);
+    // The other runs on this rank: the job's other models (or another job compared with it).
+    std::vector<const RunModel*> others;
+    for (const RunModel* other : model.current_runs()) {
+      if (other != &run && other->rank() == run.rank()) others.push_back(other);
+    }
+    draw_global_charts(run, others, state_);
   }
   ImGui::EndChild();
   splitter("split_charts", false, left_w, column_h, charts_frac_);
@@ -139,6 +146,20 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
   ImGui::EndGroup();
 }
 
+void Dashboard::log_shown_run(const RunModel& run) {
+  // Once the panes show another run, and once it has its first step: which run, under which
+  // layer names, and the loss of the newest step, so a test can check they are that run's.
+  const std::string label = run_label(run);
+  const std::string identity = label + (run.has_steps() ? " stepped" : "");
+  if (identity == logged_shown_) return;
+  logged_shown_ = identity;
+  const size_t layers = run.layer_count();
+  verbose_log("keel: shown %s: layers %zu first %s last %s step %lld loss %.9g", label.c_str(), layers,
+              layers ? run.layer_name(0).c_str() : "-", layers ? run.layer_name(layers - 1).c_str() : "-",
+              run.has_steps() ? static_cast<long long>(run.last_step()) : -1LL,
+              run.has_steps() ? run.latest_step().loss : 0.0);
+}
+
 void Dashboard::log_new_events(const RunModel& run) {
   if (&run != logged_run_) {
     logged_run_ = &run;
@@ -152,9 +173,9 @@ void Dashboard::log_new_events(const RunModel& run) {
   }
   for (size_t i = fresh; i-- > 0;) {
     const wire::Event& event = events[i];
-    verbose_log("keel: event %s step %lld layer %s: %s", event.kind.c_str(),
+    verbose_log("keel: event %s step %lld layer %s run %s: %s", event.kind.c_str(),
                 static_cast<long long>(event.step), event.layer.empty() ? "-" : event.layer.c_str(),
-                event.detail.c_str());
+                run_label(run).c_str(), event.detail.c_str());
   }
   if (fresh > 0) {
     logged_event_seq_ = events.front().seq;

@@ -20,6 +20,7 @@
 #include "ui/instability_focus.hpp"
 #include "ui/layer_detail.hpp"
 #include "ui/ranks_view.hpp"
+#include "ui/run_picker.hpp"
 #include "ui/layer_list.hpp"
 #include "values/command_intent.hpp"
 #include "values/frame_input.hpp"
@@ -50,8 +51,10 @@ class Dashboard {
 
  private:
   void handle_keys(const RunModel& run);
-  // Prints events not printed yet ("keel: event KIND step N layer NAME: DETAIL"), oldest first,
-  // so the terminal (and a test) has a record of what the events pane showed.
+  // --verbose: which run the panes show ("keel: shown LABEL: layers N first .. loss L"), when that changes.
+  void log_shown_run(const RunModel& run);
+  // Prints events not printed yet ("keel: event KIND step N layer NAME run LABEL: DETAIL"),
+  // oldest first, so the terminal (and a test) has a record of what the events pane showed.
   void log_new_events(const RunModel& run);
   // Prints each endpoint's new late-attach outcome ("keel: backfill ENDPOINT: backfilled ...").
   void log_backfills(const std::vector<EndpointState>& links);
@@ -65,6 +68,8 @@ class Dashboard {
   LayerList layer_list_;
   LayerDetail layer_detail_;
   std::string pending_select_;
+  RunPicker run_picker_;
+  std::string logged_shown_;   // the shown run's identity as last printed (log_shown_run)
   const RunModel* logged_run_ = nullptr;
   uint64_t logged_event_seq_ = 0;
   bool logged_any_event_ = false;

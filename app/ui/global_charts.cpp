@@ -1,5 +1,6 @@
 #include "ui/global_charts.hpp"
 
+#include <array>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,6 +17,15 @@ constexpr ImU32 kNormColour = IM_COL32(120, 220, 140, 255);
 constexpr ImU32 kScaleColour = IM_COL32(230, 200, 90, 255);
 constexpr ImU32 kAbsmaxColour = IM_COL32(240, 120, 90, 255);
 constexpr ImU32 kZColour = IM_COL32(200, 140, 255, 255);
+// The losses of the other runs on the shown run's rank, in turn.
+constexpr std::array<ImU32, 4> kOtherRunColours = {IM_COL32(255, 170, 60, 255), IM_COL32(230, 110, 200, 255),
+                                                   IM_COL32(110, 230, 230, 255), IM_COL32(200, 200, 110, 255)};
+
+// A run's line in an overlaid loss chart: its model, else its run id.
+std::string loss_label(const RunModel& run) {
+  if (!run.model().empty()) return run.model();
+  return run.run_id().empty() ? std::string("(attached mid-run)") : run.run_id();
+}
 
 // The chart plots param group 0's lr; with several groups the title names each group's.
 std::string lr_title(const std::vector<double>& group_lrs) {
@@ -32,18 +42,33 @@ std::string lr_title(const std::vector<double>& group_lrs) {
 
 }  // namespace
 
-void draw_global_charts(const RunModel& run, AppState& state) {
+void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>& others, AppState& state) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float spacing = ImGui::GetStyle().ItemSpacing.x;
   const ImVec2 cell((avail.x - spacing) * 0.5f, (avail.y - ImGui::GetStyle().ItemSpacing.y) * 0.5f);
   const SeriesHistory* skipped = &run.global_series(GlobalSeries::kSkipped);
 
-  plot_series("loss", cell, {{&run.global_series(GlobalSeries::kLoss), "loss", kLossColour}},
-              false, state, skipped);
+  // Each run's loss under its name, once there are several; the labels outlive the call.
+  std::vector<std::string> labels{others.empty() ? std::string("loss") : loss_label(run)};
+  for (const RunModel* other : others) labels.push_back(loss_label(*other));
+  std::vector<SeriesSpec> losses{{&run.global_series(GlobalSeries::kLoss), labels[0].c_str(), kLossColour}};
+  for (size_t i = 0; i < others.size(); ++i) {
+    losses.push_back({&others[i]->global_series(GlobalSeries::kLoss), labels[i + 1].c_str(),
+                      kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped)});
+  }
+  plot_series(others.empty() ? "loss" : "loss of each run (each one's skipped steps marked in its colour)", cell,
+              losses, false, state, skipped);
   ImGui::SameLine();
-  plot_series("global grad norm",  cell,
-              {{&run.global_series(GlobalSeries::kGradNorm), "grad norm", kNormColour}}, true,
-              state, skipped);
+  const SeriesHistory& buffers = run.global_series(GlobalSeries::kBufferAbsmax);
+  if (!buffers.empty()) {
+    plot_series("global grad norm; buffers' max |b|", cell,
+                {{&run.global_series(GlobalSeries::kGradNorm), "grad norm", kNormColour},
+                 {&buffers, "buffers", kAbsmaxColour}},
+                true, state, skipped);
+  } else {
+    plot_series("global grad norm", cell, {{&run.global_series(GlobalSeries::kGradNorm), "grad norm", kNormColour}},
+                true, state, skipped);
+  }
 
   // A run without a loss scaler has no loss-scale samples; show the step time instead of an
   // empty chart, so the slot still says something about the run.

@@ -1,16 +1,22 @@
 // keel app global charts: the run's scalars over the shared step range.
 //
-// What it is for: the first place a blow-up shows: loss, global gradient norm (log y), loss
-// scale (log y, with skipped updates marked in every chart) and the magnitudes of the first
-// watched tensor (logits: absmax and z, the mean logsumexp that z-loss penalises).
+// What it is for: the first place a blow-up shows: loss, global gradient norm (log y) with the
+// largest of the model's buffers (BatchNorm's running statistics) beside it, loss scale (log
+// y, with skipped updates marked in every chart) and the magnitudes of the first watched
+// tensor (logits: absmax and z, the mean logsumexp that z-loss penalises). Where other runs
+// share the shown run's rank (the other models of the job: a GAN's generator beside its
+// discriminator), their losses are overlaid on its loss chart, each named by its model and
+// with its own skipped updates marked in its colour.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
+
+#include <vector>
 
 #include "model/run_model.hpp"
 #include "ui/app_state.hpp"
 
 namespace keel::app::ui {
 
-void draw_global_charts(const RunModel& run, AppState& state);
+void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>& others, AppState& state);
 
 }  // namespace keel::app::ui

@@ -299,6 +299,12 @@ void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& 
     skipped->summarize(grid, flags.data());
     draw_flag_columns(draw, frame, flags, (kSkippedColour & 0x00FFFFFFu) | 0x90000000u);
   }
+  for (const SeriesSpec& spec : series) {
+    if (!spec.skipped) continue;
+    std::vector<Summary> flags(size_t(grid.columns()));
+    spec.skipped->summarize(grid, flags.data());
+    draw_flag_columns(draw, frame, flags, (spec.colour & 0x00FFFFFFu) | 0x90000000u);
+  }
   for (size_t i = 0; i < series.size(); ++i) draw_series(draw, frame, columns[i], series[i].colour);
   draw_cursors(draw, frame, state);
 

@@ -82,10 +82,13 @@ struct SeriesSpec {
   const SeriesHistory* history;
   const char* label;
   ImU32 colour;
+  // Another run's skipped updates (its GlobalSeries::kSkipped), marked in this series' colour
+  // where several runs share a plot; null: none of its own.
+  const SeriesHistory* skipped = nullptr;
 };
 
 // A whole step plot over the shared view range of `state`: axes, one min/max trace per series,
-// skipped steps marked (when `skipped` is given), cursors, mouse input and a hover read-out
+// skipped steps marked (when `skipped` is given, and each series' own `skipped`), cursors, mouse input and a hover read-out
 // of every series at the cursor step.
 void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& series, bool log_y,
                  AppState& state, const SeriesHistory* skipped);

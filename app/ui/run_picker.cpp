@@ -2,7 +2,10 @@
 
 #include <imgui.h>
 
+#include <cstdio>
 #include <vector>
+
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 
@@ -12,7 +15,17 @@ std::string run_label(const RunModel& run) {
   return run.model().empty() ? id + rank : run.model() + " (" + id + ")" + rank;
 }
 
-const RunModel* draw_run_picker(const Model& model, const RunModel* shown) {
+void RunPicker::log_geometry(const std::string& name) {
+  const ImVec2 min = ImGui::GetItemRectMin(), max = ImGui::GetItemRectMax();
+  char rect[96];
+  std::snprintf(rect, sizeof rect, " x0 %.0f y0 %.0f x1 %.0f y1 %.0f", min.x, min.y, max.x, max.y);
+  std::string& logged = logged_[name];
+  if (logged == rect) return;
+  logged = rect;
+  verbose_log("keel: control %s%s", name.c_str(), rect);
+}
+
+const RunModel* RunPicker::draw(const Model& model, const RunModel* shown) {
   const std::vector<const RunModel*> runs = model.current_runs();
   // The ranks of one job are chosen in the ranks view; the picker is for runs a rank cannot
   // tell apart.
@@ -22,10 +35,14 @@ const RunModel* draw_run_picker(const Model& model, const RunModel* shown) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 28);
   const std::string preview = shown ? run_label(*shown) : std::string("(none)");
-  if (ImGui::BeginCombo("##run", preview.c_str())) {
+  const bool open = ImGui::BeginCombo("##run", preview.c_str());
+  if (!open) log_geometry("run_picker");
+  if (open) {
     for (const RunModel* run : runs) {
       ImGui::PushID(run);
-      if (ImGui::Selectable(run_label(*run).c_str(), run == shown) && run != shown) picked = run;
+      const std::string label = run_label(*run);
+      if (ImGui::Selectable(label.c_str(), run == shown) && run != shown) picked = run;
+      log_geometry("run " + label);
       ImGui::PopID();
     }
     ImGui::EndCombo();

@@ -5,9 +5,13 @@
 // picker names them by model, run id and rank and lets the user choose the one the panes show.
 // It is drawn only when a rank has several runs (the ranks view chooses between ranks).
 // Threads: the UI thread, inside an ImGui window.
+// With --verbose it prints where the picker is and, while it is open, where each run's entry
+// is ("keel: control run_picker x0 .. y1 ..", "keel: control run <label> x0 .."), so a test
+// (or a user scripting xdotool) can click them.
 // Never: changes what is shown itself; the dashboard does, with the run it returns.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "model/model.hpp"
@@ -17,8 +21,15 @@ namespace keel::app::ui {
 // "generator (run id) rank 0", or "run id rank 0" for a run that names no model.
 std::string run_label(const RunModel& run);
 
-// Draws the picker on its own line when a rank of `model` has several current runs. Returns
-// the run the user picked this frame, else nullptr. `shown` is the run the panes show now.
-const RunModel* draw_run_picker(const Model& model, const RunModel* shown);
+class RunPicker {
+ public:
+  // Draws the picker on its own line when a rank of `model` has several current runs. Returns
+  // the run the user picked this frame, else nullptr. `shown` is the run the panes show now.
+  const RunModel* draw(const Model& model, const RunModel* shown);
+
+ private:
+  void log_geometry(const std::string& name);
+  std::map<std::string, std::string> logged_;   // per control: the geometry last printed
+};
 
 }  // namespace keel::app::ui

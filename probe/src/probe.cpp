@@ -89,8 +89,11 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
       reducer_(params_),
       order_(params_),
       layout_(parameters.params),
+      buffers_(float_buffers_of(model)),
+      buffer_reducer_(buffers_.tensors),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(parameters, options_);
+  description_.buffers = buffers_.names;
   reducer_.measure_updates_of(&optimizer_);
   check_rank(options_);
   check_model_name(options_);
@@ -154,16 +157,19 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   settle_pending();
   // After it: the settled step was of the old layers.
   follow_layout();
+  follow_buffers();
   const StepPlan plan = plan_step();
+  enqueue_buffers();
   if (deferrable_device(plan, loss) >= 0) {
     deferred_step(loss, plan, outcome, times);
     end_step(plan, Reduction{}, times);
     return outcome;
   }
   Reduction reduction = reduce(loss, plan, outcome);
+  collect_buffers();
   decide(reduction, outcome);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
-  dump_if_due(reduction);
+  dump_if_due(reduction, /*take_requested=*/true, buffers_turn_nonfinite());
 
   times.optimizer_start = Clock::now();
   try {
@@ -324,16 +330,16 @@ void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
   }
 }
 
-void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested) {
+void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested, bool buffers_start) {
   // The state the gradients were computed on, before this step's update touches it.
-  const bool nonfinite_starts = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
-  const bool auto_dump_due = options_.dump_on_nonfinite && nonfinite_starts &&
+  const bool gradients_start = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
+  const bool auto_dump_due = options_.dump_on_nonfinite && (gradients_start || buffers_start) &&
                              (!last_auto_dump_step_ || record_step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
   const bool requested = take_requested && dump_requested_;
   if (requested || auto_dump_due) {
     if (auto_dump_due) last_auto_dump_step_ = record_step_;
     const std::optional<DumpRequest> request = requested ? dump_requested_ : std::nullopt;
-    take_dump(request ? "command" : "nonfinite", request);
+    take_dump(request ? "command" : gradients_start ? "nonfinite" : "nonfinite_buffer", request);
     if (requested) dump_requested_.reset();
   }
 }
@@ -386,6 +392,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
         report_probe_error("reading the watched tensors", e.what(), "not measured this step");
       }
     }
+    record_.buffer_absmax = buffer_absmax_;
     if (scaler_ && scaler_->enabled()) {
       // The step's own overflow: a deferred step's settles when the next step has begun, and
       // the caller's unscale_() of that next step may have found its own by then.
@@ -517,6 +524,12 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
   }
   watch_nonfinite_last_step_ = watch_nonfinite;
 
+  // Buffers not measured this step say nothing: the run of non-finite buffers neither starts nor ends.
+  if (!buffer_absmax_.empty()) {
+    if (buffers_turn_nonfinite()) add_event("nonfinite_buffer", first_nonfinite_buffer(), describe_nonfinite_buffers());
+    buffer_nonfinite_last_step_ = !first_nonfinite_buffer().empty();
+  }
+
   // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.
   if (measured && spike_verdict_.spike && std::isfinite(spike_verdict_.z)) {
     char text[160];
@@ -530,6 +543,78 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     add_event("skip", "", "update skipped: " + outcome.skip_reason +
                               (outcome.skip_reason == "nonfinite" ? " (" + outcome.nonfinite_cause + ")" : ""));
   }
+}
+
+void Probe::Impl::follow_buffers() {
+  try {
+    ModelBuffers now = float_buffers_of(model_);
+    if (now.same_as(buffers_)) return;
+    BufferReducer reducer(now.tensors);
+    const size_t before = buffers_.names.size();
+    buffers_ = std::move(now);
+    buffer_reducer_ = std::move(reducer);
+    description_.buffers = buffers_.names;
+    buffer_nonfinite_last_step_ = false;
+    if (publisher_) publisher_->describe(description_);
+    add_event("layout_changed", "",
+              "the model's floating-point buffers changed after the last step (" + std::to_string(before) + " before, " +
+                  std::to_string(buffers_.names.size()) + " now); they are measured as they are now, and the run is re-described");
+  } catch (const std::exception& e) {
+    report_probe_error("following the model's buffers", e.what(), "the buffers are measured as they were planned");
+  }
+}
+
+void Probe::Impl::enqueue_buffers() {
+  buffer_absmax_.clear();
+  if (buffer_reducer_.size() == 0) return;
+  try {
+    buffer_reducer_.enqueue();
+  } catch (const std::exception& e) {
+    report_probe_error("measuring the model's buffers", e.what(), "buffers not measured this step");
+  }
+}
+
+void Probe::Impl::collect_buffers() {
+  buffer_absmax_.clear();
+  if (!buffer_reducer_.pending()) return;
+  try {
+    buffer_reducer_.collect(buffer_absmax_);
+  } catch (const std::exception& e) {
+    buffer_absmax_.clear();
+    report_probe_error("reading the model's buffers", e.what(), "buffers not measured this step");
+  }
+}
+
+std::string Probe::Impl::first_nonfinite_buffer() const {
+  for (size_t i = 0; i < buffer_absmax_.size(); ++i) {
+    if (!std::isfinite(buffer_absmax_[i])) return buffers_.names[i];
+  }
+  return std::string();
+}
+
+bool Probe::Impl::buffers_turn_nonfinite() const {
+  return !buffer_nonfinite_last_step_ && !first_nonfinite_buffer().empty();
+}
+
+std::string Probe::Impl::describe_nonfinite_buffers() const {
+  std::string first, others;
+  size_t count = 0;
+  for (size_t i = 0; i < buffer_absmax_.size(); ++i) {
+    if (std::isfinite(buffer_absmax_[i])) continue;
+    const std::string what = buffers_.names[i] + (std::isnan(buffer_absmax_[i]) ? " (NaN)" : " (Inf)");
+    if (count == 0) {
+      first = what;
+    } else if (count <= 8) {
+      others += (others.empty() ? "" : ", ") + what;
+    }
+    ++count;
+  }
+  std::string detail = "non-finite values in buffer " + first;
+  if (count > 1) {
+    detail += "; also in " + others + (count > 9 ? " and " + std::to_string(count - 9) + " more" : "");
+  }
+  return detail + "; the forward pass wrote them, so skipping the update does not undo them (eval mode and "
+                  "checkpoints from now on use them)";
 }
 
 Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)

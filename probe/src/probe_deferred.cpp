@@ -171,6 +171,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     failed.lost_mask = plan.mask;
     failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
     std::vector<wire::WatchStats> none;
+    collect_buffers();   // enqueued before this step's passes, so not lost with them
     record(plan, failed, outcome, times, &none);
     last_settled_ = outcome;
   }
@@ -259,8 +260,19 @@ void Probe::Impl::settle_pending() {
       watched.clear();
     }
   }
+  collect_buffers();
+  const bool buffers_start = buffers_turn_nonfinite();
   record(p.plan, r, outcome, p.times, &watched);
   last_settled_ = outcome;
+  // Buffers that turned non-finite in this step's forward pass are not the device verdict's
+  // business (a skip cannot undo them), so the update went ahead: the dump holds the model as
+  // the next step begins, under that step's number.
+  if (buffers_start) {
+    record_step_ = step_;
+    Reduction buffers_only;
+    buffers_only.stats_ok = false;
+    dump_if_due(buffers_only, /*take_requested=*/false, /*buffers_start=*/true);
+  }
   record_step_ = current_step;
 }
 

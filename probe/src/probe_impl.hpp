@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "backward_order.hpp"
+#include "buffer_reducer.hpp"
 #include "checkpoint_writer.hpp"
 #include "command_server.hpp"
 #include "deferred_scalar.hpp"
 #include "fused_step.hpp"
 #include "keel/probe/probe.hpp"
 #include "layer_reducer.hpp"
+#include "model_buffers.hpp"
 #include "parameter_layout.hpp"
 #include "publisher.hpp"
 #include "spike_detector.hpp"
@@ -83,6 +85,14 @@ class Probe::Impl {
   // were. While set, every step's reductions fail (probe_layout.cpp).
   std::string layout_error_;
   WatchReducer watches_;
+  // The model's floating-point buffers as they were planned (followed every step, like the
+  // parameters), their pass, and this step's max |b| of each once collected (empty: not
+  // measured). A buffer turning non-finite is an event and a dump, never a skip: the forward
+  // pass wrote it, and skipping the update cannot undo that.
+  ModelBuffers buffers_;
+  BufferReducer buffer_reducer_;
+  std::vector<float> buffer_absmax_;
+  bool buffer_nonfinite_last_step_ = false;
   GradScaler* scaler_ = nullptr;
   wire::RunDescription description_;
   std::unique_ptr<Publisher> publisher_;
@@ -201,6 +211,19 @@ class Probe::Impl {
   // weight snapshot stale.
   void follow_layout();
   void replan(const ModelParameters& now, const std::string& what);
+  // The model's float buffers now: a changed set is planned again and re-described.
+  void follow_buffers();
+  // This step's buffer pass: started before the gradients' (so a device runs both at once),
+  // read into buffer_absmax_ before the step is recorded. A failure is counted and leaves
+  // the buffers unmeasured; it never touches the step.
+  void enqueue_buffers();
+  void collect_buffers();
+  // The first buffer (model order) whose max |b| this step is NaN/Inf, or "" when none is.
+  std::string first_nonfinite_buffer() const;
+  // Whether this step's buffers hold a NaN/Inf and the last recorded step's did not.
+  bool buffers_turn_nonfinite() const;
+  // The nonfinite_buffer event's detail: which buffers, NaN or Inf, and what a skip cannot do.
+  std::string describe_nonfinite_buffers() const;
   StepPlan plan_step() const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
@@ -208,8 +231,9 @@ class Probe::Impl {
   // rank's own while the gradients are the job's, so a non-finite loss alone does not make a
   // step unsafe (StepHealth::unsafe_to_apply), on the host or in the device verdict.
   bool loss_is_the_jobs() const { return options_.world_size <= 1; }
-  // The automatic dump of a blown-up step, and with `take_requested` one asked for by command.
-  void dump_if_due(const Reduction& reduction, bool take_requested = true);
+  // The automatic dump of a blown-up step (or, with `buffers_start`, of the step whose
+  // buffers turned non-finite), and with `take_requested` one asked for by command.
+  void dump_if_due(const Reduction& reduction, bool take_requested = true, bool buffers_start = false);
   // The update pass of an immediate step, after the optimizer's.
   void measure_updates(const StepPlan& plan, bool applied, Reduction& reduction);
   // The update pass failed with `e`: update_ratio and param_norm are absent from the record.

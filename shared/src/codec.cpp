@@ -118,7 +118,8 @@ void run_identity(Encoder& e, const std::string& run, const std::string& model) 
 }
 
 void encode_run(Encoder& e, const RunDescription& m) {
-  header(e, (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1), kTopicRun, m.rank, m.seq);
+  header(e, (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1) + (m.buffers.empty() ? 0 : 1), kTopicRun, m.rank,
+         m.seq);
   e.key("run_id");
   e.str(m.run_id);
   if (!m.model.empty()) {
@@ -149,6 +150,11 @@ void encode_run(Encoder& e, const RunDescription& m) {
   e.key("watches");
   e.array(static_cast<uint32_t>(m.watches.size()));
   for (const std::string& name : m.watches) e.str(name);
+  if (!m.buffers.empty()) {
+    e.key("buffers");
+    e.array(static_cast<uint32_t>(m.buffers.size()));
+    for (const std::string& name : m.buffers) e.str(name);
+  }
   e.key("keel_version");
   e.str(m.keel_version);
   e.key("torch_version");
@@ -165,7 +171,9 @@ void encode_run(Encoder& e, const RunDescription& m) {
 }
 
 void encode_step(Encoder& e, const StepRecord& m) {
-  header(e, 21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1) + run_identity_entries(m.run, m.model),
+  header(e,
+         21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1) + (m.buffer_absmax.empty() ? 0 : 1) +
+             run_identity_entries(m.run, m.model),
          kTopicStep, m.rank, m.seq);
   run_identity(e, m.run, m.model);
   e.key("step");
@@ -224,6 +232,10 @@ void encode_step(Encoder& e, const StepRecord& m) {
     e.f32(w.z);
     e.key("nonfinite");
     e.sint(w.nonfinite);
+  }
+  if (!m.buffer_absmax.empty()) {
+    e.key("buffer_absmax");
+    e.float_block(m.buffer_absmax);
   }
   e.key("frozen");
   e.array(static_cast<uint32_t>(m.frozen_layers.size()));
@@ -319,7 +331,8 @@ void encode(const Message& message, std::vector<char>& out) {
   out.clear();
   // One reservation up front: the float block dominates a step record, the rest is small.
   if (const auto* step = std::get_if<StepRecord>(&message)) {
-    out.reserve(320 + step->run.size() + step->model.size() + step->layer_values.size() * sizeof(float) + step->watches.size() * 64);
+    out.reserve(320 + step->run.size() + step->model.size() + (step->layer_values.size() + step->buffer_absmax.size()) * sizeof(float) +
+                step->watches.size() * 64);
   }
   Encoder encoder(out);
   std::visit(EncodeVisitor{encoder}, message);

@@ -252,6 +252,10 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
       r.read_item("watches", i, watches->ptr[i], m.watches[i]);
     }
   }
+  if (const msgpack::object_array* buffers = r.array("buffers", kMaxLayers)) {
+    m.buffers.resize(buffers->size);
+    for (uint32_t i = 0; i < buffers->size && r.ok(); ++i) r.read_item("buffers", i, buffers->ptr[i], m.buffers[i]);
+  }
   r.optional("keel_version", m.keel_version)
       .optional("torch_version", m.torch_version)
       .optional("device", m.device)
@@ -261,6 +265,22 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
     for (uint32_t i = 0; i < policies->size && r.ok(); ++i) {
       r.read_item("policies_on", i, policies->ptr[i], (*m.policies_on)[i]);
     }
+  }
+}
+
+// A bin of little-endian float32 (its size a multiple of 4, checked by the caller) into `out`.
+void copy_floats(const msgpack::object& block, std::vector<float>& out) {
+  const size_t count = block.via.bin.size / sizeof(float);
+  out.resize(count);
+  const char* bytes = block.via.bin.ptr;
+  if (kLittleEndianHost) {
+    if (count) std::memcpy(out.data(), bytes, count * sizeof(float));
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const auto* b = reinterpret_cast<const unsigned char*>(bytes + 4 * i);
+    const uint32_t bits = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
+    std::memcpy(&out[i], &bits, sizeof bits);
   }
 }
 
@@ -286,19 +306,23 @@ void read_layer_block(MapReader& r, StepRecord& m) {
            std::to_string(m.layer_count) + " layers x 4 bytes)");
     return;
   }
-  const size_t count = block->via.bin.size / sizeof(float);
-  m.layer_values.resize(count);
-  const char* bytes = block->via.bin.ptr;
-  if (kLittleEndianHost) {
-    if (count) std::memcpy(m.layer_values.data(), bytes, count * sizeof(float));
+  copy_floats(*block, m.layer_values);
+}
+
+// The buffers' block: one little-endian float32 per buffer of the run description.
+void read_buffer_block(MapReader& r, StepRecord& m) {
+  const msgpack::object* block = r.find("buffer_absmax", false);
+  if (!block) return;
+  if (block->type != msgpack::type::BIN) {
+    r.fail("field \"buffer_absmax\" is " + type_name(*block) + ", expected a binary block of little-endian float32");
     return;
   }
-  for (size_t i = 0; i < count; ++i) {
-    const auto* b = reinterpret_cast<const unsigned char*>(bytes + 4 * i);
-    const uint32_t bits = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 |
-                          uint32_t(b[3]) << 24;
-    std::memcpy(&m.layer_values[i], &bits, sizeof bits);
+  if (block->via.bin.size % sizeof(float) != 0 || block->via.bin.size / sizeof(float) > kMaxLayers) {
+    r.fail("field \"buffer_absmax\" holds " + std::to_string(block->via.bin.size) +
+           " bytes, expected 4 bytes per buffer and at most " + std::to_string(kMaxLayers) + " buffers");
+    return;
   }
+  copy_floats(*block, m.buffer_absmax);
 }
 
 // A list of layer indices (frozen, unused): each must name a layer of the record.
@@ -331,6 +355,7 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
       .required("metric_mask", m.metric_mask)
       .required("layer_count", m.layer_count);
   read_layer_block(r, m);
+  read_buffer_block(r, m);
   if (const msgpack::object* scaler = r.find("scaler", false)) {
     if (scaler->type != msgpack::type::NIL) {
       if (scaler->type != msgpack::type::MAP) {

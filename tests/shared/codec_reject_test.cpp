@@ -234,6 +234,12 @@ TEST(CodecReject, WrongFieldTypes) {
                "field \"skip_reason\" is a boolean, expected a string");
   expect_error(with_field(step, "scaler", value_of(std::string("on"))),
                "field \"scaler\" is a string, expected nil or a map");
+  expect_error(with_field(step, "buffer_absmax", value_of(3)),
+               "field \"buffer_absmax\" is an integer, expected a binary block of little-endian float32");
+  expect_error(with_field(step, "buffer_absmax", [](Packer& p) { p.pack_bin(6); p.pack_bin_body("\0\0\0\0\0\0", 6); }),
+               "field \"buffer_absmax\" holds 6 bytes, expected 4 bytes per buffer");
+  expect_error(with_field(encode(sample_run()), "buffers", [](Packer& p) { p.pack_array(1); p.pack(7); }),
+               "field \"buffers[0]\" is an integer, expected a string");
   expect_error(with_field(step, "watches", value_of(3)),
                "field \"watches\" is an integer, expected an array");
   expect_error(with_field(step, "watches", [](Packer& p) { p.pack_array(1); p.pack(1); }),

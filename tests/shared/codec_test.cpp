@@ -39,6 +39,7 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
     EXPECT_EQ(out.layers[i].aliases, in.layers[i].aliases);
   }
   EXPECT_EQ(out.watches, in.watches);
+  EXPECT_EQ(out.buffers, in.buffers);
   EXPECT_EQ(out.keel_version, in.keel_version);
   EXPECT_EQ(out.torch_version, in.torch_version);
   EXPECT_EQ(out.device, in.device);
@@ -99,6 +100,10 @@ void expect_same_step(const StepRecord& out, const StepRecord& in) {
     EXPECT_EQ(bits_of(out.watches[i].rms), bits_of(in.watches[i].rms));
     EXPECT_EQ(bits_of(out.watches[i].z), bits_of(in.watches[i].z));
     EXPECT_EQ(out.watches[i].nonfinite, in.watches[i].nonfinite);
+  }
+  ASSERT_EQ(out.buffer_absmax.size(), in.buffer_absmax.size());
+  for (size_t i = 0; i < in.buffer_absmax.size(); ++i) {
+    EXPECT_EQ(bits_of(out.buffer_absmax[i]), bits_of(in.buffer_absmax[i])) << "buffer " << i;
   }
 }
 

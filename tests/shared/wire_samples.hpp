@@ -28,6 +28,7 @@ inline RunDescription sample_run() {
               {"blocks.0.ln.bias", {96}, 96, "float16"},
               {"scalar", {}, 1, "float64"}};
   m.watches = {"logits", "blocks.0.attn.scores"};
+  m.buffers = {"bn1.running_mean", "bn1.running_var"};
   m.keel_version = "0.1.0";
   m.torch_version = "1.13.1";
   m.device = "cuda:1";
@@ -85,6 +86,7 @@ inline StepRecord sample_step(bool with_scaler = true) {
   if (with_scaler) m.scaler = ScalerState{32768.0, 1999, true, 12};
   m.watches = {{"logits", 45.5f, 3.25f, 8.125f, 0},
                {"blocks.0.attn.scores", std::numeric_limits<float>::infinity(), 1.5f, -2.0f, 96}};
+  if (with_scaler) m.buffer_absmax = {4.0e28f, std::numeric_limits<float>::infinity()};
   m.frozen_layers = {0, 2};
   if (with_scaler) m.group_lrs = {3e-4, 3e-5};
   if (with_scaler) m.unused_layers = {1};

@@ -30,7 +30,7 @@ TEST(JsonFormat, RunDescriptionHasEveryField) {
   const Json json = to_json(sample_run(), LayerNames{});
   EXPECT_EQ(keys_of(json),
             (std::vector<std::string>{"type", "run", "model", "rank", "world_size", "seq", "layers",
-                                      "watches", "device", "keel_version", "torch_version",
+                                      "watches", "buffers", "device", "keel_version", "torch_version",
                                       "start_unix_ms"}));
   EXPECT_EQ(json["type"], "run");
   EXPECT_EQ(json["run"], "demo-run");
@@ -91,7 +91,7 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
             (std::vector<std::string>{"type", "step", "run", "model", "rank", "seq", "loss", "lr",
                                       "grad_norm", "skipped", "skip_reason", "step_time_us",
                                       "probe_us", "dropped", "probe_errors", "stamp_unix_ns",
-                                      "layers", "scaler", "watch"}));
+                                      "layers", "scaler", "watch", "buffers"}));
   EXPECT_EQ(json["type"], "step");
   EXPECT_EQ(json["step"], 7);
   EXPECT_EQ(json["run"], "") << "a probe older than the key names no run";
@@ -128,6 +128,21 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
   EXPECT_EQ(json["watch"][0]["name"], "logits");
   EXPECT_EQ(json["watch"][0]["absmax"], 12.5);
   EXPECT_EQ(json["watch"][0]["z"], 4.25);
+}
+
+TEST(JsonFormat, BuffersAreNamedFromTheirRunsDescription) {
+  wire::RunDescription run = sample_run();
+  run.buffers = {"bn.running_mean", "bn.running_var"};
+  LayerNames names;
+  names.learn(run);
+  EXPECT_EQ(to_json(run, names)["buffers"], Json::array({"bn.running_mean", "bn.running_var"}));
+  wire::StepRecord step = sample_step(7);
+  step.buffer_absmax = {0.5f, kInf, 2.0f};
+  const Json json = to_json(step, names);
+  ASSERT_EQ(json["buffers"].size(), 3u);
+  EXPECT_EQ(json["buffers"][0], (Json{{"name", "bn.running_mean"}, {"absmax", 0.5}}));
+  EXPECT_EQ(json["buffers"][1], (Json{{"name", "bn.running_var"}, {"absmax", "inf"}}));
+  EXPECT_EQ(json["buffers"][2]["name"], "buffer2") << "more than the description named";
 }
 
 TEST(JsonFormat, LayerNamesFallBackWithoutADescriptionOfThatRank) {

@@ -182,6 +182,32 @@ TEST(RunModel, ALayersAliasesComeFromTheDescription) {
   EXPECT_TRUE(run.layer_aliases(5).empty());
 }
 
+// The buffers' chart: the largest max |b| of the step's buffers, NaN when one is NaN, and no
+// sample from a block that does not match the described buffers.
+TEST(RunModel, BufferAbsmaxIsTheLargestAndKeepsNonFiniteValues) {
+  RunModel run("r", 0, ModelConfig{});
+  wire::RunDescription description = describe_layers("r", 1);
+  description.buffers = {"bn.running_mean", "bn.running_var"};
+  run.describe(description);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> blocks = {{0.5f, 3.0f}, {4e28f, inf}, {inf, kNan}, {1.0f, 2.0f, 3.0f}, {}};
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    wire::StepRecord record = record_at(static_cast<int64_t>(i), 1);
+    record.buffer_absmax = blocks[i];
+    ASSERT_TRUE(run.add_step(record));
+  }
+  const SeriesHistory& buffers = run.global_series(GlobalSeries::kBufferAbsmax);
+  float value = 0;
+  ASSERT_TRUE(buffers.value_at(0, &value));
+  EXPECT_EQ(value, 3.0f);
+  ASSERT_TRUE(buffers.value_at(1, &value));
+  EXPECT_EQ(value, inf);
+  ASSERT_TRUE(buffers.value_at(2, &value));
+  EXPECT_TRUE(std::isnan(value)) << "NaN wins over Inf wherever it is";
+  EXPECT_FALSE(buffers.value_at(3, &value)) << "three values for two described buffers";
+  EXPECT_FALSE(buffers.value_at(4, &value)) << "not measured";
+}
+
 TEST(RunModel, GlobalAndWatchSeries) {
   RunModel run("r", 0, ModelConfig{});
   run.describe(describe_layers("r", 1));

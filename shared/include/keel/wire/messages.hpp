@@ -55,6 +55,9 @@ struct RunDescription {
   int32_t world_size = 1;
   std::vector<LayerInfo> layers;       // model order (named_parameters() order)
   std::vector<std::string> watches;    // watched tensor names, forward order of first watch()
+  // The model's floating-point buffers (BatchNorm's running statistics, ...), in
+  // named_buffers() order: StepRecord::buffer_absmax follows this order.
+  std::vector<std::string> buffers;
   std::string keel_version;
   std::string torch_version;
   std::string device;                  // "cpu", "cuda:0", ...
@@ -107,6 +110,10 @@ struct StepRecord {
   std::vector<float> layer_values;
   std::optional<ScalerState> scaler;
   std::vector<WatchStats> watches;
+  // max |b| of each of the run description's buffers, in its order, as they were at this step
+  // (after its forward pass): NaN when a value is NaN, +Inf when one is infinite and none
+  // NaN. Empty when the model has none, or they were not measured this step.
+  std::vector<float> buffer_absmax;
   // Layers whose parameter did not require grad at this step (frozen), ascending: their
   // gradient metrics were not measured (the block holds 0 for them), which is not underflow.
   std::vector<uint32_t> frozen_layers;
