@@ -28,6 +28,7 @@ wire::LayerMetric layer_metric_of(HeatMetric metric) {
 
 void AppState::show_rank(int32_t rank) {
   shown_run_key_.reset();
+  last_shown_run_.reset();
   if (rank == shown_rank_) return;
   shown_rank_ = rank;
   verbose_log("keel: showing rank %d", rank);

@@ -89,12 +89,18 @@ class AppState {
   const std::optional<wire::RunKey>& shown_run_key() const { return shown_run_key_; }
   void show_run(const wire::RunKey& key);
   void pin_run(const wire::RunKey& key) { shown_run_key_ = key; }
+  // The run the panes showed last (set by the dashboard each frame; forgotten with
+  // show_rank): when a second run joins its rank, the one the user was looking at is the one
+  // pinned, not whichever the rank's newest description made current.
+  const std::optional<wire::RunKey>& last_shown_run() const { return last_shown_run_; }
+  void remember_shown_run(const wire::RunKey& key) { last_shown_run_ = key; }
 
  private:
   void clamp_view();
 
   int32_t shown_rank_ = -1;
   std::optional<wire::RunKey> shown_run_key_;
+  std::optional<wire::RunKey> last_shown_run_;
   int selected_layer_ = -1;
   std::string selected_layer_name_;
   int64_t selected_step_ = -1;

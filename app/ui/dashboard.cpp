@@ -57,7 +57,17 @@ const RunModel* Dashboard::shown_run(const Model& model, AppState& state) {
   const std::vector<const RunModel*> runs = model.current_runs();
   const auto on_rank = std::count_if(runs.begin(), runs.end(),
                                      [&](const RunModel* other) { return other->rank() == run->rank(); });
-  if (on_rank > 1) state.pin_run(run->key());
+  if (on_rank > 1) {
+    // A run joining the rank of the one shown until now (a GAN's second model, described a
+    // moment later) does not take the panes over.
+    if (const auto& before = state.last_shown_run()) {
+      for (const RunModel* other : runs) {
+        if (other->key() == *before && other->rank() == run->rank()) run = other;
+      }
+    }
+    state.pin_run(run->key());
+  }
+  state.remember_shown_run(run->key());
   return run;
 }
 

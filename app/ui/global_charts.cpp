@@ -18,8 +18,8 @@ constexpr ImU32 kScaleColour = IM_COL32(230, 200, 90, 255);
 constexpr ImU32 kAbsmaxColour = IM_COL32(240, 120, 90, 255);
 constexpr ImU32 kZColour = IM_COL32(200, 140, 255, 255);
 // The losses of the other runs on the shown run's rank, in turn.
-constexpr std::array<ImU32, 4> kOtherRunColours = {IM_COL32(255, 170, 60, 255), IM_COL32(230, 110, 200, 255),
-                                                   IM_COL32(110, 230, 230, 255), IM_COL32(200, 200, 110, 255)};
+constexpr std::array<ImU32, 4> kOtherRunColours = {IM_COL32(110, 230, 230, 255), IM_COL32(255, 170, 60, 255),
+                                                   IM_COL32(230, 110, 200, 255), IM_COL32(200, 200, 110, 255)};
 
 // A run's line in an overlaid loss chart: its model, else its run id.
 std::string loss_label(const RunModel& run) {
@@ -56,7 +56,7 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
     losses.push_back({&others[i]->global_series(GlobalSeries::kLoss), labels[i + 1].c_str(),
                       kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped)});
   }
-  plot_series(others.empty() ? "loss" : "loss of each run (each one's skipped steps marked in its colour)", cell,
+  plot_series(others.empty() ? "loss" : "loss of each run", cell,
               losses, false, state, skipped);
   ImGui::SameLine();
   const SeriesHistory& buffers = run.global_series(GlobalSeries::kBufferAbsmax);

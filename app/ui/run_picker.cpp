@@ -31,21 +31,30 @@ const RunModel* RunPicker::draw(const Model& model, const RunModel* shown) {
   // tell apart.
   if (runs.size() <= model.ranks().size()) return nullptr;
   const RunModel* picked = nullptr;
+  ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("showing");
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 28);
-  const std::string preview = shown ? run_label(*shown) : std::string("(none)");
-  const bool open = ImGui::BeginCombo("##run", preview.c_str());
-  if (!open) log_geometry("run_picker");
-  if (open) {
+  if (runs.size() <= kRunsAsButtons) {
+    // A GAN's two models, actor and critic: every run in sight, one click away.
     for (const RunModel* run : runs) {
+      ImGui::SameLine();
       ImGui::PushID(run);
       const std::string label = run_label(*run);
-      if (ImGui::Selectable(label.c_str(), run == shown) && run != shown) picked = run;
+      if (ImGui::RadioButton(label.c_str(), run == shown) && run != shown) picked = run;
       log_geometry("run " + label);
       ImGui::PopID();
     }
-    ImGui::EndCombo();
+  } else {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 28);
+    const std::string preview = shown ? run_label(*shown) : std::string("(none)");
+    if (ImGui::BeginCombo("##run", preview.c_str())) {
+      for (const RunModel* run : runs) {
+        ImGui::PushID(run);
+        if (ImGui::Selectable(run_label(*run).c_str(), run == shown) && run != shown) picked = run;
+        ImGui::PopID();
+      }
+      ImGui::EndCombo();
+    }
   }
   ImGui::SameLine();
   ImGui::TextDisabled("of %zu runs", runs.size());

@@ -5,9 +5,9 @@
 // picker names them by model, run id and rank and lets the user choose the one the panes show.
 // It is drawn only when a rank has several runs (the ranks view chooses between ranks).
 // Threads: the UI thread, inside an ImGui window.
-// With --verbose it prints where the picker is and, while it is open, where each run's entry
-// is ("keel: control run_picker x0 .. y1 ..", "keel: control run <label> x0 .."), so a test
-// (or a user scripting xdotool) can click them.
+// A few runs are radio buttons side by side (each in sight, one click away); more are a combo.
+// With --verbose it prints where each run's button is ("keel: control run LABEL x0 .. y1 .."),
+// so a test (or a user scripting xdotool) can click them.
 // Never: changes what is shown itself; the dashboard does, with the run it returns.
 #pragma once
 
@@ -23,6 +23,8 @@ std::string run_label(const RunModel& run);
 
 class RunPicker {
  public:
+  // Runs shown as radio buttons; beyond this many, a combo.
+  static constexpr size_t kRunsAsButtons = 4;
   // Draws the picker on its own line when a rank of `model` has several current runs. Returns
   // the run the user picked this frame, else nullptr. `shown` is the run the panes show now.
   const RunModel* draw(const Model& model, const RunModel* shown);

@@ -89,11 +89,15 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
       reducer_(params_),
       order_(params_),
       layout_(parameters.params),
-      buffers_(float_buffers_of(model)),
-      buffer_reducer_(buffers_.tensors),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(parameters, options_);
-  description_.buffers = buffers_.names;
+  try {
+    plan_buffers(float_buffers_of(model));
+  } catch (const std::exception&) {
+    // Attaching must not fail for a check of buffers: none are watched, and the next step
+    // tries again (follow_buffers), counted if it fails there.
+    buffers_ = ModelBuffers{};
+  }
   reducer_.measure_updates_of(&optimizer_);
   check_rank(options_);
   check_model_name(options_);
@@ -545,20 +549,36 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
   }
 }
 
+void Probe::Impl::plan_buffers(ModelBuffers all) {
+  std::vector<float> absmax;
+  BufferReducer all_pass(all.tensors);
+  all_pass.enqueue();
+  all_pass.collect(absmax);
+  ModelBuffers watched;
+  for (size_t i = 0; i < all.tensors.size(); ++i) {
+    if (!std::isfinite(absmax[i])) continue;
+    watched.names.push_back(all.names[i]);
+    watched.tensors.push_back(all.tensors[i]);
+  }
+  BufferReducer reducer(watched.tensors);
+  buffers_ = std::move(all);
+  watched_buffers_ = std::move(watched);
+  buffer_reducer_ = std::move(reducer);
+  description_.buffers = watched_buffers_.names;
+  buffer_nonfinite_last_step_ = false;
+}
+
 void Probe::Impl::follow_buffers() {
   try {
     ModelBuffers now = float_buffers_of(model_);
     if (now.same_as(buffers_)) return;
-    BufferReducer reducer(now.tensors);
-    const size_t before = buffers_.names.size();
-    buffers_ = std::move(now);
-    buffer_reducer_ = std::move(reducer);
-    description_.buffers = buffers_.names;
-    buffer_nonfinite_last_step_ = false;
+    const size_t before = watched_buffers_.names.size();
+    plan_buffers(std::move(now));
     if (publisher_) publisher_->describe(description_);
     add_event("layout_changed", "",
-              "the model's floating-point buffers changed after the last step (" + std::to_string(before) + " before, " +
-                  std::to_string(buffers_.names.size()) + " now); they are measured as they are now, and the run is re-described");
+              "the model's floating-point buffers changed after the last step (" + std::to_string(before) +
+                  " watched before, " + std::to_string(watched_buffers_.names.size()) +
+                  " now); they are measured as they are now, and the run is re-described");
   } catch (const std::exception& e) {
     report_probe_error("following the model's buffers", e.what(), "the buffers are measured as they were planned");
   }
@@ -587,7 +607,7 @@ void Probe::Impl::collect_buffers() {
 
 std::string Probe::Impl::first_nonfinite_buffer() const {
   for (size_t i = 0; i < buffer_absmax_.size(); ++i) {
-    if (!std::isfinite(buffer_absmax_[i])) return buffers_.names[i];
+    if (!std::isfinite(buffer_absmax_[i])) return watched_buffers_.names[i];
   }
   return std::string();
 }
@@ -601,7 +621,7 @@ std::string Probe::Impl::describe_nonfinite_buffers() const {
   size_t count = 0;
   for (size_t i = 0; i < buffer_absmax_.size(); ++i) {
     if (std::isfinite(buffer_absmax_[i])) continue;
-    const std::string what = buffers_.names[i] + (std::isnan(buffer_absmax_[i]) ? " (NaN)" : " (Inf)");
+    const std::string what = watched_buffers_.names[i] + (std::isnan(buffer_absmax_[i]) ? " (NaN)" : " (Inf)");
     if (count == 0) {
       first = what;
     } else if (count <= 8) {

@@ -86,10 +86,13 @@ class Probe::Impl {
   std::string layout_error_;
   WatchReducer watches_;
   // The model's floating-point buffers as they were planned (followed every step, like the
-  // parameters), their pass, and this step's max |b| of each once collected (empty: not
-  // measured). A buffer turning non-finite is an event and a dump, never a skip: the forward
-  // pass wrote it, and skipping the update cannot undo that.
+  // parameters); those watched among them (finite when planned: a buffer that holds NaN/Inf
+  // from the start, an attention mask of -inf, is one by design), their pass, and this step's
+  // max |b| of each watched one once collected (empty: not measured). A buffer turning
+  // non-finite is an event and a dump, never a skip: the forward pass wrote it, and skipping
+  // the update cannot undo that.
   ModelBuffers buffers_;
+  ModelBuffers watched_buffers_;
   BufferReducer buffer_reducer_;
   std::vector<float> buffer_absmax_;
   bool buffer_nonfinite_last_step_ = false;
@@ -211,6 +214,9 @@ class Probe::Impl {
   // weight snapshot stale.
   void follow_layout();
   void replan(const ModelParameters& now, const std::string& what);
+  // Plans the buffers to watch among `all` (one pass over them, read at once: at attach and
+  // when the set changes). Throws what the pass throws, with nothing changed.
+  void plan_buffers(ModelBuffers all);
   // The model's float buffers now: a changed set is planned again and re-described.
   void follow_buffers();
   // This step's buffer pass: started before the gradients' (so a device runs both at once),

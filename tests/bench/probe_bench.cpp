@@ -6,8 +6,10 @@
 // the fused reduction against memcpy on 64 MB, and the probe's training-thread time outside
 // its reductions; and trainer control (control_bench.hpp): command round trip at 10 steps/s,
 // dump throughput against a plain write, the step cost of the history ring and command
-// socket; and the per-step check that the model's parameters are still those the probe planned
-// for (parameter_layout.hpp). The last line is one JSON object.
+// socket; the per-step check that the model's parameters are still those the probe planned
+// for (parameter_layout.hpp); and the per-step check of a model's floating-point buffers
+// (ResNet-50's 53 BatchNorms: listing them, comparing, measuring max |b|). The last line is
+// one JSON object.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -16,8 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "buffer_reducer.hpp"
 #include "control_bench.hpp"
 #include "keel/probe/probe.hpp"
+#include "model_buffers.hpp"
 #include "naive_checks.hpp"
 #include "parameter_layout.hpp"
 #include "reduce_bandwidth.hpp"
@@ -46,6 +50,50 @@ double layout_check_us(torch::nn::Module& model, torch::optim::Optimizer& optimi
     us.push_back(ms_since(start) * 1000.0 / 100);
   }
   if (changed != 0) std::fprintf(stderr, "keel-bench-probe: the layout check saw a change in an unchanged model\n");
+  return median(us);
+}
+
+// ResNet-50's BatchNorm2d layers by channel count (stem, then each stage's bottlenecks and
+// downsample): 53 of them, 106 float buffers. Only the buffers matter here.
+struct ResNet50NormsImpl : torch::nn::Module {
+  ResNet50NormsImpl() {
+    int n = 0;
+    auto add = [&](int64_t channels) { register_module("bn" + std::to_string(n++), torch::nn::BatchNorm2d(channels)); };
+    add(64);
+    const int64_t widths[4] = {64, 128, 256, 512}, blocks[4] = {3, 4, 6, 3};
+    for (int stage = 0; stage < 4; ++stage) {
+      for (int64_t b = 0; b < blocks[stage]; ++b) {
+        add(widths[stage]);
+        add(widths[stage]);
+        add(widths[stage] * 4);
+      }
+      add(widths[stage] * 4);   // the downsample's
+    }
+  }
+};
+TORCH_MODULE(ResNet50Norms);
+
+// The probe's per-step buffer check as the step runs it: the model's float buffers listed and
+// compared with the plan (follow_buffers), then max |b| of each measured and read. Median of
+// `rounds` batches of 100, in us per check.
+double buffer_check_us(int rounds, size_t& buffers) {
+  ResNet50Norms model;
+  const keel::probe::ModelBuffers planned = keel::probe::float_buffers_of(*model);
+  buffers = planned.tensors.size();
+  keel::probe::BufferReducer reducer(planned.tensors);
+  std::vector<float> absmax;
+  std::vector<double> us;
+  size_t changed = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 100; ++i) {
+      changed += !keel::probe::float_buffers_of(*model).same_as(planned);
+      reducer.enqueue();
+      reducer.collect(absmax);
+    }
+    us.push_back(ms_since(start) * 1000.0 / 100);
+  }
+  if (changed != 0) std::fprintf(stderr, "keel-bench-probe: the buffer check saw a change in an unchanged model\n");
   return median(us);
 }
 
@@ -115,6 +163,8 @@ int main(int argc, char** argv) {
   const auto dump = keel::bench::measure_dump_speed(dump_dir, quick ? 5 : 15);
 
   const double layout_us = layout_check_us(*plain.model(), plain.optimizer(), quick ? 11 : 31);
+  size_t buffers = 0;
+  const double buffers_us = buffer_check_us(quick ? 11 : 31, buffers);
 
   int64_t params = 0;
   for (const auto& p : plain.model()->parameters()) params += p.numel();
@@ -131,6 +181,9 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f\n", "  of which reductions (us)", median(reduce_us));
   std::printf("%-44s %12.1f\n", "  training thread outside reductions (us)", median(outside_us));
   std::printf("%-44s %12.1f\n", "  layout check, per step (us)", layout_us);
+  std::printf("%-44s %12.1f\n", ("buffer check, ResNet-50's " + std::to_string(buffers) + " BN buffers (us)").c_str(),
+              buffers_us);
+  std::printf("%-44s %12.3f\n", "  as a share of this model's step (%)", 100.0 * buffers_us / 1000.0 / plain_med);
   std::printf("%-44s %12.2f\n", "fused reduce, GB/s", bandwidth.reduce_gbps);
   std::printf("%-44s %12.2f\n", "memcpy, GB/s", bandwidth.memcpy_gbps);
   std::printf("%-44s %12.2f\n", "fused reduce / memcpy", bandwidth.ratio);
@@ -157,10 +210,10 @@ int main(int argc, char** argv) {
       "\"command_rtt_p50_ms\":%.2f,\"command_rtt_p99_ms\":%.2f,\"command_rtt_max_ms\":%.2f,"
       "\"command_boundary_to_ack_p99_ms\":%.2f,"
       "\"dump_vs_write\":%.3f,\"dump_mb_per_s\":%.1f,\"dump_capture_ms\":%.2f,\"control_overhead_pct\":%.3f,"
-      "\"layout_check_us\":%.1f}\n",
+      "\"layout_check_us\":%.1f,\"buffer_check_us\":%.1f}\n",
       overhead_pct, self_pct, naive_pct, bandwidth.ratio, median(outside_us), median(probe_us), plain_med,
       probe_med, naive_med, bandwidth.reduce_gbps, bandwidth.memcpy_gbps, pairs, round_trip.p50_ms,
       round_trip.p99_ms, round_trip.max_ms, round_trip.after_boundary_p99_ms, dump.ratio, dump.dump_mb_per_s, dump.capture_ms, control.pct,
-      layout_us);
+      layout_us, buffers_us);
   return 0;
 }

@@ -162,7 +162,23 @@ TEST(Buffers, OtherDtypesAndABufferAddedLaterAreFollowed) {
   EXPECT_FLOAT_EQ(absmax[index_of(description.buffers, "strided")], 11.0f);
   const auto changed = events_of_kind(probe, "layout_changed");
   ASSERT_EQ(changed.size(), 1u);
-  EXPECT_NE(changed[0].detail.find("(2 before, 4 now)"), std::string::npos) << changed[0].detail;
+  EXPECT_NE(changed[0].detail.find("(2 watched before, 4 now)"), std::string::npos) << changed[0].detail;
+}
+
+// A causal attention mask of -inf is non-finite by design: a buffer that holds NaN/Inf when the
+// probe first sees it is not watched, and never reported.
+TEST(Buffers, ABufferNonFiniteFromTheStartIsAMaskNotAnAlarm) {
+  NormNet net;
+  net->register_buffer("causal_mask", torch::full({4, 4}, -std::numeric_limits<float>::infinity()).triu(1));
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+  keel::probe::Probe probe(*net, opt, quiet());
+  EXPECT_EQ(probe.description().buffers, (std::vector<std::string>{"bn.running_mean", "bn.running_var"}));
+  for (int step = 0; step < 3; ++step) {
+    probe.step(forward_backward(net, opt, step));
+    EXPECT_EQ(probe.last_record().buffer_absmax.size(), 2u);
+    EXPECT_TRUE(events_of_kind(probe, "nonfinite_buffer").empty());
+    EXPECT_TRUE(events_of_kind(probe, "layout_changed").empty());
+  }
 }
 
 TEST(Buffers, AModelWithoutBuffersSendsNone) {

@@ -46,6 +46,22 @@ TEST(ShownRun, ADescriptionOfAnotherRunOnTheRankDoesNotSwitchThePanes) {
   EXPECT_EQ(Dashboard::shown_run(model, state)->model(), "discriminator");
 }
 
+// keel-demo-gan's two probes attach a moment apart: the discriminator is shown alone first,
+// and the generator's description (now the rank's current run) must not take the panes over.
+TEST(ShownRun, ARunJoiningTheShownOnesRankDoesNotTakeThePanesOver) {
+  Model model;
+  AppState state;
+  model.ingest(rank0("gan-1", "discriminator", 0));
+  const RunModel* discriminator = Dashboard::shown_run(model, state);
+  ASSERT_NE(discriminator, nullptr);
+  EXPECT_FALSE(state.shown_run_key().has_value());
+  model.ingest(rank0("gan-1-2", "generator", 0));
+  EXPECT_EQ(model.current_run(0)->model(), "generator");
+  EXPECT_EQ(Dashboard::shown_run(model, state), discriminator);
+  ASSERT_TRUE(state.shown_run_key().has_value());
+  EXPECT_EQ(state.shown_run_key()->model, "discriminator");
+}
+
 TEST(ShownRun, OneRunPerRankIsNotPinned) {
   Model model;
   AppState state;
