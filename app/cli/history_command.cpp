@@ -82,7 +82,7 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
   command.kind = "history";
   command.count = options.count;
   const std::unique_ptr<CommandSocket> socket =
-      send_request(command_endpoint, options.server_key, options.key, command, err);
+      send_request(command_endpoint, options.auth, command, err);
   if (!socket) return 1;
 
   // Silence, not the whole answer, is bounded: a large ring keeps arriving for a while.
@@ -145,7 +145,7 @@ CliCommand add_history_command(CLI::App& app) {
   history->add_option("--command-endpoint", options->command_endpoint,
                       "Command (ROUTER) endpoint of the probe, instead of deriving it from --endpoint")
       ->type_name("ENDPOINT");
-  add_command_auth_options(*history, options->server_key, options->key);
+  add_command_auth_options(*history, options->auth);
   history->add_option("-n,--count", options->count, "Most recent N steps (default: all the probe keeps)")
       ->type_name("N")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -60,7 +60,7 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
   if (command.id == 0) command.id = random_id();
 
   const std::unique_ptr<CommandSocket> socket =
-      send_request(command_endpoint, options.server_key, options.key, command, err);
+      send_request(command_endpoint, options.auth, command, err);
   if (!socket) return 1;
 
   const auto deadline =
@@ -89,7 +89,12 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
   }
   err << "keel-cli: no acknowledgement from " << command_endpoint << " within " << seconds_text(options.timeout_secs)
       << " s (command id " << command.id << "; it may still be applied, it is not resent"
-      << (options.server_key.empty() ? "" : "; or the probe refused this client's key at the handshake") << ")\n";
+      << (options.auth.no_auth ? "; or the probe requires keys: leave out --no-auth"
+          : options.auth.server_key.empty()
+              ? "; or the run is not yours: a probe takes commands only with its owner's key unless it was given "
+                "others, and refuses the rest at the handshake; or it allows unauthenticated commands: pass --no-auth"
+              : "; or the probe refused this client's key at the handshake")
+      << ")\n";
   return 2;
 }
 
@@ -113,7 +118,7 @@ CliCommand add_send_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   options->command.rank = -1;
-  add_command_auth_options(*send, options->server_key, options->key);
+  add_command_auth_options(*send, options->auth);
   send->add_option("-r,--rank", options->command.rank, "Target rank; -1 = whichever probe listens there")
       ->type_name("RANK")
       ->capture_default_str();

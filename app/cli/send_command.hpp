@@ -21,6 +21,7 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "net/command_auth.hpp"
 #include "keel/wire/messages.hpp"
 
 namespace keel::app {
@@ -29,8 +30,7 @@ struct SendOptions {
   std::string endpoint;          // telemetry endpoint; "" = keel::wire::kDefaultPubEndpoint
   std::string command_endpoint;  // overrides the one derived from `endpoint`
   double timeout_secs = 10;
-  std::string server_key;        // --server-key and --key (net/command_auth.hpp); "" = none
-  std::string key;
+  CommandAuthOptions auth;       // --server-key, --key, --no-auth (net/command_auth.hpp)
   keel::wire::Command command;   // kind and arguments; id is chosen by run_send when 0
 };
 

@@ -6,12 +6,11 @@
 
 namespace keel::app {
 
-std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const std::string& server_key,
-                                            const std::string& key, const keel::wire::Command& command,
-                                            std::ostream& err) {
+std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const CommandAuthOptions& auth,
+                                            const keel::wire::Command& command, std::ostream& err) {
   std::unique_ptr<CommandSocket> socket;
   try {
-    socket = std::make_unique<CommandSocket>(command_endpoint, CommandAuth::from_options(server_key, key));
+    socket = std::make_unique<CommandSocket>(command_endpoint, CommandAuth::from_options(auth));
   } catch (const std::exception& failure) {
     err << "keel-cli: " << failure.what() << '\n';
     return nullptr;

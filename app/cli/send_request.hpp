@@ -8,13 +8,13 @@
 #include <string>
 
 #include "keel/wire/messages.hpp"
+#include "net/command_auth.hpp"
 #include "net/command_socket.hpp"
 
 namespace keel::app {
 
-// `server_key` and `key` are the raw --server-key and --key values ("" = no authentication).
-std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const std::string& server_key,
-                                            const std::string& key, const keel::wire::Command& command,
-                                            std::ostream& err);
+// `auth`: the raw --server-key, --key and --no-auth values (net/command_auth.hpp).
+std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const CommandAuthOptions& auth,
+                                            const keel::wire::Command& command, std::ostream& err);
 
 }  // namespace keel::app

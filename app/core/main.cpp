@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
                "log to stdout what the dashboard draws and does (control and heatmap geometry, selections, events, commands)");
   cli.add_option("--rank", options.rank, "show this rank's run (with one --connect per rank; default: the lowest)")
       ->check(CLI::NonNegativeNumber);
-  std::string server_key_option, key_option;
-  keel::app::add_command_auth_options(cli, server_key_option, key_option);
+  keel::app::CommandAuthOptions auth_options;
+  keel::app::add_command_auth_options(cli, auth_options);
   cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
   cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
   CLI11_PARSE(cli, argc, argv);
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     keel::app::ui::Window window("keel", options.width, options.height);
     if (!options.screenshot_path.empty()) window.ignore_pointer();
     keel::app::ui::FramePacer pacer(window);
-    const keel::app::CommandAuth auth = keel::app::CommandAuth::from_options(server_key_option, key_option);
+    const keel::app::CommandAuth auth = keel::app::CommandAuth::from_options(auth_options);
     keel::app::AppCoreOptions core_options;
     core_options.receiver.command_auth = auth;
     core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };

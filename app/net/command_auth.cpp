@@ -5,12 +5,29 @@
 #include <stdexcept>
 
 #include "keel/wire/curve_keys.hpp"
+#include "keel/wire/user_keys.hpp"
 
 namespace keel::app {
 
-CommandAuth CommandAuth::from_options(const std::string& server_key_option, const std::string& key_option) {
+CommandAuth CommandAuth::from_options(const CommandAuthOptions& options) {
+  const std::string& server_key_option = options.server_key;
+  const std::string& key_option = options.key;
   CommandAuth auth;
-  if (server_key_option.empty() && key_option.empty()) return auth;
+  if (options.no_auth) {
+    if (!server_key_option.empty() || !key_option.empty()) {
+      throw std::runtime_error("--no-auth sends commands without keys: leave out --server-key and --key");
+    }
+    return auth;
+  }
+  if (server_key_option.empty() && key_option.empty()) {
+    // The same user's probe serves and accepts this very pair (ProbeOptions::command_secret_key).
+    const keel::wire::CurveKeyPair own = keel::wire::user_key_pair();
+    auth.server_key = own.public_key;
+    auth.public_key = own.public_key;
+    auth.secret_key = own.secret_key;
+    auth.users_own = true;
+    return auth;
+  }
   if (server_key_option.empty() || key_option.empty()) {
     throw std::runtime_error("command authentication needs both --server-key (the probe's public key) and --key "
                              "(this client's secret key file)");
@@ -25,13 +42,16 @@ CommandAuth CommandAuth::from_options(const std::string& server_key_option, cons
   return auth;
 }
 
-void add_command_auth_options(CLI::App& app, std::string& server_key_option, std::string& key_option) {
-  app.add_option("--server-key", server_key_option,
-                 "The probe's command public key (Z85 text or a .pub file), when it requires authentication")
+void add_command_auth_options(CLI::App& app, CommandAuthOptions& options) {
+  app.add_option("--server-key", options.server_key,
+                 "The probe's command public key (Z85 text or a .pub file), when it was given keys of its own "
+                 "(default: your own key, ~/.keel/user.key, as the probe uses by default)")
       ->type_name("KEY|FILE");
-  app.add_option("--key", key_option, "This client's secret key file (keel-cli keygen), when the probe requires "
-                                      "authentication")
+  app.add_option("--key", options.key, "This client's secret key file (keel-cli keygen), with --server-key "
+                                       "(default: your own key)")
       ->type_name("FILE");
+  app.add_flag("--no-auth", options.no_auth,
+               "Send commands without keys, to a probe that allows it (ProbeOptions::allow_unauthenticated_local)");
 }
 
 }  // namespace keel::app

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "keel/wire/curve_keys.hpp"
+#include "keel/wire/user_keys.hpp"
 #include "probe_impl.hpp"
 #include "run_description.hpp"
 
@@ -49,18 +50,31 @@ void check_model_name(const ProbeOptions& options) {
   }
 }
 
-// Throws AttachError for a command channel that anyone on the network could use, or keys
-// that ZeroMQ would reject later with a less clear message.
-void check_command_security(const ProbeOptions& options) {
-  if (options.endpoint.empty() || !options.accept_commands) return;
-  if (options.command_secret_key.empty()) {
-    if (!is_loopback_endpoint(options.endpoint) && !options.allow_unauthenticated_remote) {
-      throw AttachError("keel probe: refusing to take unauthenticated commands on " + options.endpoint +
-                        " (not loopback): give command keys (keel-cli keygen; ProbeOptions::command_secret_key "
-                        "and allowed_client_keys), set accept_commands = false, or allow_unauthenticated_remote");
-    }
+// Commands are authenticated by default: with no keys given, the command socket takes only the
+// key of the user running the trainer (user_keys.hpp). Throws AttachError when that key
+// cannot be had, naming the fix.
+void use_user_keys_by_default(ProbeOptions& options) {
+  if (options.endpoint.empty() || !options.accept_commands || !options.command_secret_key.empty()) return;
+  if (is_loopback_endpoint(options.endpoint) ? options.allow_unauthenticated_local : options.allow_unauthenticated_remote) {
     return;
   }
+  try {
+    const wire::CurveKeyPair pair = wire::user_key_pair();
+    options.command_secret_key = pair.secret_key;
+    options.allowed_client_keys = {pair.public_key};
+  } catch (const std::exception& e) {
+    throw AttachError(std::string("keel probe: commands are authenticated with your own key, which is not usable: ") +
+                      e.what() +
+                      "; or set ProbeOptions::allow_unauthenticated_local (anyone on this machine may then steer the "
+                      "run) or accept_commands = false");
+  }
+}
+
+// Throws AttachError for keys that ZeroMQ would reject later with a less clear message.
+void check_command_security(const ProbeOptions& options) {
+  if (options.endpoint.empty() || !options.accept_commands) return;
+  // No keys only where it was asked for in so many words (use_user_keys_by_default).
+  if (options.command_secret_key.empty()) return;
   if (!wire::curve_available()) {
     throw AttachError("keel probe: command authentication needs ZeroMQ with CURVE (libsodium), which this libzmq lacks");
   }
@@ -101,6 +115,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
   reducer_.measure_updates_of(&optimizer_);
   check_rank(options_);
   check_model_name(options_);
+  use_user_keys_by_default(options_);
   check_command_security(options_);
   if (!options_.endpoint.empty()) {
     PublisherOptions po;

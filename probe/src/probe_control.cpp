@@ -15,9 +15,15 @@ void Probe::Impl::apply_commands() {
   try {
     if (commands_->take_refusals(refusals_)) {
       for (const AuthRefusal& r : refusals_) {
-        add_event("auth_refused", "", "refused " + std::to_string(r.attempts) + " command connection attempt(s) from " +
-                                          r.address + " with client key " + (r.client_key.empty() ? "(none)" : r.client_key) +
-                                          ": not on the allowed list");
+        const std::string attempts = "refused " + std::to_string(r.attempts) + " command connection attempt(s) ";
+        if (r.client_key.empty() && r.address.rfind("(handshake", 0) == 0) {
+          // A client with the wrong server key (another user's own) or none fails before ZAP.
+          add_event("auth_refused", "", attempts + "that failed the CURVE handshake: the client does not hold this run's "
+                                                   "key (another user, or keys meant for another run)");
+        } else {
+          add_event("auth_refused", "", attempts + "from " + r.address + " with client key " +
+                                            (r.client_key.empty() ? "(none)" : r.client_key) + ": not on the allowed list");
+        }
       }
     }
     if (!commands_->take(taken_)) return;

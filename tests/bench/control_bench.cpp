@@ -20,6 +20,7 @@
 #include "keel/wire/codec.hpp"
 #include "remove_tree.hpp"
 #include "trainer.hpp"
+#include "users_key_client.hpp"
 
 namespace keel::bench {
 namespace {
@@ -116,6 +117,7 @@ RoundTrip measure_command_round_trip(double steps_per_s, int samples) {
   zmq::context_t context{1};
   zmq::socket_t socket{context, zmq::socket_type::dealer};
   socket.set(zmq::sockopt::linger, 0);
+  keel::test::present_users_key(socket);
   socket.connect(probe.bound_command_endpoint());
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> phase(0.0, 1.0);

@@ -45,7 +45,10 @@ class LateAttach : public testing::Test {
 };
 
 TEST_F(LateAttach, TheDashboardModelGetsTheStepsBeforeItAttachedWithoutGapOrDuplicate) {
-  keel::app::Receiver receiver({endpoint_});
+  // As the dashboard does: its history request presents the user's own key.
+  keel::app::ReceiverOptions options;
+  options.command_auth = keel::app::CommandAuth::from_options({});
+  keel::app::Receiver receiver({endpoint_}, options);
   keel::app::Model model;
   std::vector<keel::wire::Message> inbox;
   const auto give_up = Clock::now() + std::chrono::seconds(60);

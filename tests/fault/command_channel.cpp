@@ -5,6 +5,7 @@
 #include <zmq.hpp>
 
 #include "keel/wire/codec.hpp"
+#include "users_key_client.hpp"
 
 namespace keel::fault {
 
@@ -28,6 +29,7 @@ CommandChannel::CommandChannel(const std::string& command_endpoint)
       // Ids unique across channels of one test, so an ack can never be claimed by the wrong one.
       next_id_(uint64_t(Clock::now().time_since_epoch().count()) & 0xffffffffffffull) {
   socket_->socket.set(zmq::sockopt::linger, 0);
+  keel::test::present_users_key(socket_->socket);
   socket_->socket.connect(command_endpoint);
 }
 

@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <string>
 
 #include <zmq.hpp>
@@ -11,12 +16,14 @@
 #include "command_rig.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel/wire/curve_keys.hpp"
+#include "temp_dir.hpp"
 #include "two_layer_net.hpp"
 
 namespace {
 
 using keel::test::command;
 using keel::test::Rig;
+using keel::test::TempDir;
 using keel::wire::CurveKeyPair;
 
 // A DEALER that presents `client` to a server with public key `server_key`.
@@ -103,7 +110,7 @@ TEST(CommandAuth, AnAllowedKeyIsServedAndAStrangersIsRefusedAndReported) {
 TEST(CommandAuth, AClientWithoutKeysGetsNothingThroughAndIsReported) {
   const Keys keys;
   Rig rig(authenticated(keys));
-  keel::test::Client plain(rig.probe.bound_command_endpoint());
+  keel::test::Client plain(rig.probe.bound_command_endpoint(), /*present_users_key=*/false);
   keel::wire::Command skip = command(1, "skip");
   plain.send(skip);
   bool reported = false;
@@ -128,10 +135,9 @@ TEST(CommandAuth, UnsafeOrBrokenSetupsAreRefusedAtAttach) {
     }
     return "";
   };
+  // Given no keys, a probe on the network takes commands with its user's own key only.
   keel::probe::ProbeOptions remote;
   remote.endpoint = "tcp://0.0.0.0:*";
-  EXPECT_NE(attach_error(remote).find("refusing to take unauthenticated commands"), std::string::npos);
-  remote.accept_commands = false;   // watch-only from the network is fine
   EXPECT_EQ(attach_error(remote), "");
 
   const Keys keys;
@@ -144,6 +150,58 @@ TEST(CommandAuth, UnsafeOrBrokenSetupsAreRefusedAtAttach) {
   keel::probe::ProbeOptions bad_client = authenticated(keys);
   bad_client.allowed_client_keys.push_back("short");
   EXPECT_NE(attach_error(bad_client).find("allowed client key \"short\""), std::string::npos);
+}
+
+// The user's key is the default; where it cannot be used safely the trainer is told why and
+// what to do, and the explicit opt-out still works.
+TEST(CommandAuth, AnUnsafeKeyDirectoryIsRefusedAtAttachWithTheWayOut) {
+  keel::test::TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  TempDir tmp("loose-key-dir");
+  const std::filesystem::path loose = tmp.path() / "keys";
+  std::filesystem::create_directories(loose);
+  ::chmod(loose.c_str(), 0755);
+  const char* saved = std::getenv("KEEL_KEY_DIR");
+  const std::string restore = saved ? saved : "";
+  ::setenv("KEEL_KEY_DIR", loose.c_str(), 1);
+  keel::probe::ProbeOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  std::string error;
+  try {
+    keel::probe::Probe probe(*net, opt, options);
+  } catch (const keel::probe::AttachError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("is open to other users (mode 755): run chmod 700"), std::string::npos) << error;
+  EXPECT_NE(error.find("allow_unauthenticated_local"), std::string::npos) << error;
+  options.allow_unauthenticated_local = true;
+  EXPECT_NO_THROW(keel::probe::Probe(*net, opt, options));
+  if (restore.empty()) {
+    ::unsetenv("KEEL_KEY_DIR");
+  } else {
+    ::setenv("KEEL_KEY_DIR", restore.c_str(), 1);
+  }
+}
+
+// Without the opt-out, a client that presents no keys is refused, and one with the user's own
+// key (keel-cli's default) gets through: the command tests all go that way.
+TEST(CommandAuth, TheDefaultTakesTheUsersOwnKeyOnly) {
+  Rig rig;
+  keel::test::Client plain(rig.probe.bound_command_endpoint(), /*present_users_key=*/false);
+  plain.send(command(1, "describe"));
+  keel::test::Client own(rig.probe.bound_command_endpoint());
+  own.send(command(2, "describe"));
+  std::optional<keel::wire::Ack> ack;
+  bool refused = false;
+  for (int i = 0; i < 100 && !(ack && refused); ++i) {
+    rig.step();
+    for (const auto& e : rig.seen.rbegin()->second.events) refused = refused || e.kind == "auth_refused";
+    if (!ack) ack = own.receive(20);
+  }
+  ASSERT_TRUE(ack.has_value()) << "the user's own key was not taken";
+  EXPECT_EQ(ack->id, 2u);
+  EXPECT_TRUE(refused) << "a client without keys was not reported";
+  EXPECT_FALSE(plain.receive(100));
 }
 
 TEST(CurveKeys, KeyPairsFilesAndPublicKeysAgree) {

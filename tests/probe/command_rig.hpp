@@ -16,6 +16,7 @@
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "two_layer_net.hpp"
+#include "users_key_client.hpp"
 
 namespace keel::test {
 
@@ -40,8 +41,10 @@ inline void forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, int64_
 
 class Client {
  public:
-  explicit Client(const std::string& endpoint) {
+  // `present_users_key`: as keel-cli does by default; false: no keys at all.
+  explicit Client(const std::string& endpoint, bool present_users_key = true) {
     socket_.set(zmq::sockopt::linger, 0);
+    if (present_users_key) keel::test::present_users_key(socket_);
     socket_.connect(endpoint);
   }
   void send_frames(const std::vector<std::string>& frames) {

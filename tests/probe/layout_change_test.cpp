@@ -21,6 +21,7 @@
 #include "quiet_options.hpp"
 #include "reference_stats.hpp"
 #include "two_layer_net.hpp"
+#include "users_key_client.hpp"
 
 namespace {
 
@@ -284,6 +285,7 @@ TEST(LayoutChange, AHistoryReplyAcrossAChangeCarriesEachRecordsDescription) {
   zmq::context_t context(1);
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
+  keel::test::present_users_key(dealer);
   dealer.connect(probe.bound_command_endpoint());
   // "r4" for a description of 4 layers, "s2" for the record of step 2, then "ack:<count>".
   auto ask = [&dealer](uint64_t id, int64_t count) {

@@ -21,6 +21,13 @@ namespace {
 namespace wire = keel::wire;
 using test_support::FakeCommandServer;
 
+// A command socket that authenticates as a probe given no keys does: keel-cli's defaults are
+// the path under test.
+struct ProbeLikeServer : FakeCommandServer {
+  explicit ProbeLikeServer(Handler handler)
+      : FakeCommandServer(std::move(handler), "tcp://127.0.0.1:*", FakeCommandServer::Auth::kUsersOwnKey) {}
+};
+
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
@@ -50,7 +57,7 @@ HistoryOptions options_for(const FakeCommandServer& server) {
 }
 
 TEST(HistoryCli, PrintsTheRingOldestFirstAsJsonLines) {
-  FakeCommandServer server(history_of(3, 7));
+  ProbeLikeServer server(history_of(3, 7));
   HistoryOptions options = options_for(server);
   options.json = true;
   options.count = 100;
@@ -70,7 +77,7 @@ TEST(HistoryCli, PrintsTheRingOldestFirstAsJsonLines) {
 }
 
 TEST(HistoryCli, RefusalExitsWith1AndSilenceWith2) {
-  FakeCommandServer refusing([](const wire::Command& c) -> std::vector<wire::Message> {
+  ProbeLikeServer refusing([](const wire::Command& c) -> std::vector<wire::Message> {
     wire::Ack ack = FakeCommandServer::ack_for(c, false, -1);
     ack.error = "not supported by this probe yet";
     return {ack};
@@ -79,7 +86,7 @@ TEST(HistoryCli, RefusalExitsWith1AndSilenceWith2) {
   EXPECT_EQ(run_history(options_for(refusing), out, err), 1);
   EXPECT_NE(err.str().find("refused the history request: not supported by this probe yet"), std::string::npos);
 
-  FakeCommandServer silent([](const wire::Command&) -> std::vector<wire::Message> { return {}; });
+  ProbeLikeServer silent([](const wire::Command&) -> std::vector<wire::Message> { return {}; });
   HistoryOptions options = options_for(silent);
   options.timeout_secs = 0.3;
   std::ostringstream out2, err2;
@@ -99,7 +106,7 @@ int run_cli(const std::string& args, std::string& out) {
 }
 
 TEST(SendCli, DumpPrintsOkStepPathAndBytesAsOneJsonLine) {
-  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+  ProbeLikeServer server([](const wire::Command& c) -> std::vector<wire::Message> {
     wire::Ack ack = FakeCommandServer::ack_for(c, true, 512);
     ack.path = "/tmp/keel-dumps/step-512-" + c.label;
     ack.bytes = 1234567;
@@ -120,7 +127,7 @@ TEST(SendCli, DumpPrintsOkStepPathAndBytesAsOneJsonLine) {
 }
 
 TEST(SendCli, PolicyPassesNameAndStateAndARefusalExits1) {
-  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+  ProbeLikeServer server([](const wire::Command& c) -> std::vector<wire::Message> {
     if (c.policy == "skip_spike") return {FakeCommandServer::ack_for(c, true, 40)};
     wire::Ack ack = FakeCommandServer::ack_for(c, false, -1);
     ack.error = "unknown policy \"" + c.policy + "\"";
@@ -137,7 +144,7 @@ TEST(SendCli, PolicyPassesNameAndStateAndARefusalExits1) {
 }
 
 TEST(SendCli, SkipAtAStepPassesTheStepForEveryRankToSkip) {
-  FakeCommandServer server([](const wire::Command& c) -> std::vector<wire::Message> {
+  ProbeLikeServer server([](const wire::Command& c) -> std::vector<wire::Message> {
     return {FakeCommandServer::ack_for(c, true, c.at_step)};
   });
   std::string out;

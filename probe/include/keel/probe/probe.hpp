@@ -135,10 +135,16 @@ struct ProbeOptions {
   bool accept_commands = true;
   // Command authentication (ZeroMQ CURVE): the probe's Z85 secret key and the Z85 public keys
   // of the clients allowed to send commands (`keel-cli keygen` makes both). Others are refused
-  // at the handshake and each refusal is an "auth_refused" event. "" = no authentication,
-  // which is allowed only on a loopback address unless allow_unauthenticated_remote is set.
+  // at the handshake and each refusal is an "auth_refused" event. "" (the default): the key
+  // pair of the user running the trainer (~/.keel/user.key, made on first use; KEEL_KEY_DIR
+  // moves it), which the same user's dashboard and keel-cli present with no flag, and no other
+  // user has.
   std::string command_secret_key;
   std::vector<std::string> allowed_client_keys;
+  // No authentication at all, on a loopback address: anyone on the machine may steer the run
+  // (a container where you are alone). Off by default.
+  bool allow_unauthenticated_local = false;
+  // No authentication on any other address either: anyone who can reach it may steer the run.
   bool allow_unauthenticated_remote = false;
 };
 
