@@ -214,7 +214,10 @@ void CommandClient::serve_once(Loop& loop) {
         status.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
     finish(id, CommandState::kTimedOut, nullptr,
            "no answer within " + seconds_text(timeout_secs) +
-               "; it may still be applied later, it is not resent");
+               "; it may still be applied later, it is not resent" +
+               (options_.auth.users_own ? "; or the run is not yours: its probe takes commands only with its "
+                                          "owner's key, and refuses yours at the handshake"
+                                        : ""));
   }
 }
 
