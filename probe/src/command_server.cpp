@@ -368,6 +368,9 @@ void CommandServer::collect_refusals() {
 bool CommandServer::take_refusals(std::vector<AuthRefusal>& out) {
   out.clear();
   if (!has_refusals_.load(std::memory_order_acquire)) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_refusal_report_ && now - *last_refusal_report_ < options_.refusal_report_interval) return false;
+  last_refusal_report_ = now;
   std::lock_guard<std::mutex> lock(mutex_);
   out.swap(refusals_);
   has_refusals_.store(false, std::memory_order_release);

@@ -16,12 +16,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +73,11 @@ struct CommandServerOptions {
   // clients allowed to connect. "" = no authentication.
   std::string secret_key;
   std::vector<std::string> allowed_client_keys;
+  // take_refusals() hands over the first refusal at once and then at most one report per
+  // interval, the attempts in between folded into it: a client of another user that keeps
+  // reconnecting is one event a minute, not one every few steps that would push the run's own
+  // events out of the probe's ring.
+  std::chrono::milliseconds refusal_report_interval{60000};
 };
 
 // A command that passed the command thread's checks, with an opaque ticket that routes the
@@ -101,7 +108,8 @@ class CommandServer {
   bool take(std::vector<PendingCommand>& out);
   // The training thread's answer to a command returned by take(). Sent within a few ms.
   void reply(uint64_t ticket, const wire::Ack& ack);
-  // Clients refused by authentication since the last call; false when none.
+  // Clients refused by authentication since the last report, when one is due
+  // (CommandServerOptions::refusal_report_interval); false when none is. Training thread.
   bool take_refusals(std::vector<AuthRefusal>& out);
 
   const std::string& bound_endpoint() const { return bound_endpoint_; }
@@ -153,6 +161,7 @@ class CommandServer {
   std::unique_ptr<zmq::socket_t> monitor_;  // handshake failures of the command socket, with zap_
   std::vector<AuthRefusal> refusals_;       // guarded by mutex_; bounded by the authenticator
   std::atomic<bool> has_refusals_{false};
+  std::optional<std::chrono::steady_clock::time_point> last_refusal_report_;   // training thread
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "command_server.hpp"
+#include "keel/wire/curve_keys.hpp"
 #include "keel/wire/codec.hpp"
 
 namespace {
@@ -113,6 +114,50 @@ TEST(CommandServer, AHistoryReaderThatStallsDelaysNoOtherClientsAck) {
   EXPECT_TRUE(history->ok) << history->error;
   EXPECT_EQ(history->count, kSteps);
   EXPECT_EQ(steps, kSteps);
+}
+
+// A client of another user keeps reconnecting (ZeroMQ retries every 100 ms) and fails the
+// handshake each time: the first refusal is reported at once, the rest are folded into at
+// most one report per interval, so they cannot flood the run's events.
+TEST(CommandServer, ARefusedClientThatKeepsRetryingIsReportedOncePerInterval) {
+  if (!keel::wire::curve_available()) GTEST_SKIP() << "this libzmq has no CURVE";
+  const keel::wire::CurveKeyPair server = keel::wire::generate_curve_key_pair();
+  const keel::wire::CurveKeyPair owner = keel::wire::generate_curve_key_pair();
+  const keel::wire::CurveKeyPair other = keel::wire::generate_curve_key_pair();
+  CommandServerOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.secret_key = server.secret_key;
+  options.allowed_client_keys = {owner.public_key};
+  options.refusal_report_interval = std::chrono::milliseconds(500);
+  CommandServer commands(options);
+  // The other user's client: its own key as the server's, as keel-cli's default would be.
+  zmq::context_t context(1);
+  zmq::socket_t intruder(context, zmq::socket_type::dealer);
+  intruder.set(zmq::sockopt::linger, 0);
+  intruder.set(zmq::sockopt::curve_serverkey, other.public_key);
+  intruder.set(zmq::sockopt::curve_publickey, other.public_key);
+  intruder.set(zmq::sockopt::curve_secretkey, other.secret_key);
+  intruder.connect(commands.bound_endpoint());
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<keel::probe::AuthRefusal> taken;
+  int reports = 0;
+  uint64_t attempts = 0;
+  std::optional<double> first_report_secs;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2500)) {
+    if (commands.take_refusals(taken)) {
+      ++reports;
+      if (!first_report_secs) {
+        first_report_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      for (const auto& r : taken) attempts += r.attempts;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(first_report_secs.has_value()) << "the refused client was never reported";
+  EXPECT_LT(*first_report_secs, 1.5) << "the first refusal waits for no interval";
+  EXPECT_LE(reports, 1 + 2500 / 500) << "more than one report per interval";
+  EXPECT_GT(attempts, static_cast<uint64_t>(reports)) << "no attempts were folded into a report";
 }
 
 }  // namespace
