@@ -159,6 +159,7 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
 void Dashboard::log_shown_run(const RunModel& run) {
   // Once the panes show another run, and once it has its first step: which run, under which
   // layer names, and the loss of the newest step, so a test can check they are that run's.
+  if (!verbose_log_on()) return;   // no label built every frame for nobody
   const std::string label = run_label(run);
   const std::string identity = label + (run.has_steps() ? " stepped" : "");
   if (identity == logged_shown_) return;

@@ -545,8 +545,11 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
 
   // Buffers not measured this step say nothing: the run of non-finite buffers neither starts nor ends.
   if (!buffer_absmax_.empty()) {
-    if (buffers_turn_nonfinite()) add_event("nonfinite_buffer", first_nonfinite_buffer(), describe_nonfinite_buffers());
-    buffer_nonfinite_last_step_ = !first_nonfinite_buffer().empty();
+    const int first = first_nonfinite_buffer();
+    if (first >= 0 && !buffer_nonfinite_last_step_) {
+      add_event("nonfinite_buffer", watched_buffers_.names[static_cast<size_t>(first)], describe_nonfinite_buffers());
+    }
+    buffer_nonfinite_last_step_ = first >= 0;
   }
 
   // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.
@@ -620,15 +623,15 @@ void Probe::Impl::collect_buffers() {
   }
 }
 
-std::string Probe::Impl::first_nonfinite_buffer() const {
+int Probe::Impl::first_nonfinite_buffer() const {
   for (size_t i = 0; i < buffer_absmax_.size(); ++i) {
-    if (!std::isfinite(buffer_absmax_[i])) return watched_buffers_.names[i];
+    if (!std::isfinite(buffer_absmax_[i])) return static_cast<int>(i);
   }
-  return std::string();
+  return -1;
 }
 
 bool Probe::Impl::buffers_turn_nonfinite() const {
-  return !buffer_nonfinite_last_step_ && !first_nonfinite_buffer().empty();
+  return !buffer_nonfinite_last_step_ && first_nonfinite_buffer() >= 0;
 }
 
 std::string Probe::Impl::describe_nonfinite_buffers() const {

@@ -224,8 +224,8 @@ class Probe::Impl {
   // the buffers unmeasured; it never touches the step.
   void enqueue_buffers();
   void collect_buffers();
-  // The first buffer (model order) whose max |b| this step is NaN/Inf, or "" when none is.
-  std::string first_nonfinite_buffer() const;
+  // The first watched buffer (model order) whose max |b| this step is NaN/Inf, or -1.
+  int first_nonfinite_buffer() const;
   // Whether this step's buffers hold a NaN/Inf and the last recorded step's did not.
   bool buffers_turn_nonfinite() const;
   // The nonfinite_buffer event's detail: which buffers, NaN or Inf, and what a skip cannot do.
