@@ -13,7 +13,7 @@
 #include "cli/send_request.hpp"
 #include "cli/table_format.hpp"
 #include "keel/wire/codec.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "net/command_socket.hpp"
 #include "net/subscriber.hpp"
 
@@ -56,7 +56,7 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
     out << (options.json ? to_json_line(message, names) + "\n" : table.format(message, names));
   };
   try {
-    Subscriber subscriber({endpoint});
+    Subscriber subscriber({endpoint}, ClientAuth::from_options(options.auth));
     const Clock::time_point deadline = Clock::now() + duration_of(options.describe_wait_secs);
     while (Clock::now() < deadline) {
       ReceiveResult received = subscriber.receive(wait_ms(deadline));
@@ -69,7 +69,9 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
     }
     if (!described) {
       err << "keel-cli: warning: no run description from " << endpoint << " within "
-          << seconds_text(options.describe_wait_secs) << " s; layers print by index\n";
+          << seconds_text(options.describe_wait_secs) << " s; layers print by index";
+      if (!subscriber.refusal().empty()) err << " (refused: " << subscriber.refusal() << ")";
+      err << '\n';
     }
   } catch (const std::exception& error) {
     err << "keel-cli: " << error.what() << '\n';
@@ -145,7 +147,7 @@ CliCommand add_history_command(CLI::App& app) {
   history->add_option("--command-endpoint", options->command_endpoint,
                       "Command (ROUTER) endpoint of the probe, instead of deriving it from --endpoint")
       ->type_name("ENDPOINT");
-  add_command_auth_options(*history, options->auth);
+  add_client_auth_options(*history, options->auth);
   history->add_option("-n,--count", options->count, "Most recent N steps (default: all the probe keeps)")
       ->type_name("N")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

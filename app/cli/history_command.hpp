@@ -19,7 +19,7 @@
 #include <string>
 
 #include "cli/command.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 
 namespace keel::app {
 
@@ -31,7 +31,7 @@ struct HistoryOptions {
   // How long to listen for the run description before printing without layer names.
   double describe_wait_secs = 2;
   bool json = false;
-  CommandAuthOptions auth;       // --server-key, --key, --no-auth (net/command_auth.hpp)
+  ClientAuthOptions auth;       // --server-key, --key, --no-auth (net/client_auth.hpp)
 };
 
 int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& err);

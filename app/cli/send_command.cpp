@@ -14,7 +14,7 @@
 #include "cli/layer_names.hpp"
 #include "keel/wire/codec.hpp"
 #include "cli/send_request.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "net/command_socket.hpp"
 
 namespace keel::app {
@@ -118,7 +118,7 @@ CliCommand add_send_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   options->command.rank = -1;
-  add_command_auth_options(*send, options->auth);
+  add_client_auth_options(*send, options->auth);
   send->add_option("-r,--rank", options->command.rank, "Target rank; -1 = whichever probe listens there")
       ->type_name("RANK")
       ->capture_default_str();

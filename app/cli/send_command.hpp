@@ -21,7 +21,7 @@
 #include <string>
 
 #include "cli/command.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "keel/wire/messages.hpp"
 
 namespace keel::app {
@@ -30,7 +30,7 @@ struct SendOptions {
   std::string endpoint;          // telemetry endpoint; "" = keel::wire::kDefaultPubEndpoint
   std::string command_endpoint;  // overrides the one derived from `endpoint`
   double timeout_secs = 10;
-  CommandAuthOptions auth;       // --server-key, --key, --no-auth (net/command_auth.hpp)
+  ClientAuthOptions auth;       // --server-key, --key, --no-auth (net/client_auth.hpp)
   keel::wire::Command command;   // kind and arguments; id is chosen by run_send when 0
 };
 

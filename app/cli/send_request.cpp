@@ -2,15 +2,15 @@
 
 #include <exception>
 
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 
 namespace keel::app {
 
-std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const CommandAuthOptions& auth,
+std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const ClientAuthOptions& auth,
                                             const keel::wire::Command& command, std::ostream& err) {
   std::unique_ptr<CommandSocket> socket;
   try {
-    socket = std::make_unique<CommandSocket>(command_endpoint, CommandAuth::from_options(auth));
+    socket = std::make_unique<CommandSocket>(command_endpoint, ClientAuth::from_options(auth));
   } catch (const std::exception& failure) {
     err << "keel-cli: " << failure.what() << '\n';
     return nullptr;

@@ -8,13 +8,13 @@
 #include <string>
 
 #include "keel/wire/messages.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "net/command_socket.hpp"
 
 namespace keel::app {
 
-// `auth`: the raw --server-key, --key and --no-auth values (net/command_auth.hpp).
-std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const CommandAuthOptions& auth,
+// `auth`: the raw --server-key, --key and --no-auth values (net/client_auth.hpp).
+std::unique_ptr<CommandSocket> send_request(const std::string& command_endpoint, const ClientAuthOptions& auth,
                                             const keel::wire::Command& command, std::ostream& err);
 
 }  // namespace keel::app

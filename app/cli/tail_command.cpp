@@ -61,7 +61,7 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
 
   std::unique_ptr<Subscriber> subscriber;
   try {
-    subscriber = std::make_unique<Subscriber>(endpoints);
+    subscriber = std::make_unique<Subscriber>(endpoints, ClientAuth::from_options(options.auth));
   } catch (const std::exception& error) {
     err << "keel-cli: " << error.what() << '\n';
     return 1;
@@ -72,6 +72,7 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
   LayerNames names;
   TablePrinter table;
   uint64_t printed = 0;
+  std::string refusal_told;
   Clock::time_point deadline = Clock::now() + timeout;
 
   while (!interrupt_requested()) {
@@ -86,11 +87,16 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
       if (subscriber->decode_errors() > 0) {
         err << " (" << subscriber->decode_errors() << " undecodable messages dropped)";
       }
+      if (!subscriber->refusal().empty()) err << ": refused: " << subscriber->refusal();
       err << '\n';
       return 2;
     }
     ReceiveResult received =
         subscriber->receive(static_cast<int>(std::min<int64_t>(left.count(), kMaxWaitMs)));
+    if (subscriber->refusal() != refusal_told) {
+      refusal_told = subscriber->refusal();
+      if (!refusal_told.empty()) err << "keel-cli: refused: " << refusal_told << '\n';
+    }
     switch (received.status) {
       case ReceiveStatus::kTimeout:
       case ReceiveStatus::kInterrupted:
@@ -135,6 +141,7 @@ CliCommand add_tail_command(CLI::App& app) {
       ->check(greater_than_zero())
       ->capture_default_str();
   tail->add_flag("--json", options->json, "One JSON object per message per line");
+  add_client_auth_options(*tail, options->auth);
   return CliCommand{tail, [options] {
                       install_interrupt_handler();
                       return run_tail(*options, std::cout, std::cerr);

@@ -5,7 +5,8 @@
 // writes one JSON object per message per line (json_format.hpp), flushed as it arrives.
 // Exit status: 0 after --count messages or on SIGINT/SIGTERM; 1 when an endpoint is invalid;
 // 2 when nothing arrives within --timeout seconds (from the start, or since the last message).
-// Undecodable messages are reported on stderr and skipped.
+// Undecodable messages are reported on stderr and skipped; a probe that refuses this client's
+// keys (another user's run, PROTOCOL §6) is reported on stderr with the reason and the fix.
 // Threads: main thread only.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "net/client_auth.hpp"
 
 namespace keel::app {
 
@@ -23,6 +25,7 @@ struct TailOptions {
   uint64_t count = 0;                  // 0: until interrupted or timed out
   double timeout_secs = 10;
   bool json = false;
+  ClientAuthOptions auth;              // --server-key, --key, --no-auth (net/client_auth.hpp)
 };
 
 // Runs tail until one of the exit conditions above; returns the exit status. Stops early when

@@ -4,6 +4,7 @@
 // interval), let AppCore do the frame's work (telemetry into the model, the dashboard drawn,
 // the commands its controls posted sent), render, and (headless use) write a screenshot and
 // exit when asked.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -14,7 +15,7 @@
 
 #include "core/app_core.hpp"
 #include "keel/wire/codec.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "ui/dashboard.hpp"
 #include "ui/frame_pacer.hpp"
 #include "ui/screenshot.hpp"
@@ -57,8 +58,8 @@ int main(int argc, char** argv) {
                "log to stdout what the dashboard draws and does (control and heatmap geometry, selections, events, commands)");
   cli.add_option("--rank", options.rank, "show this rank's run (with one --connect per rank; default: the lowest)")
       ->check(CLI::NonNegativeNumber);
-  keel::app::CommandAuthOptions auth_options;
-  keel::app::add_command_auth_options(cli, auth_options);
+  keel::app::ClientAuthOptions auth_options;
+  keel::app::add_client_auth_options(cli, auth_options);
   cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
   cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
   CLI11_PARSE(cli, argc, argv);
@@ -69,9 +70,9 @@ int main(int argc, char** argv) {
     keel::app::ui::Window window("keel", options.width, options.height);
     if (!options.screenshot_path.empty()) window.ignore_pointer();
     keel::app::ui::FramePacer pacer(window);
-    const keel::app::CommandAuth auth = keel::app::CommandAuth::from_options(auth_options);
+    const keel::app::ClientAuth auth = keel::app::ClientAuth::from_options(auth_options);
     keel::app::AppCoreOptions core_options;
-    core_options.receiver.command_auth = auth;
+    core_options.receiver.auth = auth;
     core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
     core_options.commands.auth = auth;
     // Declared after the window and the pacer: its threads are stopped before they go away.
@@ -95,7 +96,13 @@ int main(int argc, char** argv) {
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
         const bool ready = frames_with_data >= kFramesBeforeScreenshot &&
                            elapsed >= options.screenshot_after_secs;
-        if (ready || elapsed > kScreenshotGiveUpSecs) {
+        // A refused client gets nothing however long it waits: its screenshot shows why.
+        const auto& links = core.input().links;
+        const bool refused = !run && elapsed >= options.screenshot_after_secs &&
+                             std::any_of(links.begin(), links.end(), [](const keel::app::EndpointState& link) {
+                               return link.state == keel::app::LinkState::kRefused;
+                             });
+        if (ready || refused || elapsed > kScreenshotGiveUpSecs) {
           int width = 0, height = 0;
           window.framebuffer_size(width, height);
           std::string error;
@@ -103,8 +110,8 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "keel: %s\n", error.c_str());
             return 1;
           }
-          std::printf("keel: screenshot %s (%dx%d)%s\n", options.screenshot_path.c_str(), width,
-                      height, ready ? "" : " without data: nothing arrived");
+          std::printf("keel: screenshot %s (%dx%d)%s\n", options.screenshot_path.c_str(), width, height,
+                      ready ? "" : refused ? " without data: refused" : " without data: nothing arrived");
           return ready ? 0 : 2;
         }
       }

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "values/command_status.hpp"
 
 namespace keel::app {
@@ -40,7 +40,7 @@ struct CommandClientOptions {
   // A dump writes the whole model and optimizer state before it is acknowledged.
   double dump_timeout_secs = 120.0;
   // Keys for a probe that requires authenticated commands (keel --server-key --key).
-  CommandAuth auth;
+  ClientAuth auth;
   // Fault injection for tests: called on the command thread at the start of each turn; an
   // exception it throws is handled as a socket failure in that turn would be.
   std::function<void()> before_each_turn;

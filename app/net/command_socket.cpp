@@ -8,7 +8,7 @@
 
 namespace keel::app {
 
-CommandSocket::CommandSocket(const std::string& command_endpoint, const CommandAuth& auth)
+CommandSocket::CommandSocket(const std::string& command_endpoint, const ClientAuth& auth)
     : context_(1), socket_(context_, zmq::socket_type::dealer), endpoint_(command_endpoint) {
   socket_.set(zmq::sockopt::linger, 0);
   if (auth.enabled()) {

@@ -17,7 +17,7 @@
 #include <zmq.hpp>
 
 #include "keel/wire/messages.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "net/read_message.hpp"
 
 namespace keel::app {
@@ -26,7 +26,7 @@ class CommandSocket {
  public:
   // Connects to `command_endpoint` ("tcp://127.0.0.1:5558"), as a CURVE client when `auth`
   // is enabled; throws std::invalid_argument naming it when ZeroMQ rejects it.
-  explicit CommandSocket(const std::string& command_endpoint, const CommandAuth& auth = {});
+  explicit CommandSocket(const std::string& command_endpoint, const ClientAuth& auth = {});
   CommandSocket(const CommandSocket&) = delete;
   CommandSocket& operator=(const CommandSocket&) = delete;
   CommandSocket(CommandSocket&&) noexcept = default;

@@ -13,7 +13,7 @@ constexpr int kRepliesPerPoll = 8192;
 
 }  // namespace
 
-LateAttach::LateAttach(std::string command_endpoint, BackfillOptions options, CommandAuth auth)
+LateAttach::LateAttach(std::string command_endpoint, BackfillOptions options, ClientAuth auth)
     : command_endpoint_(std::move(command_endpoint)), auth_(std::move(auth)), backfill_(options) {}
 
 void LateAttach::on_live(keel::wire::Message&& message, std::vector<keel::wire::Message>& out) {

@@ -24,7 +24,7 @@ class LateAttach {
  public:
   // `command_endpoint` "" means the telemetry endpoint has no command socket beside it (no
   // numeric port): the first message goes live at once and status() says why.
-  LateAttach(std::string command_endpoint, BackfillOptions options, CommandAuth auth = {});
+  LateAttach(std::string command_endpoint, BackfillOptions options, ClientAuth auth = {});
 
   // A message from the telemetry socket; appends to `out` what may be delivered now.
   void on_live(keel::wire::Message&& message, std::vector<keel::wire::Message>& out);
@@ -36,7 +36,7 @@ class LateAttach {
 
  private:
   std::string command_endpoint_;
-  CommandAuth auth_;
+  ClientAuth auth_;
   Backfill backfill_;
   std::unique_ptr<CommandSocket> socket_;
   uint64_t next_id_ = 1;

@@ -32,20 +32,27 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
   std::vector<LateAttach> attaches;
   subscribers.reserve(endpoints.size());
   for (const std::string& endpoint : endpoints) {
-    subscribers.emplace_back(std::vector<std::string>{endpoint});
-    attaches.emplace_back(keel::wire::command_endpoint_for(endpoint), options_.backfill_options, options_.command_auth);
+    subscribers.emplace_back(std::vector<std::string>{endpoint}, options_.auth);
+    attaches.emplace_back(keel::wire::command_endpoint_for(endpoint), options_.backfill_options, options_.auth);
     Link link;
     link.endpoint = endpoint;
     links_.push_back(std::move(link));
   }
   thread_ = std::thread([this, subs = std::move(subscribers), attach = std::move(attaches)]() mutable {
     std::vector<keel::wire::Message> released;
+    // The refusal each link was last told (the thread's copy, so the lock is taken on a change).
+    std::vector<std::string> links_refusal(subs.size());
     const int wait_ms = std::max<int>(1, kRoundWaitMs / std::max<int>(1, int(subs.size())));
     while (!stop_.load()) {
       for (size_t i = 0; i < subs.size() && !stop_.load(); ++i) {
         bool queued = false;
         for (int n = 0; n < kBurstPerSocket; ++n) {
           ReceiveResult result = subs[i].receive(n == 0 ? wait_ms : 0);
+          if (n == 0 && subs[i].refusal() != links_refusal[i]) {
+            links_refusal[i] = subs[i].refusal();
+            std::lock_guard<std::mutex> lock(mutex_);
+            links_[i].refusal = links_refusal[i];
+          }
           if (result.status == ReceiveStatus::kTimeout) break;
           if (result.status == ReceiveStatus::kInterrupted) break;
           std::lock_guard<std::mutex> lock(mutex_);
@@ -123,6 +130,7 @@ std::vector<EndpointState> Receiver::endpoint_states() const {
     state.messages = link.messages;
     state.decode_errors = link.decode_errors;
     state.last_error = link.last_error;
+    state.refusal = link.refusal;
     state.backfill = link.backfill;
     state.backfill_outcomes = link.backfill_outcomes;
     state.rank = link.rank;
@@ -130,7 +138,9 @@ std::vector<EndpointState> Receiver::endpoint_states() const {
       state.secs_since_message = std::chrono::duration<double>(now - link.last_message).count();
     }
     const bool silent = link.messages == 0 || state.secs_since_message > options_.stale_after_secs;
-    if (link.version_error_since_message && silent) {
+    if (!link.refusal.empty() && silent) {
+      state.state = LinkState::kRefused;
+    } else if (link.version_error_since_message && silent) {
       state.state = LinkState::kProtocolMismatch;
     } else if (link.messages == 0) {
       state.state = LinkState::kConnecting;

@@ -26,7 +26,7 @@
 
 #include "keel/wire/messages.hpp"
 #include "net/backfill.hpp"
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 #include "values/endpoint_state.hpp"
 
 namespace keel::app {
@@ -42,8 +42,8 @@ struct ReceiverOptions {
   // stream. A backfill is delivered whole even past queue_capacity: it is bounded by the ring.
   bool backfill = true;
   BackfillOptions backfill_options;
-  // Keys for the history request when the probe requires authenticated commands.
-  CommandAuth command_auth;
+  // Keys presented to the probes' telemetry and command sockets (the user's own by default).
+  ClientAuth auth;
   // Called on the receiver thread after it queued one or more messages, so the UI can wake
   // and draw them now rather than at its next idle frame. Must be cheap and thread-safe (keel
   // passes FramePacer::notify_data); empty: nobody is told.
@@ -74,6 +74,7 @@ class Receiver {
     uint64_t decode_errors = 0;
     std::string last_error;
     bool version_error_since_message = false;
+    std::string refusal;
     Clock::time_point last_message{};
     std::string backfill;
     uint64_t backfill_outcomes = 0;

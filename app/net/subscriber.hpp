@@ -10,6 +10,9 @@
 // decode_errors() and returned as ReceiveStatus::kDecodeError with the reason. Only setup
 // errors (an endpoint ZeroMQ cannot parse) throw, from the constructor or connect().
 // Reading and checking a message is read_message() (read_message.hpp).
+// Keys: a probe's telemetry takes only its owner's key by default (PROTOCOL §6); the
+// Subscriber presents `auth` (the user's own by default, ClientAuth::from_options) and says
+// in refusal() why a probe refused it (HandshakeWatch).
 // Blocking: receive() blocks at most timeout_ms. Destruction never blocks (linger 0: a client
 // that stops listening has nothing left to flush).
 #pragma once
@@ -21,6 +24,8 @@
 #include <zmq.hpp>
 
 #include "keel/wire/messages.hpp"
+#include "net/client_auth.hpp"
+#include "net/handshake_watch.hpp"
 #include "net/read_message.hpp"
 
 namespace keel::app {
@@ -31,7 +36,9 @@ class Subscriber {
   // Connecting does not wait for a probe to exist: ZeroMQ connects (and reconnects) in the
   // background, so a client may start before the trainer. Throws std::invalid_argument naming
   // the endpoint when ZeroMQ rejects it.
-  explicit Subscriber(const std::vector<std::string>& endpoints);
+  // `auth`: the keys to present; disabled (the default here): none, for a probe that takes no
+  // keys.
+  explicit Subscriber(const std::vector<std::string>& endpoints, const ClientAuth& auth = {});
 
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -50,11 +57,15 @@ class Subscriber {
   const std::vector<std::string>& endpoints() const { return endpoints_; }
   uint64_t messages_received() const { return messages_received_; }
   uint64_t decode_errors() const { return decode_errors_; }
+  // Why a probe refused this client's handshake, as of the last receive(); "" when none has
+  // since the last one that succeeded.
+  const std::string& refusal() const { return watch_.refusal(); }
 
  private:
   // Declared first so it outlives the socket: a socket must close before its context.
   zmq::context_t context_;
   zmq::socket_t socket_;
+  HandshakeWatch watch_;
   std::vector<std::string> endpoints_;
   uint64_t messages_received_ = 0;
   uint64_t decode_errors_ = 0;

@@ -92,6 +92,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
     log_new_events(*run);
   }
   log_backfills(input.links);
+  log_refusals(input.links);
 
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -108,6 +109,10 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
   if (run) {
     handle_keys(*run);
     draw_panes(model, *run);
+  } else if (const auto refused = std::find_if(input.links.begin(), input.links.end(),
+                                               [](const EndpointState& link) { return !link.refusal.empty(); });
+             refused != input.links.end()) {
+    ImGui::TextWrapped("No telemetry: %s.", refused->refusal.c_str());
   } else {
     ImGui::TextDisabled("Waiting for telemetry. Start a trainer with the keel probe, e.g. keel-demo.");
   }
@@ -200,6 +205,15 @@ void Dashboard::log_backfills(const std::vector<EndpointState>& links) {
     if (links[i].backfill_outcomes == logged_backfills_[i]) continue;
     logged_backfills_[i] = links[i].backfill_outcomes;
     verbose_log("keel: backfill %s: %s", links[i].endpoint.c_str(), links[i].backfill.c_str());
+  }
+}
+
+void Dashboard::log_refusals(const std::vector<EndpointState>& links) {
+  logged_refusals_.resize(links.size());
+  for (size_t i = 0; i < links.size(); ++i) {
+    if (links[i].refusal == logged_refusals_[i]) continue;
+    logged_refusals_[i] = links[i].refusal;
+    if (!links[i].refusal.empty()) std::fprintf(stderr, "keel: refused: %s\n", links[i].refusal.c_str());
   }
 }
 

@@ -58,6 +58,8 @@ class Dashboard {
   void log_new_events(const RunModel& run);
   // Prints each endpoint's new late-attach outcome ("keel: backfill ENDPOINT: backfilled ...").
   void log_backfills(const std::vector<EndpointState>& links);
+  // Always, to stderr: a probe that refuses this client's keys is why nothing arrives.
+  void log_refusals(const std::vector<EndpointState>& links);
   void draw_panes(const Model& model, const RunModel& run);
 
   AppState state_;
@@ -75,6 +77,7 @@ class Dashboard {
   bool logged_any_event_ = false;
   // Late-attach outcomes already printed, per endpoint (EndpointState::backfill_outcomes).
   std::vector<uint64_t> logged_backfills_;
+  std::vector<std::string> logged_refusals_;
   // Pane sizes as fractions of the window, changed by dragging the splitters.
   float left_frac_ = 0.64f;
   float charts_frac_ = 0.3f;

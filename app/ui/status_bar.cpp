@@ -1,5 +1,6 @@
 #include "ui/status_bar.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include <imgui.h>
@@ -11,7 +12,8 @@ ImVec4 state_colour(LinkState state) {
   switch (state) {
     case LinkState::kLive: return ImVec4(0.35f, 0.85f, 0.4f, 1.0f);
     case LinkState::kStale: return ImVec4(0.95f, 0.7f, 0.2f, 1.0f);
-    case LinkState::kProtocolMismatch: return ImVec4(1.0f, 0.3f, 0.3f, 1.0f);
+    case LinkState::kProtocolMismatch:
+    case LinkState::kRefused: return ImVec4(1.0f, 0.3f, 0.3f, 1.0f);
     case LinkState::kConnecting: break;
   }
   return ImVec4(0.6f, 0.6f, 0.65f, 1.0f);
@@ -40,6 +42,7 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
                   static_cast<unsigned long long>(link.decode_errors));
       if (link.secs_since_message >= 0) ImGui::Text("last message %.1f s ago", link.secs_since_message);
       if (!link.last_error.empty()) ImGui::Text("last error: %s", link.last_error.c_str());
+      if (!link.refusal.empty()) ImGui::Text("refused: %s", link.refusal.c_str());
       if (!link.backfill.empty()) ImGui::Text("late attach: %s", link.backfill.c_str());
       ImGui::EndTooltip();
     }
@@ -49,7 +52,14 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
 
   separator();
   if (!run) {
-    ImGui::TextDisabled("waiting for a trainer");
+    // A refused link is why nothing arrives: said in full where the user looks first.
+    const auto refused = std::find_if(links.begin(), links.end(),
+                                      [](const EndpointState& link) { return link.state == LinkState::kRefused; });
+    if (refused != links.end()) {
+      ImGui::TextColored(state_colour(LinkState::kRefused), "%s", refused->refusal.c_str());
+    } else {
+      ImGui::TextDisabled("waiting for a trainer");
+    }
     return;
   }
   std::string run_id = run->run_id().empty() ? "(attached mid-run)" : run->run_id();

@@ -8,6 +8,7 @@ const char* link_state_name(LinkState state) {
     case LinkState::kLive: return "live";
     case LinkState::kStale: return "stale";
     case LinkState::kProtocolMismatch: return "protocol mismatch";
+    case LinkState::kRefused: return "refused";
   }
   return "?";
 }

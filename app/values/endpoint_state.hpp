@@ -15,6 +15,7 @@ enum class LinkState {
   kLive,              // a message arrived within the stale threshold
   kStale,             // messages arrived once, but none for a while (trainer stopped or paused)
   kProtocolMismatch,  // the only recent traffic was rejected as another protocol version
+  kRefused,           // the probe refused this client's keys (another user's run); `refusal` says why
 };
 
 const char* link_state_name(LinkState state);
@@ -25,6 +26,7 @@ struct EndpointState {
   uint64_t messages = 0;
   uint64_t decode_errors = 0;
   std::string last_error;          // the most recent decode error, "" if none
+  std::string refusal;             // why the probe refused the handshake (HandshakeWatch), "" if it did not
   double secs_since_message = -1;  // -1 before the first message
   std::string backfill;            // the latest late-attach outcome (net/backfill.hpp), "" before one
   uint64_t backfill_outcomes = 0;  // increments with each outcome

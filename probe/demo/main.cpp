@@ -101,11 +101,11 @@ int main(int argc, char** argv) {
   std::string command_key;
   std::vector<std::string> allowed_keys;
   app.add_option("--command-key", command_key,
-                 "the probe's secret key file (keel-cli keygen): only clients with an allowed key may send commands");
+                 "the probe's secret key file (keel-cli keygen): only clients with an allowed key may read and steer the run");
   app.add_flag("--allow-unauthenticated-local", options.allow_unauthenticated_local,
-               "take commands without keys on a loopback endpoint: anyone on this machine may steer the run "
+               "take clients without keys on a loopback endpoint: anyone on this machine may read and steer the run "
                "(default: only your own key, ~/.keel/user.key)");
-  app.add_option("--allow-key", allowed_keys, "a client's public key (Z85 text or .pub file) allowed to send commands")
+  app.add_option("--allow-key", allowed_keys, "a client's public key (Z85 text or .pub file) allowed to read and steer the run")
       ->type_name("KEY|FILE");
   app.add_option("--rank", options.rank, "this process's rank in a data-parallel job (one probe and endpoint per rank)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -98,18 +98,9 @@ CommandServer::CommandServer(CommandServerOptions options)
   try {
     if (!options_.secret_key.empty()) {
       // The handler must be bound before the socket it guards accepts a connection.
-      zap_ = std::make_unique<ZapAuthenticator>(socket_->context, options_.allowed_client_keys);
-      s.set(zmq::sockopt::curve_server, true);
-      s.set(zmq::sockopt::curve_secretkey, options_.secret_key);
-      s.set(zmq::sockopt::zap_domain, "keel");
-      // Clients that fail before ZAP is consulted (no keys, wrong server key) are refusals too.
-      const std::string monitor_at = "inproc://keel-command-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
-      if (zmq_socket_monitor(static_cast<void*>(s), monitor_at.c_str(),
-                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
-        monitor_ = std::make_unique<zmq::socket_t>(socket_->context, zmq::socket_type::pair);
-        monitor_->set(zmq::sockopt::linger, 0);
-        monitor_->connect(monitor_at);
-      }
+      guard_ = std::make_unique<CurveGuard>(socket_->context, options_.secret_key, options_.allowed_client_keys,
+                                            options_.refusal_report_interval);
+      guard_->guard(s);
     }
     s.set(zmq::sockopt::linger, kLingerMs);
     s.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
@@ -129,7 +120,7 @@ CommandServer::CommandServer(CommandServerOptions options)
 CommandServer::~CommandServer() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  if (monitor_) zmq_socket_monitor(static_cast<void*>(socket_->socket), nullptr, 0);
+  if (guard_) guard_->unguard(socket_->socket);
 }
 
 bool CommandServer::take(std::vector<PendingCommand>& out) {
@@ -347,59 +338,19 @@ void CommandServer::send_replies() {
   }
 }
 
-void CommandServer::collect_refusals() {
-  std::vector<AuthRefusal> fresh;
-  zap_->take_refusals(fresh);
-  if (fresh.empty()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (AuthRefusal& r : fresh) {
-    const auto same = std::find_if(refusals_.begin(), refusals_.end(), [&](const AuthRefusal& known) {
-      return known.client_key == r.client_key && known.address == r.address;
-    });
-    if (same != refusals_.end()) {
-      same->attempts += r.attempts;
-    } else if (refusals_.size() < ZapAuthenticator::kMaxRefusalKinds) {
-      refusals_.push_back(std::move(r));
-    }
-  }
-  has_refusals_.store(true, std::memory_order_release);
-}
-
 bool CommandServer::take_refusals(std::vector<AuthRefusal>& out) {
-  out.clear();
-  if (!has_refusals_.load(std::memory_order_acquire)) return false;
-  const auto now = std::chrono::steady_clock::now();
-  if (last_refusal_report_ && now - *last_refusal_report_ < options_.refusal_report_interval) return false;
-  last_refusal_report_ = now;
-  std::lock_guard<std::mutex> lock(mutex_);
-  out.swap(refusals_);
-  has_refusals_.store(false, std::memory_order_release);
-  return !out.empty();
+  if (!guard_) return false;
+  return guard_->take_refusals(out);
 }
 
 void CommandServer::run() {
   auto& s = socket_->socket;
   while (!stop_.load(std::memory_order_relaxed)) {
     try {
-      zmq::pollitem_t items[3] = {{static_cast<void*>(s), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0},
-                                  {nullptr, 0, ZMQ_POLLIN, 0}};
-      size_t polled = 1;
-      if (zap_) items[polled++].socket = static_cast<void*>(zap_->socket());
-      if (monitor_) items[polled++].socket = static_cast<void*>(*monitor_);
+      zmq::pollitem_t items[3] = {{static_cast<void*>(s), 0, ZMQ_POLLIN, 0}};
+      const size_t polled = 1 + (guard_ ? guard_->poll_items(items + 1) : 0);
       zmq::poll(items, polled, kPollInterval);
-      if (zap_) {
-        zap_->handle_requests();
-        if (monitor_) {
-          // Each event is two frames: event id + value, then the endpoint.
-          zmq::message_t frame;
-          while (monitor_->recv(frame, zmq::recv_flags::dontwait)) {
-            if (frame.more()) zap_->note_failed_handshake();
-            while (frame.more() && monitor_->recv(frame, zmq::recv_flags::dontwait)) {
-            }
-          }
-        }
-        collect_refusals();
-      }
+      if (guard_) guard_->service();
       receive_all();
       send_replies();
       send_histories();

@@ -30,7 +30,7 @@
 
 #include "keel/wire/messages.hpp"
 #include "kept_message.hpp"
-#include "zap_authenticator.hpp"
+#include "curve_guard.hpp"
 
 namespace keel::probe {
 
@@ -132,7 +132,6 @@ class CommandServer {
   struct Socket;
 
   void run();
-  void collect_refusals();
   void receive_all();
   void handle(std::vector<std::string>& frames);
   // Never waits: false when the client's pipe is full (the ack is not sent).
@@ -157,11 +156,7 @@ class CommandServer {
   uint64_t next_seq_ = 0;
   std::deque<HistoryReply> histories_;      // command thread; at most kMaxHistoryReplies
 
-  std::unique_ptr<ZapAuthenticator> zap_;   // command thread; null without authentication
-  std::unique_ptr<zmq::socket_t> monitor_;  // handshake failures of the command socket, with zap_
-  std::vector<AuthRefusal> refusals_;       // guarded by mutex_; bounded by the authenticator
-  std::atomic<bool> has_refusals_{false};
-  std::optional<std::chrono::steady_clock::time_point> last_refusal_report_;   // training thread
+  std::unique_ptr<CurveGuard> guard_;       // null without authentication
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

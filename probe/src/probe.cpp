@@ -50,11 +50,16 @@ void check_model_name(const ProbeOptions& options) {
   }
 }
 
-// Commands are authenticated by default: with no keys given, the command socket takes only the
-// key of the user running the trainer (user_keys.hpp). Throws AttachError when that key
-// cannot be had, naming the fix.
+// Whether a socket of this probe will ask clients for keys.
+bool authenticates(const ProbeOptions& options) {
+  return !options.endpoint.empty() && (options.accept_commands || options.authenticate_telemetry);
+}
+
+// Commands and telemetry are authenticated by default: with no keys given, the sockets take
+// only the key of the user running the trainer (user_keys.hpp). Throws AttachError when that
+// key cannot be had, naming the fix.
 void use_user_keys_by_default(ProbeOptions& options) {
-  if (options.endpoint.empty() || !options.accept_commands || !options.command_secret_key.empty()) return;
+  if (!authenticates(options) || !options.command_secret_key.empty()) return;
   if (is_loopback_endpoint(options.endpoint) ? options.allow_unauthenticated_local : options.allow_unauthenticated_remote) {
     return;
   }
@@ -63,26 +68,27 @@ void use_user_keys_by_default(ProbeOptions& options) {
     options.command_secret_key = pair.secret_key;
     options.allowed_client_keys = {pair.public_key};
   } catch (const std::exception& e) {
-    throw AttachError(std::string("keel probe: commands are authenticated with your own key, which is not usable: ") +
+    throw AttachError(std::string("keel probe: commands and telemetry are authenticated with your own key, which is "
+                                  "not usable: ") +
                       e.what() +
-                      "; or set ProbeOptions::allow_unauthenticated_local (anyone on this machine may then steer the "
-                      "run) or accept_commands = false");
+                      "; or set ProbeOptions::allow_unauthenticated_local (anyone on this machine may then read and "
+                      "steer the run)");
   }
 }
 
 // Throws AttachError for keys that ZeroMQ would reject later with a less clear message.
 void check_command_security(const ProbeOptions& options) {
-  if (options.endpoint.empty() || !options.accept_commands) return;
+  if (!authenticates(options)) return;
   // No keys only where it was asked for in so many words (use_user_keys_by_default).
   if (options.command_secret_key.empty()) return;
   if (!wire::curve_available()) {
-    throw AttachError("keel probe: command authentication needs ZeroMQ with CURVE (libsodium), which this libzmq lacks");
+    throw AttachError("keel probe: authentication needs ZeroMQ with CURVE (libsodium), which this libzmq lacks");
   }
   if (!wire::is_curve_key(options.command_secret_key)) {
     throw AttachError("keel probe: the command secret key is not a 40-character Z85 key");
   }
   if (options.allowed_client_keys.empty()) {
-    throw AttachError("keel probe: command authentication is on but no client key is allowed");
+    throw AttachError("keel probe: authentication is on but no client key is allowed");
   }
   for (const std::string& key : options.allowed_client_keys) {
     if (!wire::is_curve_key(key)) {
@@ -124,6 +130,10 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
     po.send_high_water_mark = options_.send_high_water_mark;
     po.describe_interval = std::chrono::milliseconds(static_cast<int64_t>(options_.describe_interval_secs * 1000));
     po.history_steps = options_.history_steps;
+    if (options_.authenticate_telemetry) {
+      po.secret_key = options_.command_secret_key;
+      po.allowed_client_keys = options_.allowed_client_keys;
+    }
     publisher_ = std::make_unique<Publisher>(po, description_);
     const std::string command_at = options_.accept_commands ? command_endpoint_of(options_.endpoint) : std::string();
     if (!command_at.empty()) {
@@ -216,6 +226,7 @@ void Probe::Impl::begin_step() {
   events_published_ = 0;
   report_finished_dumps();
   report_subscription_resets();
+  report_refusals();
   // Before anything reads the policies: a command changes them from this step on. Answered
   // now rather than after the step: the decision is made, and the round trip stays within
   // one step interval.

@@ -1,6 +1,6 @@
 // Probe::Impl's control side: commands from the dashboard (taken and answered at the step
-// boundary), checkpoint dumps and their results, and subscription resets, each turned into
-// events of the step they are seen in.
+// boundary), checkpoint dumps and their results, subscription resets and refused clients, each
+// turned into events of the step they are seen in.
 #include <cstdio>
 #include <filesystem>
 
@@ -13,19 +13,6 @@ namespace keel::probe {
 void Probe::Impl::apply_commands() {
   if (!commands_) return;
   try {
-    if (commands_->take_refusals(refusals_)) {
-      for (const AuthRefusal& r : refusals_) {
-        const std::string attempts = "refused " + std::to_string(r.attempts) + " command connection attempt(s) ";
-        if (r.client_key.empty() && r.address.rfind("(handshake", 0) == 0) {
-          // A client with the wrong server key (another user's own) or none fails before ZAP.
-          add_event("auth_refused", "", attempts + "that failed the CURVE handshake: the client does not hold this run's "
-                                                   "key (another user, or keys meant for another run)");
-        } else {
-          add_event("auth_refused", "", attempts + "from " + r.address + " with client key " +
-                                            (r.client_key.empty() ? "(none)" : r.client_key) + ": not on the allowed list");
-        }
-      }
-    }
     if (!commands_->take(taken_)) return;
     describe_due_ = false;
     for (const PendingCommand& pending : taken_) {
@@ -206,6 +193,31 @@ void Probe::Impl::report_finished_dumps() {
       --dumps_taken_;
       add_event("dump_failed", "", r.error, r.step);
     }
+  }
+}
+
+// A refused client is told only that the handshake failed (ZeroMQ says no more); the run
+// says who was refused, on which socket, so its owner learns of it.
+void Probe::Impl::report_refusals() {
+  const auto report = [this](const char* socket) {
+    for (const AuthRefusal& r : refusals_) {
+      const std::string attempts =
+          "refused " + std::to_string(r.attempts) + " " + socket + " connection attempt(s) ";
+      if (r.client_key.empty() && r.address.rfind("(handshake", 0) == 0) {
+        // A client with the wrong server key (another user's own) or none fails before ZAP.
+        add_event("auth_refused", "", attempts + "that failed the CURVE handshake: the client does not hold this run's "
+                                                 "key (another user, or keys meant for another run)");
+      } else {
+        add_event("auth_refused", "", attempts + "from " + r.address + " with client key " +
+                                          (r.client_key.empty() ? "(none)" : r.client_key) + ": not on the allowed list");
+      }
+    }
+  };
+  try {
+    if (commands_ && commands_->take_refusals(refusals_)) report("command");
+    if (publisher_ && publisher_->take_refusals(refusals_)) report("telemetry");
+  } catch (const std::exception& e) {
+    report_probe_error("reporting refused clients", e.what(), "training went on; the refusals are not reported");
   }
 }
 

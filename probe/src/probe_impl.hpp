@@ -268,6 +268,8 @@ class Probe::Impl {
   std::string dump_refusal() const;
   void report_finished_dumps();
   void report_subscription_resets();
+  // auth_refused events for the clients the command and telemetry sockets refused.
+  void report_refusals();
 };
 
 }  // namespace keel::probe

@@ -1,5 +1,6 @@
 #include "publisher.hpp"
 
+#include <algorithm>
 #include <string_view>
 #include <variant>
 
@@ -12,6 +13,7 @@ namespace keel::probe {
 
 struct Publisher::Socket {
   zmq::context_t context{1};
+  std::unique_ptr<CurveGuard> guard;   // null without authentication
   zmq::socket_t socket;
 };
 
@@ -20,6 +22,9 @@ namespace {
 constexpr std::chrono::milliseconds kPollInterval{2};
 // On shutdown, how long queued messages may still drain to subscribers.
 constexpr int kLingerMs = 200;
+// The largest frame a CURVE client needs to send: its handshake (INITIATE with its metadata),
+// then subscriptions sealed with 33 bytes of overhead.
+constexpr int64_t kCurveFrameBytes = 512;
 }  // namespace
 
 Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
@@ -31,6 +36,11 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
   // subscriber is sent is its own; this copy has none: 0).
   layout_before_history_ = std::make_shared<const std::vector<char>>(wire::encode(sent_description_));
   try {
+    if (!options_.secret_key.empty()) {
+      // The handler must be bound before the socket it guards accepts a connection.
+      socket_->guard = std::make_unique<CurveGuard>(socket_->context, options_.secret_key,
+                                                    options_.allowed_client_keys, options_.refusal_report_interval);
+    }
     open_socket(options_.endpoint);
     bound_endpoint_ = socket_->socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -51,8 +61,13 @@ void Publisher::open_socket(const std::string& endpoint) {
   // Every subscription and unsubscription reaches us (VERBOSER): each new client gets the run
   // description at once, and the subscriptions held are counted (take_subscriptions).
   s.set(zmq::sockopt::xpub_verboser, 1);
-  // A longer subscription closes its connection before libzmq stores a byte of it.
-  s.set(zmq::sockopt::maxmsgsize, options_.max_subscription_bytes);
+  // A longer subscription closes its connection before libzmq stores a byte of it. The limit
+  // applies to every frame the peer sends, CURVE's handshake commands too (INITIATE is ~270
+  // bytes), so an authenticated socket allows them: only its owner's clients get that far.
+  const int64_t limit = socket_->guard ? std::max(options_.max_subscription_bytes, kCurveFrameBytes)
+                                       : options_.max_subscription_bytes;
+  s.set(zmq::sockopt::maxmsgsize, limit);
+  if (socket_->guard) socket_->guard->guard(s);
   s.bind(endpoint);
   socket_->socket = std::move(s);
   live_subscriptions_ = 0;
@@ -62,6 +77,12 @@ void Publisher::open_socket(const std::string& endpoint) {
 Publisher::~Publisher() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  if (socket_->guard) socket_->guard->unguard(socket_->socket);
+}
+
+bool Publisher::take_refusals(std::vector<AuthRefusal>& out) {
+  if (!socket_->guard) return false;
+  return socket_->guard->take_refusals(out);
 }
 
 template <class T>
@@ -236,6 +257,7 @@ void Publisher::reset_connections() {
   // Nothing queued for the flooding connection is worth a linger; the old listener's port is
   // freed by ZeroMQ's reaper shortly after, so the bind may have to be tried again.
   socket_->socket.set(zmq::sockopt::linger, 0);
+  if (socket_->guard) socket_->guard->unguard(socket_->socket);
   socket_->socket.close();
   bound_ = false;
   try {
@@ -250,8 +272,10 @@ void Publisher::run() {
     bool new_subscriber = false;
     try {
       if (!bound_) open_socket(bound_endpoint_);
-      zmq::pollitem_t item{static_cast<void*>(socket_->socket), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, kPollInterval);
+      zmq::pollitem_t items[3] = {{static_cast<void*>(socket_->socket), 0, ZMQ_POLLIN, 0}};
+      const size_t polled = 1 + (socket_->guard ? socket_->guard->poll_items(items + 1) : 0);
+      zmq::poll(items, polled, kPollInterval);
+      if (socket_->guard) socket_->guard->service();
       new_subscriber = take_subscriptions();
     } catch (const zmq::error_t&) {
       // A socket error must not end telemetry; the next poll retries (an unbound socket after

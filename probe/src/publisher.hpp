@@ -10,6 +10,8 @@
 // when the connections together hold more than max_subscriptions, every telemetry connection
 // is closed (a fresh socket on the same address) and counted: clients reconnect within
 // ZeroMQ's reconnect interval and see the records sent meanwhile as a seq gap.
+// With keys (PublisherOptions::secret_key), the socket is a CURVE server: only an allowed client
+// completes the handshake, so no one else reads the run or reaches the trie at all.
 // Threads: publish() and describe() from the training thread only (single producer); the
 // socket belongs to the publisher thread. Never: blocks the producer (a full ring drops the
 // message and counts it; a subscriber whose pipe is full loses it alone and sees a seq gap); throws from publish(); waits on the network in the
@@ -27,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "curve_guard.hpp"
 #include "keel/wire/messages.hpp"
 #include "kept_message.hpp"
 
@@ -41,11 +44,18 @@ struct PublisherOptions {
   // Recent events kept beside the steps (when history_steps > 0): a late client learns of the
   // first non-finite gradient, skips and dumps it did not see live.
   size_t history_events = 1024;
-  // Largest subscription message (1 byte + topic); the protocol's topics are a few bytes.
+  // Largest subscription message (1 byte + topic); the protocol's topics are a few bytes. With
+  // keys, at least 512: CURVE's handshake must pass the same limit.
   int64_t max_subscription_bytes = 64;
   // Subscriptions held by all connections together before they are all closed; a dashboard
   // or keel-cli holds one per probe.
   int64_t max_subscriptions = 1024;
+  // Telemetry authentication (CURVE, PROTOCOL §6): the probe's Z85 secret key and the Z85
+  // public keys of the clients allowed to subscribe; "" = anyone who reaches the port reads
+  // the run. Refusals are reported like the command socket's (CurveGuard).
+  std::string secret_key;
+  std::vector<std::string> allowed_client_keys;
+  std::chrono::milliseconds refusal_report_interval{60000};
 };
 
 class Publisher {
@@ -74,6 +84,9 @@ class Publisher {
   uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
   // Times every telemetry connection was closed because subscribers held too many subscriptions.
   uint64_t subscription_resets() const { return subscription_resets_.load(std::memory_order_relaxed); }
+  // Subscribers refused by authentication since the last report, when one is due; false when
+  // none is (always without authentication). Training thread.
+  bool take_refusals(std::vector<AuthRefusal>& out);
   const std::string& bound_endpoint() const { return bound_endpoint_; }
   // Encoded payloads of the most recent step records, oldest first (any thread), shared and
   // immutable (KeptMessage). The run descriptions sent in order with them (the layers changed,

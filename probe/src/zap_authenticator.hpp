@@ -1,12 +1,12 @@
-// ZapAuthenticator: decides which CURVE clients may talk to the probe's command socket.
+// ZapAuthenticator: decides which CURVE clients may talk to one of the probe's sockets.
 //
-// What it is for: with command authentication on, the command socket is a CURVE server and
-// ZeroMQ asks this handler (ZAP, RFC 27, on inproc://zeromq.zap.01 of the same context) about
-// every client handshake. A client whose public key is on the allowed list is accepted; any
-// other is refused before a single command of it is read, and the refusal is remembered so the
-// training thread can publish it as an event.
-// Threads: the command thread only (it polls socket() beside the command socket); refusals()
-// is read by the training thread through CommandServer under its mutex.
+// What it is for: with authentication on, the command and telemetry sockets are CURVE servers,
+// and ZeroMQ asks this handler (ZAP, RFC 27, on inproc://zeromq.zap.01 of the socket's context)
+// about every client handshake. A client whose public key is on the allowed list is accepted;
+// any other is refused before a single command or subscription of it is read, and the refusal
+// is remembered so the training thread can publish it as an event (CurveGuard).
+// Threads: the thread that owns the guarded socket (it polls socket() beside it); the
+// refusals reach the training thread through CurveGuard, under its mutex.
 // Never: accepts a mechanism other than CURVE; keeps more than kMaxRefusalKinds distinct
 // refusals (a flood of strangers is counted, not stored).
 #pragma once

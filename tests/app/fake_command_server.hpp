@@ -22,7 +22,7 @@
 
 #include "keel/wire/codec.hpp"
 #include "keel/wire/messages.hpp"
-#include "keel/wire/user_keys.hpp"
+#include "server_auth.hpp"
 
 namespace keel::app::test_support {
 
@@ -30,9 +30,7 @@ class FakeCommandServer {
  public:
   using Handler = std::function<std::vector<keel::wire::Message>(const keel::wire::Command&)>;
 
-  // How its socket authenticates: none, or as a probe given no keys does (a CURVE server with
-  // the user's own key pair, which is what keel-cli presents by default).
-  enum class Auth { kNone, kUsersOwnKey };
+  using Auth = ServerAuth;
 
   // Throws zmq::error_t when `bind_endpoint` is taken.
   explicit FakeCommandServer(Handler handler, const std::string& bind_endpoint = "tcp://127.0.0.1:*",
@@ -40,10 +38,7 @@ class FakeCommandServer {
       : socket_(context_, zmq::socket_type::router), handler_(std::move(handler)) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::sndhwm, 0);
-    if (auth == Auth::kUsersOwnKey) {
-      socket_.set(zmq::sockopt::curve_server, 1);
-      socket_.set(zmq::sockopt::curve_secretkey, keel::wire::user_key_pair().secret_key);
-    }
+    serve_with(socket_, auth);
     socket_.bind(bind_endpoint);
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { serve(); });

@@ -1,7 +1,8 @@
 // TestPublisher: a PUB socket on an ephemeral loopback port, standing in for a probe.
 //
 // What it is for: app tests that need real ZeroMQ traffic without a trainer. It binds
-// tcp://127.0.0.1:* and reports the port ZeroMQ chose, so tests never collide on a port.
+// tcp://127.0.0.1:* and reports the port ZeroMQ chose, so tests never collide on a port. With
+// ServerAuth::kUsersOwnKey it takes keys as a probe given none does.
 // Threads: owned by one thread (a test, or a publishing thread it starts).
 #pragma once
 
@@ -12,13 +13,15 @@
 
 #include "keel/wire/codec.hpp"
 #include "keel/wire/messages.hpp"
+#include "server_auth.hpp"
 
 namespace keel::app::test_support {
 
 class TestPublisher {
  public:
-  TestPublisher() : socket_(context_, zmq::socket_type::pub) {
+  explicit TestPublisher(ServerAuth auth = ServerAuth::kNone) : socket_(context_, zmq::socket_type::pub) {
     socket_.set(zmq::sockopt::linger, 0);
+    serve_with(socket_, auth);
     socket_.bind("tcp://127.0.0.1:*");
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
   }

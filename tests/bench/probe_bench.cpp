@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "naive_checks.hpp"
 #include "parameter_layout.hpp"
 #include "reduce_bandwidth.hpp"
+#include "telemetry_bench.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -100,6 +102,10 @@ double buffer_check_us(int rounds, size_t& buffers) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The other end of the telemetry measurement (telemetry_bench.hpp), in a process of its own.
+  if (argc == 4 && std::string(argv[1]) == keel::bench::kTelemetryReaderFlag) {
+    return keel::bench::run_telemetry_reader(argv[2], std::string(argv[3]) == "curve");
+  }
   CLI::App app{"keel-bench-probe: the keel probe's cost on keel-demo's model"};
   bool quick = false;
   int pairs = 0;
@@ -165,6 +171,12 @@ int main(int argc, char** argv) {
   const double layout_us = layout_check_us(*plain.model(), plain.optimizer(), quick ? 11 : 31);
   size_t buffers = 0;
   const double buffers_us = buffer_check_us(quick ? 11 : 31, buffers);
+  // keel-demo's 42 layers, and a deep model's 2,000.
+  std::vector<keel::bench::TelemetryCost> telemetry;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (size_t layers : {size_t{42}, size_t{2000}}) {
+    telemetry.push_back(keel::bench::measure_telemetry_cost(self, layers, quick ? 2000 : 5000, quick ? 3 : 7));
+  }
 
   int64_t params = 0;
   for (const auto& p : plain.model()->parameters()) params += p.numel();
@@ -203,6 +215,19 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f\n", "dump throughput (MB/s)", dump.dump_mb_per_s);
   std::printf("%-44s %12.1f\n", "plain write + fsync of the same bytes (MB/s)", dump.write_mb_per_s);
   std::printf("%-44s %12.2f\n", "dump / plain write", dump.ratio);
+  for (const keel::bench::TelemetryCost& t : telemetry) {
+    const std::string of = "telemetry, " + std::to_string(t.layers) + " layers (" + std::to_string(t.record_bytes) + " B)";
+    if (!t.error.empty()) {
+      std::printf("%s: not measured: %s\n", of.c_str(), t.error.c_str());
+      continue;
+    }
+    std::printf("%-44s\n", of.c_str());
+    std::printf("%-44s %12.1f\n", "  process CPU per record, no keys (us)", t.plain_us_per_record);
+    std::printf("%-44s %12.1f\n", "  process CPU per record, CURVE (us)", t.curve_us_per_record);
+    std::printf("%-44s %12.1f\n", "  CURVE's cost per record (us)", t.curve_us_per_record - t.plain_us_per_record);
+    std::printf("%-44s %12.3f\n", "  as a share of keel-demo's step (%)",
+                100.0 * (t.curve_us_per_record - t.plain_us_per_record) / 1000.0 / plain_med);
+  }
   std::printf(
       "{\"overhead_pct\":%.3f,\"probe_self_pct\":%.3f,\"naive_overhead_pct\":%.3f,\"reduce_vs_memcpy\":%.3f,"
       "\"train_thread_us\":%.1f,\"probe_us\":%.1f,\"step_ms_plain\":%.3f,\"step_ms_probe\":%.3f,"
@@ -210,10 +235,11 @@ int main(int argc, char** argv) {
       "\"command_rtt_p50_ms\":%.2f,\"command_rtt_p99_ms\":%.2f,\"command_rtt_max_ms\":%.2f,"
       "\"command_boundary_to_ack_p99_ms\":%.2f,"
       "\"dump_vs_write\":%.3f,\"dump_mb_per_s\":%.1f,\"dump_capture_ms\":%.2f,\"control_overhead_pct\":%.3f,"
-      "\"layout_check_us\":%.1f,\"buffer_check_us\":%.1f}\n",
+      "\"layout_check_us\":%.1f,\"buffer_check_us\":%.1f,\"telemetry_curve_us_per_record\":[%.1f,%.1f]}\n",
       overhead_pct, self_pct, naive_pct, bandwidth.ratio, median(outside_us), median(probe_us), plain_med,
       probe_med, naive_med, bandwidth.reduce_gbps, bandwidth.memcpy_gbps, pairs, round_trip.p50_ms,
       round_trip.p99_ms, round_trip.max_ms, round_trip.after_boundary_p99_ms, dump.ratio, dump.dump_mb_per_s, dump.capture_ms, control.pct,
-      layout_us, buffers_us);
+      layout_us, buffers_us, telemetry[0].curve_us_per_record - telemetry[0].plain_us_per_record,
+      telemetry[1].curve_us_per_record - telemetry[1].plain_us_per_record);
   return 0;
 }

@@ -1,7 +1,8 @@
 // Authenticated commands end to end: keys from `keel-cli keygen`, keel-demo taking commands
 // only from the allowed client key, keel-cli sending with and without the right key; and the
-// defaults: keel-demo given no keys takes commands from its own user only, whose keel-cli
-// needs no flag, while another Unix user on the same machine is refused and reported.
+// defaults: keel-demo given no keys takes commands and telemetry subscribers from its own user
+// only, whose keel-cli needs no flag, while another Unix user on the same machine is refused
+// (steering and reading) and reported.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -137,7 +138,25 @@ TEST(AuthE2E, WithTheDefaultsAnotherUserIsRefusedAndTheOwnerNeedsNoFlag) {
   ChildProcess plain(other.keel_cli({"send", "--endpoint", endpoint, "--timeout", "3", "--no-auth", "skip"}));
   EXPECT_NE(plain.wait_for("no acknowledgement", 20), "") << plain.output();
 
-  // The owner's keel-cli, with no flag at all.
+  // Nor can they read the run: their keel-cli tail is refused at the handshake and says why,
+  // and the run reports the refused telemetry connection.
+  ChildProcess reader(other.keel_cli({"tail", "--endpoint", endpoint, "--timeout", "3", "--json"}));
+  const std::string told = reader.wait_for("keel-cli: refused:", 20);
+  EXPECT_NE(told.find("the run is probably another user's"), std::string::npos) << reader.output();
+  EXPECT_EQ(reader.wait_exit(), 2);
+  EXPECT_EQ(reader.output().find("\"type\""), std::string::npos) << "the other user read the run: " << reader.output();
+  const std::string telemetry_refused = demo.wait_for("telemetry connection attempt", 20);
+  EXPECT_NE(telemetry_refused.find("event auth_refused"), std::string::npos) << demo.output();
+  ChildProcess plain_reader(other.keel_cli({"tail", "--endpoint", endpoint, "--timeout", "3", "--no-auth"}));
+  EXPECT_NE(plain_reader.wait_for("requires keys", 20), "") << plain_reader.output();
+  EXPECT_EQ(plain_reader.wait_exit(), 2);
+
+  // The owner reads the run with no flag at all.
+  ChildProcess owner_reader({KEEL_CLI_PATH, "tail", "--endpoint", endpoint, "--timeout", "20", "--json", "-n", "3"});
+  EXPECT_NE(owner_reader.wait_for("\"type\":\"step\"", 30), "") << owner_reader.output();
+  EXPECT_EQ(owner_reader.wait_exit(), 0);
+
+  // And steers it with no flag at all.
   ChildProcess owner({KEEL_CLI_PATH, "send", "--endpoint", endpoint, "--timeout", "20", "skip"});
   const std::string ack_line = owner.wait_for("\"type\":\"ack\"", 30);
   ASSERT_NE(ack_line, "") << owner.output();

@@ -234,4 +234,38 @@ TEST_F(GuiTest, ClickOnAHeatmapRowSelectsThatLayerAndSurvivesTrainerRestart) {
   EXPECT_TRUE(keel.alive()) << keel.output();
 }
 
+// A trainer that takes no keys (--allow-unauthenticated-local) and a dashboard presenting its
+// user's own, as it does by default: the handshake fails on every reconnect. The dashboard says
+// so on stderr and in red where the run would be, with the fix, and a headless screenshot does
+// not wait for data that cannot come.
+TEST(RefusedGui, ARefusedDashboardSaysWhyInRed) {
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(keel::e2e::free_port_pair());
+  ChildProcess demo({KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint, "--log-every", "10", "--pace", "20",
+                     "--allow-unauthenticated-local"},
+                    keel::e2e::kBackgroundNiceness);
+  ASSERT_FALSE(demo.wait_for("loss ", 120).empty()) << demo.output();
+  const std::string png = testing::TempDir() + "keel_refused_gui_test.png";
+  std::remove(png.c_str());
+  ChildProcess keel({KEEL_PATH, "--connect", endpoint, "--screenshot", png, "--screenshot-after", "4"});
+  // ZeroMQ reconnects every 100 ms; within a few the mechanism mismatch is seen from this side.
+  EXPECT_FALSE(keel.wait_for("takes no keys (its probe allows", 30).empty()) << keel.output();
+  const std::string shot = keel.find_or_wait_for("keel: screenshot", 60);
+  EXPECT_NE(shot.find("without data: refused"), std::string::npos) << keel.output();
+  EXPECT_EQ(keel.wait_exit(), 2);
+
+  int width = 0, height = 0, channels = 0;
+  unsigned char* pixels = stbi_load(png.c_str(), &width, &height, &channels, 3);
+  ASSERT_NE(pixels, nullptr) << "cannot read " << png;
+  // The refusal is drawn in the refused colour (1.0, 0.3, 0.3): its glyphs' solid pixels.
+  int red = 0;
+  for (int y = 0; y < std::min(height, 120); ++y) {
+    for (int x = 0; x < width; ++x) {
+      const unsigned char* p = pixels + (size_t(y) * size_t(width) + size_t(x)) * 3;
+      red += p[0] > 200 && p[1] > 50 && p[1] < 110 && p[2] > 50 && p[2] < 110;
+    }
+  }
+  stbi_image_free(pixels);
+  EXPECT_GT(red, 100) << "no refusal drawn in red near the top of " << png;
+}
+
 }  // namespace

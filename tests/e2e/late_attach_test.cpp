@@ -47,7 +47,7 @@ class LateAttach : public testing::Test {
 TEST_F(LateAttach, TheDashboardModelGetsTheStepsBeforeItAttachedWithoutGapOrDuplicate) {
   // As the dashboard does: its history request presents the user's own key.
   keel::app::ReceiverOptions options;
-  options.command_auth = keel::app::CommandAuth::from_options({});
+  options.auth = keel::app::ClientAuth::from_options({});
   keel::app::Receiver receiver({endpoint_}, options);
   keel::app::Model model;
   std::vector<keel::wire::Message> inbox;

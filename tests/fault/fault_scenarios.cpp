@@ -96,15 +96,15 @@ FaultTiming fault_timing(bool long_run) {
 
 namespace {
 
-std::unique_ptr<FaultProcess> start_client(bool app, const Binaries& binaries, const std::string& endpoint,
+std::unique_ptr<FaultProcess> start_client(bool app, const Binaries& binaries, const TrainerUnderTest& trainer,
                                            const std::string& log_path) {
-  if (app) {
-    return std::make_unique<FaultProcess>(
-        std::vector<std::string>{binaries.app, "--verbose", "--connect", endpoint, "--width", "800", "--height", "600"}, log_path);
-  }
-  // A long timeout: a frozen client must not give up on its own after SIGCONT.
-  return std::make_unique<FaultProcess>(
-      std::vector<std::string>{binaries.cli, "tail", "--endpoint", endpoint, "--json", "--timeout", "600"}, log_path);
+  std::vector<std::string> args =
+      app ? std::vector<std::string>{binaries.app, "--verbose", "--connect", trainer.endpoint(), "--width", "800",
+                                     "--height", "600"}
+          // A long timeout: a frozen client must not give up on its own after SIGCONT.
+          : std::vector<std::string>{binaries.cli, "tail", "--endpoint", trainer.endpoint(), "--json", "--timeout", "600"};
+  if (trainer.unauthenticated()) args.push_back("--no-auth");
+  return std::make_unique<FaultProcess>(args, log_path);
 }
 
 bool wait_client_ready(bool app, FaultProcess& client) {
@@ -185,14 +185,19 @@ FaultOutcome run_fault(Fault fault, const Binaries& binaries, const FaultTiming&
   out.fault = fault_name(fault);
   const bool app = fault_needs_app(fault);
   ScratchDir dir("scenario");
-  TrainerUnderTest trainer(binaries, dir);
+  // The hostile clients speak only ZMTP's NULL mechanism: with the defaults the probe refuses
+  // them at the handshake, before a byte of a subscription. The bound is tested where it is
+  // still needed, on a probe that lets anyone in.
+  TrainerOptions trainer_options;
+  trainer_options.unauthenticated = fault == Fault::kHostileSubscriptions;
+  TrainerUnderTest trainer(binaries, dir, trainer_options);
   if (!trainer.wait_until_training(120)) {
     out.failure = "keel-demo did not start training: " + trainer.process().output().substr(0, 400);
     return out;
   }
   std::vector<std::unique_ptr<FaultProcess>> clients;
   const auto add_client = [&] {
-    clients.push_back(start_client(app, binaries, trainer.endpoint(),
+    clients.push_back(start_client(app, binaries, trainer,
                                    dir.file("client-" + std::to_string(clients.size()) + ".log")));
     return wait_client_ready(app, *clients.back());
   };

@@ -7,6 +7,7 @@
 
 #include <zmq.hpp>
 
+#include "users_key_client.hpp"
 #include "zmtp_subscriber.hpp"
 
 namespace keel::fault {
@@ -29,6 +30,7 @@ void SubscriberFlood::start() {
     s.set(zmq::sockopt::rcvbuf, options_.stalled_rcvbuf_bytes);
     s.set(zmq::sockopt::rcvhwm, 1);
     s.set(zmq::sockopt::subscribe, "");
+    keel::test::present_users_key(s);
     s.connect(endpoint_);
     ++subscriptions_;
   }
@@ -77,6 +79,7 @@ void SubscriberFlood::churn() {
     zmq::socket_t s(sockets_->context, zmq::socket_type::sub);
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::subscribe, "");
+    keel::test::present_users_key(s);
     s.connect(endpoint_);
     ++subscriptions_;
     // Some leave at once, some read a little first (the run description, a step or two).

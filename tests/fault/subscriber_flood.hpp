@@ -19,6 +19,7 @@
 namespace keel::fault {
 
 struct SubscriberFloodOptions {
+  // libzmq subscribers, presenting the user's own key as keel-cli does:
   bool churn = true;              // subscribers connecting, reading briefly, disconnecting
   bool stalled = true;            // one subscriber that never reads
   // The stalled subscriber's kernel receive buffer: small, so its pipe in the probe fills

@@ -30,11 +30,10 @@ int64_t unix_now_ns() {
 
 TrainerUnderTest::TrainerUnderTest(const Binaries& binaries, const ScratchDir& dir, TrainerOptions options,
                                    const std::string& log_name)
-    : binaries_(binaries), dir_(dir) {
+    : binaries_(binaries), dir_(dir), unauthenticated_(options.unauthenticated) {
   port_ = options.port > 0 ? options.port : e2e::free_port_pair();
   endpoint_ = "tcp://127.0.0.1:" + std::to_string(port_);
-  process_ = std::make_unique<FaultProcess>(
-      std::vector<std::string>{binaries.demo, "--steps", "0", "--endpoint", endpoint_,
+  std::vector<std::string> args{binaries.demo, "--steps", "0", "--endpoint", endpoint_,
                                "--pace", std::to_string(options.steps_per_sec),
                                "--width", std::to_string(options.width),
                                "--layers", std::to_string(options.layers),
@@ -43,8 +42,9 @@ TrainerUnderTest::TrainerUnderTest(const Binaries& binaries, const ScratchDir& d
                                // One intra-op thread: the harness and its clients share 2 cores.
                                "--threads", "1", "--log-every", "0",
                                "--history", std::to_string(options.history_steps),
-                               "--dump-dir", dir.file("dumps")},
-      dir.file(log_name));
+                               "--dump-dir", dir.file("dumps")};
+  if (unauthenticated_) args.push_back("--allow-unauthenticated-local");
+  process_ = std::make_unique<FaultProcess>(args, dir.file(log_name));
   sampler_ = std::thread([this, pid = process_->pid()] { sample(pid); });
 }
 
@@ -68,9 +68,10 @@ void TrainerUnderTest::sample(pid_t pid) {
 StepLedger TrainerUnderTest::history(const std::string& file_name, double timeout_secs) const {
   const std::string path = dir_.file(file_name);
   {
-    FaultProcess cli({binaries_.cli, "history", "--endpoint", endpoint_, "--json", "--timeout",
-                      std::to_string(timeout_secs)},
-                     path);
+    std::vector<std::string> args{binaries_.cli, "history", "--endpoint", endpoint_, "--json", "--timeout",
+                                  std::to_string(timeout_secs)};
+    if (unauthenticated_) args.push_back("--no-auth");
+    FaultProcess cli(args, path);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_secs + 5);
     while (cli.running() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -33,6 +33,9 @@ struct TrainerOptions {
   int width = 32, layers = 1, context = 16, batch = 2;
   size_t history_steps = 4096;
   int port = 0;                // 0: a free pair is picked
+  // keel-demo --allow-unauthenticated-local, and clients that present no keys: for the raw
+  // clients that speak only ZMTP's NULL mechanism (zmtp_subscriber.hpp).
+  bool unauthenticated = false;
 };
 
 // A directory under /tmp for one scenario's logs; removed at the end unless KEEL_FAULT_KEEP=1.
@@ -58,6 +61,8 @@ class TrainerUnderTest {
   const std::string& endpoint() const { return endpoint_; }
   std::string command_endpoint() const;
   int port() const { return port_; }
+  // Whether its sockets take no keys (TrainerOptions::unauthenticated): clients need --no-auth.
+  bool unauthenticated() const { return unauthenticated_; }
   pid_t pid() const { return process_->pid(); }
   FaultProcess& process() { return *process_; }
 
@@ -81,6 +86,7 @@ class TrainerUnderTest {
   const ScratchDir& dir_;
   int port_ = 0;
   std::string endpoint_;
+  bool unauthenticated_ = false;
   std::unique_ptr<FaultProcess> process_;
   mutable std::mutex samples_mutex_;
   std::vector<std::pair<int64_t, long>> samples_;

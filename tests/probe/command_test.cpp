@@ -362,6 +362,7 @@ class DescriptionListener {
   explicit DescriptionListener(const std::string& endpoint) {
     sub_.set(zmq::sockopt::linger, 0);
     sub_.set(zmq::sockopt::subscribe, "run");
+    keel::test::present_users_key(sub_);
     sub_.connect(endpoint);
   }
   // The descriptions that arrive until none has for `quiet_ms`.

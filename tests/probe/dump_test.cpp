@@ -293,6 +293,7 @@ TEST(Dump, ADumpStillBeingWrittenWhenTheJobEndsIsReportedToSubscribers) {
   subscriber.set(zmq::sockopt::linger, 0);
   subscriber.set(zmq::sockopt::subscribe, "");
   subscriber.set(zmq::sockopt::rcvtimeo, 10000);
+  keel::test::present_users_key(subscriber);
   subscriber.connect(rig->probe.bound_endpoint());
   // Live once the description sent to each new subscriber arrives.
   zmq::message_t topic, payload;

@@ -228,6 +228,7 @@ TEST(LayoutChange, TheNewDescriptionReachesSubscribersBeforeTheRecordsItDescribe
   zmq::socket_t sub(context, zmq::socket_type::sub);
   sub.set(zmq::sockopt::linger, 0);
   sub.set(zmq::sockopt::subscribe, "");
+  keel::test::present_users_key(sub);
   sub.connect(probe.bound_endpoint());
   // The description a new subscriber gets says the subscription is live.
   auto receive = [&sub](std::string& topic, keel::wire::Message& message) {

@@ -135,11 +135,13 @@ class CliProcess {
 };
 
 // Publishes from its own thread, one cycle every 10 ms, until stopped: PUB drops messages
-// sent before the child subscribes, so a test cannot send once and expect it to arrive.
+// sent before the child subscribes, so a test cannot send once and expect it to arrive. It
+// takes the user's own key by default, as a probe given no keys does.
 class BackgroundPublisher {
  public:
-  explicit BackgroundPublisher(std::function<void(TestPublisher&, int)> cycle)
-      : endpoint_(publisher_.endpoint()), thread_([this, cycle] {
+  explicit BackgroundPublisher(std::function<void(TestPublisher&, int)> cycle,
+                               test_support::ServerAuth auth = test_support::ServerAuth::kUsersOwnKey)
+      : publisher_(auth), endpoint_(publisher_.endpoint()), thread_([this, cycle] {
           for (int i = 0; !stop_.load(); ++i) {
             cycle(publisher_, i);
             std::this_thread::sleep_for(10ms);
@@ -312,6 +314,34 @@ TEST(TailCli, UndecodableMessagesAreReportedAndSkipped) {
   EXPECT_EQ(lines.size(), 2u);
   const std::string err = cli.read_stderr(1s);
   EXPECT_TRUE(contains(err, "keel-cli: warning: dropped an undecodable message")) << err;
+}
+
+// A probe that takes no keys (allow_unauthenticated_local) and tail presenting the user's own:
+// the handshake fails on the mechanism, and tail says so and names --no-auth, which then works.
+TEST(TailCli, AProbeThatTakesNoKeysIsNamedWithTheWayToReachIt) {
+  BackgroundPublisher publisher(run_then_steps, test_support::ServerAuth::kNone);
+  CliProcess refused({"tail", "--endpoint", publisher.endpoint(), "--timeout", "2"});
+  ASSERT_TRUE(refused.started());
+  EXPECT_EQ(refused.wait_exit(10s), 2);
+  EXPECT_TRUE(refused.read_all_lines(1s).empty());
+  const std::string err = refused.read_stderr(1s);
+  EXPECT_TRUE(contains(err, "keel-cli: refused: " + publisher.endpoint() + " takes no keys")) << err;
+  EXPECT_TRUE(contains(err, "connect with --no-auth")) << err;
+
+  CliProcess plain({"tail", "--endpoint", publisher.endpoint(), "--count", "3", "--json", "--no-auth"});
+  ASSERT_TRUE(plain.started());
+  EXPECT_EQ(plain.read_all_lines(10s).size(), 3u);
+  EXPECT_EQ(plain.wait_exit(10s), 0);
+}
+
+// The other way round: a probe that takes keys, and tail with --no-auth.
+TEST(TailCli, NoAuthAgainstAProbeThatTakesKeysSaysKeysAreRequired) {
+  BackgroundPublisher publisher(run_then_steps);
+  CliProcess cli({"tail", "--endpoint", publisher.endpoint(), "--timeout", "2", "--no-auth"});
+  ASSERT_TRUE(cli.started());
+  EXPECT_EQ(cli.wait_exit(10s), 2);
+  const std::string err = cli.read_stderr(1s);
+  EXPECT_TRUE(contains(err, publisher.endpoint() + " requires keys: leave out --no-auth")) << err;
 }
 
 TEST(TailCli, InvalidEndpointExitsWithStatus1) {

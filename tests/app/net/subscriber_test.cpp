@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "keel/wire/curve_keys.hpp"
 #include "test_publisher.hpp"
 
 namespace keel::app {
@@ -146,6 +147,59 @@ TEST(Subscriber, TimesOutWhenNothingArrives) {
   EXPECT_GE(waited, std::chrono::milliseconds(90));
   EXPECT_LT(waited, std::chrono::seconds(3));
   EXPECT_EQ(subscriber.receive(0).status, ReceiveStatus::kTimeout);
+}
+
+// Reads until refusal() holds `part` or timeout_ms pass; the refusal.
+std::string refusal_within(Subscriber& subscriber, const std::string& part, int timeout_ms) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (subscriber.refusal().find(part) == std::string::npos && std::chrono::steady_clock::now() < give_up) {
+    subscriber.receive(20);
+  }
+  return subscriber.refusal();
+}
+
+// The user's own keys against a probe that takes the user's own key: read as usual, no refusal.
+TEST(Subscriber, TheUsersOwnKeyReadsAProbeThatTakesIt) {
+  TestPublisher publisher(test_support::ServerAuth::kUsersOwnKey);
+  Subscriber subscriber({publisher.endpoint()}, ClientAuth::from_options({}));
+  ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, subscriber));
+  EXPECT_EQ(subscriber.refusal(), "");
+}
+
+// Each way a handshake fails is told in a sentence with the fix: keys against a probe that
+// takes none, none against one that requires them, and the probe's key not the one expected
+// (another user's run: their keel-cli takes their own key as the server's). The first and the
+// last look alike from here (the probe closes the connection); a keyless check tells them apart.
+TEST(Subscriber, ARefusedHandshakeIsToldWithTheFix) {
+  TestPublisher open_probe(test_support::ServerAuth::kNone);
+  Subscriber with_keys({open_probe.endpoint()}, ClientAuth::from_options({}));
+  const std::string no_keys_taken = refusal_within(with_keys, "takes no keys (its probe", 5000);
+  EXPECT_NE(no_keys_taken.find(open_probe.endpoint() + " takes no keys"), std::string::npos) << no_keys_taken;
+  EXPECT_NE(no_keys_taken.find("--no-auth"), std::string::npos) << no_keys_taken;
+
+  TestPublisher keyed_probe(test_support::ServerAuth::kUsersOwnKey);
+  Subscriber without_keys({keyed_probe.endpoint()});
+  const std::string keys_required = refusal_within(without_keys, "requires keys", 5000);
+  EXPECT_NE(keys_required.find(keyed_probe.endpoint() + " requires keys"), std::string::npos) << keys_required;
+
+  ClientAuth other_users;
+  const keel::wire::CurveKeyPair other = keel::wire::generate_curve_key_pair();
+  other_users.server_key = other.public_key;
+  other_users.public_key = other.public_key;
+  other_users.secret_key = other.secret_key;
+  other_users.users_own = true;
+  Subscriber stranger({keyed_probe.endpoint()}, other_users);
+  const std::string not_expected = refusal_within(stranger, "did not accept", 5000);
+  EXPECT_NE(not_expected.find("did not accept the handshake"), std::string::npos) << not_expected;
+  EXPECT_NE(not_expected.find("another user's"), std::string::npos) << not_expected;
+  // Its keyless check finds a probe that requires keys: the sentence drops the other cause.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (stranger.refusal().find("takes no keys") != std::string::npos && std::chrono::steady_clock::now() < give_up) {
+    stranger.receive(20);
+  }
+  EXPECT_EQ(stranger.refusal().find("takes no keys"), std::string::npos) << stranger.refusal();
+  EXPECT_NE(stranger.refusal().find("another user's"), std::string::npos) << stranger.refusal();
+  EXPECT_EQ(stranger.receive(200).status, ReceiveStatus::kTimeout) << "a refused client received a message";
 }
 
 TEST(Subscriber, RejectsAnInvalidEndpointByName) {

@@ -133,18 +133,23 @@ struct ProbeOptions {
   size_t history_steps = 4096;      // ring of recent step records kept for backfill
   // Bind the command socket (telemetry port + 1). Off: the run can be watched, not steered.
   bool accept_commands = true;
-  // Command authentication (ZeroMQ CURVE): the probe's Z85 secret key and the Z85 public keys
-  // of the clients allowed to send commands (`keel-cli keygen` makes both). Others are refused
-  // at the handshake and each refusal is an "auth_refused" event. "" (the default): the key
-  // pair of the user running the trainer (~/.keel/user.key, made on first use; KEEL_KEY_DIR
-  // moves it), which the same user's dashboard and keel-cli present with no flag, and no other
-  // user has.
+  // Authentication (ZeroMQ CURVE) of the command socket and, with authenticate_telemetry, of
+  // the telemetry socket: the probe's Z85 secret key and the Z85 public keys of the clients
+  // allowed (`keel-cli keygen` makes both). Others are refused at the handshake and their
+  // refusals are "auth_refused" events. "" (the default): the key pair of the user running the
+  // trainer (~/.keel/user.key, made on first use; KEEL_KEY_DIR moves it), which the same user's
+  // dashboard and keel-cli present with no flag, and no other user has.
   std::string command_secret_key;
   std::vector<std::string> allowed_client_keys;
-  // No authentication at all, on a loopback address: anyone on the machine may steer the run
-  // (a container where you are alone). Off by default.
+  // Telemetry takes the same keys as commands: only the clients that may steer the run may
+  // read it. Off: anyone who reaches the telemetry port reads the run (commands stay
+  // authenticated).
+  bool authenticate_telemetry = true;
+  // No authentication at all, on a loopback address: anyone on the machine may read and steer
+  // the run (a container where you are alone). Off by default.
   bool allow_unauthenticated_local = false;
-  // No authentication on any other address either: anyone who can reach it may steer the run.
+  // No authentication on any other address either: anyone who can reach it may read and steer
+  // the run.
   bool allow_unauthenticated_remote = false;
 };
 

@@ -1,4 +1,4 @@
-#include "net/command_auth.hpp"
+#include "net/client_auth.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -9,13 +9,13 @@
 
 namespace keel::app {
 
-CommandAuth CommandAuth::from_options(const CommandAuthOptions& options) {
+ClientAuth ClientAuth::from_options(const ClientAuthOptions& options) {
   const std::string& server_key_option = options.server_key;
   const std::string& key_option = options.key;
-  CommandAuth auth;
+  ClientAuth auth;
   if (options.no_auth) {
     if (!server_key_option.empty() || !key_option.empty()) {
-      throw std::runtime_error("--no-auth sends commands without keys: leave out --server-key and --key");
+      throw std::runtime_error("--no-auth connects without keys: leave out --server-key and --key");
     }
     return auth;
   }
@@ -29,11 +29,11 @@ CommandAuth CommandAuth::from_options(const CommandAuthOptions& options) {
     return auth;
   }
   if (server_key_option.empty() || key_option.empty()) {
-    throw std::runtime_error("command authentication needs both --server-key (the probe's public key) and --key "
+    throw std::runtime_error("authentication needs both --server-key (the probe's public key) and --key "
                              "(this client's secret key file)");
   }
   if (!keel::wire::curve_available()) {
-    throw std::runtime_error("this libzmq has no CURVE support, so it cannot authenticate commands");
+    throw std::runtime_error("this libzmq has no CURVE support, so it cannot authenticate to a probe");
   }
   auth.server_key = keel::wire::read_curve_key(server_key_option);
   auth.secret_key = keel::wire::read_curve_key(key_option);
@@ -42,16 +42,16 @@ CommandAuth CommandAuth::from_options(const CommandAuthOptions& options) {
   return auth;
 }
 
-void add_command_auth_options(CLI::App& app, CommandAuthOptions& options) {
+void add_client_auth_options(CLI::App& app, ClientAuthOptions& options) {
   app.add_option("--server-key", options.server_key,
-                 "The probe's command public key (Z85 text or a .pub file), when it was given keys of its own "
+                 "The probe's public key (Z85 text or a .pub file), when it was given keys of its own "
                  "(default: your own key, ~/.keel/user.key, as the probe uses by default)")
       ->type_name("KEY|FILE");
   app.add_option("--key", options.key, "This client's secret key file (keel-cli keygen), with --server-key "
                                        "(default: your own key)")
       ->type_name("FILE");
   app.add_flag("--no-auth", options.no_auth,
-               "Send commands without keys, to a probe that allows it (ProbeOptions::allow_unauthenticated_local)");
+               "Connect without keys, to a probe that allows it (ProbeOptions::allow_unauthenticated_local)");
 }
 
 }  // namespace keel::app
