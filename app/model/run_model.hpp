@@ -56,12 +56,10 @@ enum class GlobalSeries : uint8_t {
   kBufferAbsmax,
 };
 inline constexpr int kGlobalSeriesCount = 8;
-const char* global_series_name(GlobalSeries series);
 
 // Per watched tensor (wire::WatchStats).
 enum class WatchMetric : uint8_t { kAbsmax = 0, kRms, kZ, kNonfinite };
 inline constexpr int kWatchMetricCount = 4;
-const char* watch_metric_name(WatchMetric metric);
 
 // Whether a step measured a layer's gradient, and if not, why: its gradient metrics then have
 // no sample for that step (a zero would read as underflow).
@@ -71,11 +69,9 @@ const char* gradient_state_name(GradientState state);
 // The state with its reason, as a tooltip says it ("frozen: requires_grad is off, ..."); "" for
 // kMeasured.
 const char* gradient_state_reason(GradientState state);
-// grad norm, absmax, non-finite count and zero fraction: the metrics a layer without a gradient
-// has no sample of (its weight metrics it still has).
-inline bool is_gradient_metric(wire::LayerMetric metric) {
-  return static_cast<int>(metric) <= static_cast<int>(wire::LayerMetric::kGradZeroFrac);
-}
+// A layer without a gradient has no sample of a gradient metric (wire::is_gradient_metric,
+// layer_metrics.hpp); its weight metrics it still has.
+using wire::is_gradient_metric;
 
 // Health of one run's stream. Sequence numbers are per publisher (PROTOCOL §5); only the
 // telemetry topics (run, step, event) are counted, acks come from another socket's counter.

@@ -6,15 +6,7 @@
 
 namespace keel::app::ui {
 
-const char* heat_metric_label(HeatMetric metric) {
-  switch (metric) {
-    case HeatMetric::kGradNorm: return "grad norm";
-    case HeatMetric::kUpdateRatio: return "update ratio";
-    case HeatMetric::kGradAbsmax: return "grad absmax";
-    case HeatMetric::kGradZeroFrac: return "zero fraction";
-  }
-  return "?";
-}
+const char* heat_metric_label(HeatMetric metric) { return wire::info_of(layer_metric_of(metric)).label; }
 
 wire::LayerMetric layer_metric_of(HeatMetric metric) {
   switch (metric) {

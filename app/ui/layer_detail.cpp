@@ -6,26 +6,18 @@
 
 #include <imgui.h>
 
+#include "ui/metric_styles.hpp"
 #include "ui/plot.hpp"
 #include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
 
-struct DetailPlot {
-  const char* title;
-  wire::LayerMetric metric;
-  bool log_y;
-  ImU32 colour;
-};
-
-constexpr DetailPlot kPlots[] = {
-    {"grad norm", wire::LayerMetric::kGradNorm, true, IM_COL32(120, 220, 140, 255)},
-    {"grad absmax", wire::LayerMetric::kGradAbsmax, true, IM_COL32(240, 120, 90, 255)},
-    {"update ratio", wire::LayerMetric::kUpdateRatio, true, IM_COL32(90, 170, 255, 255)},
-    {"param norm", wire::LayerMetric::kParamNorm, true, IM_COL32(230, 200, 90, 255)},
-    {"zero fraction", wire::LayerMetric::kGradZeroFrac, false, IM_COL32(200, 140, 255, 255)},
-};
+// The plots, in the order they are laid out (the non-finite count is the list's column and the
+// heatmap's red, not a plot of its own).
+constexpr wire::LayerMetric kPlots[] = {wire::LayerMetric::kGradNorm, wire::LayerMetric::kGradAbsmax,
+                                        wire::LayerMetric::kUpdateRatio, wire::LayerMetric::kParamNorm,
+                                        wire::LayerMetric::kGradZeroFrac};
 
 }  // namespace
 
@@ -62,11 +54,12 @@ void LayerDetail::draw(const RunModel& run, AppState& state) {
                     std::max(ImGui::GetFontSize() * 5, (avail.y - style.ItemSpacing.y) / 2));
   const SeriesHistory* skipped = &run.global_series(GlobalSeries::kSkipped);
   int index = 0;
-  for (const DetailPlot& plot : kPlots) {
+  for (const wire::LayerMetric metric : kPlots) {
     if (index % 3 != 0) ImGui::SameLine();
-    plot_series(plot.title, cell,
-                {{&run.layer_series(size_t(layer), plot.metric), plot.title, plot.colour}},
-                plot.log_y, state, skipped);
+    const char* title = wire::info_of(metric).label;
+    const MetricStyle& style = style_of(metric);
+    plot_series(title, cell, {{&run.layer_series(size_t(layer), metric), title, style.colour}}, style.log_y, state,
+                skipped);
     ++index;
   }
 }

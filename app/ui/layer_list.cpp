@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 #include "model/column_grid.hpp"
 #include "ui/colormap.hpp"
+#include "ui/metric_styles.hpp"
 #include "ui/plot.hpp"
 
 namespace keel::app::ui {
@@ -17,8 +19,7 @@ using wire::LayerMetric;
 constexpr LayerMetric kValueColumns[] = {LayerMetric::kGradNorm, LayerMetric::kUpdateRatio,
                                          LayerMetric::kGradAbsmax, LayerMetric::kGradZeroFrac,
                                          LayerMetric::kGradNonfinite};
-constexpr const char* kValueLabels[] = {"grad norm", "update", "absmax", "zeros", "non-finite"};
-constexpr int kValueCount = 5;
+constexpr int kValueCount = static_cast<int>(std::size(kValueColumns));
 // Above these a layer is worth a look: updates over 1% of the weights per step, or a gradient
 // that is mostly exact zeros (underflow, dead units).
 constexpr float kLargeUpdateRatio = 1e-2f;
@@ -144,8 +145,8 @@ void LayerList::draw(const RunModel& run, AppState& state) {
                                                      ImGuiTableColumnFlags_DefaultSort, 2.0f);
   for (int c = 0; c < kValueCount; ++c) {
     // Wide enough for its header and the sort arrow: "non-finite" was cut to "non-fi...".
-    const float width = std::max(ImGui::GetFontSize() * 4.2f, ImGui::CalcTextSize(kValueLabels[c]).x + ImGui::GetFontSize() * 1.2f);
-    ImGui::TableSetupColumn(kValueLabels[c], ImGuiTableColumnFlags_PreferSortDescending |
+    const float width = std::max(ImGui::GetFontSize() * 4.2f, ImGui::CalcTextSize(style_of(kValueColumns[c]).column).x + ImGui::GetFontSize() * 1.2f);
+    ImGui::TableSetupColumn(style_of(kValueColumns[c]).column, ImGuiTableColumnFlags_PreferSortDescending |
                                                  ImGuiTableColumnFlags_WidthFixed,
                             width);
   }

@@ -6,7 +6,7 @@
 
 #include <zmq.hpp>
 
-#include "keel/probe/probe.hpp"
+#include "keel/probe/attach_error.hpp"
 #include "keel/wire/codec.hpp"
 
 namespace keel::probe {

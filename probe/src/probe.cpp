@@ -242,16 +242,16 @@ Probe::Impl::StepPlan Probe::Impl::plan_step() const {
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     if (due(static_cast<LayerMetric>(m))) plan.mask |= 1u << m;
   }
-  plan.grads_due = (plan.mask & 0xFu) != 0 || options_.skip_on_nonfinite || options_.skip_on_spike ||
+  plan.grads_due = (plan.mask & wire::kGradientMetrics) != 0 || options_.skip_on_nonfinite || options_.skip_on_spike ||
                    options_.dump_on_nonfinite || scaler_ != nullptr;
   // Without a rule to rebuild it, the update of a layer on a device needs a copy of the
   // weights there: only when asked for (snapshot_for_update_ratio).
-  const uint32_t update_bit = 1u << static_cast<int>(LayerMetric::kUpdateRatio);
+  const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
   if ((plan.mask & update_bit) && !options_.snapshot_for_update_ratio && reducer_.needs_device_snapshot()) {
     plan.mask &= ~update_bit;
   }
   plan.update_due = (plan.mask & update_bit) != 0;
-  plan.param_due = plan.update_due || ((plan.mask >> static_cast<int>(LayerMetric::kParamNorm)) & 1u);
+  plan.param_due = plan.update_due || (plan.mask & wire::bit_of(LayerMetric::kParamNorm)) != 0;
   // Freezing and unfreezing mid-run is read each step. Unused: no gradient at all (zero_grad
   // sets them to none), or one left from an earlier step that this backward did not add to.
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -389,7 +389,7 @@ void Probe::Impl::measure_updates(const StepPlan& plan, bool applied, Reduction&
 }
 
 void Probe::Impl::lose_update_metrics(Reduction& r, const std::exception& e) {
-  r.lost_mask |= (1u << static_cast<int>(LayerMetric::kUpdateRatio)) | (1u << static_cast<int>(LayerMetric::kParamNorm));
+  r.lost_mask |= wire::bit_of(LayerMetric::kUpdateRatio) | wire::bit_of(LayerMetric::kParamNorm);
   report_probe_error("measuring the update", e.what(), "update_ratio and param_norm not measured this step");
 }
 
@@ -448,7 +448,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
 
 void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepTimes& times) {
   // Valid only while nothing but our own update pass has touched the weights since.
-  const uint32_t update_bit = 1u << static_cast<int>(LayerMetric::kUpdateRatio);
+  const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
   snapshot_current_ = r.stats_ok && plan.update_due && !(r.lost_mask & update_bit);
   // The optimizer's writes are the step's: a write after this one is the user's.
   layout_.remember_weights(params_);

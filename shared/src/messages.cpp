@@ -6,16 +6,9 @@
 namespace keel::wire {
 
 const char* layer_metric_name(LayerMetric metric) {
-  switch (metric) {
-    case LayerMetric::kGradNorm: return "grad_norm";
-    case LayerMetric::kGradAbsmax: return "grad_absmax";
-    case LayerMetric::kGradNonfinite: return "grad_nonfinite";
-    case LayerMetric::kGradZeroFrac: return "grad_zero_frac";
-    case LayerMetric::kParamNorm: return "param_norm";
-    case LayerMetric::kUpdateRatio: return "update_ratio";
-  }
   // A value cast from a newer peer's index: callers print it, so never return null.
-  return "unknown";
+  if (static_cast<int>(metric) >= kLayerMetricCount) return "unknown";
+  return info_of(metric).name;
 }
 
 int StepRecord::metric_block(LayerMetric metric) const {

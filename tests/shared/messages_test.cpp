@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "keel/wire/messages.hpp"
 
@@ -16,6 +18,23 @@ TEST(LayerMetricName, NamesEveryMetric) {
   EXPECT_STREQ(layer_metric_name(LayerMetric::kParamNorm), "param_norm");
   EXPECT_STREQ(layer_metric_name(LayerMetric::kUpdateRatio), "update_ratio");
   EXPECT_STREQ(layer_metric_name(static_cast<LayerMetric>(200)), "unknown");
+}
+
+// The wire's metric set as PROTOCOL §4 fixes it: what the table derives must keep saying so.
+TEST(LayerMetricTable, DerivesTheProtocolsMasksAndADefaultForEveryMetric) {
+  EXPECT_EQ(kLayerMetricCount, 6);
+  EXPECT_EQ(kAllLayerMetrics, 0x3Fu);
+  // grad norm, absmax, non-finite count and zero fraction need a gradient; the weights' do not.
+  EXPECT_EQ(kGradientMetrics, 0x0Fu);
+  std::set<std::string> names;
+  for (int m = 0; m < kLayerMetricCount; ++m) {
+    const LayerMetric metric = static_cast<LayerMetric>(m);
+    EXPECT_EQ(is_gradient_metric(metric), (kGradientMetrics & bit_of(metric)) != 0) << m;
+    names.insert(info_of(metric).name);
+  }
+  EXPECT_EQ(names.size(), size_t(kLayerMetricCount)) << "two metrics share a name";
+  EXPECT_FALSE(is_gradient_metric(static_cast<LayerMetric>(200)));
+  for (const int32_t every : every_step_cadence()) EXPECT_EQ(every, 1);
 }
 
 StepRecord two_layers_three_metrics() {

@@ -61,16 +61,12 @@
 
 #include <torch/torch.h>
 
+#include "keel/probe/attach_error.hpp"
 #include "keel/probe/grad_scaler.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel/wire/messages.hpp"
 
 namespace keel::probe {
-
-class AttachError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct ProbeOptions {
   // Where the publisher binds its XPUB socket; "" publishes nothing (statistics and policies
@@ -90,7 +86,7 @@ struct ProbeOptions {
   int32_t rank = 0;
   int32_t world_size = 1;
   // Per LayerMetric (index = wire::LayerMetric): compute every N steps; 0 = never.
-  std::array<int32_t, wire::kLayerMetricCount> cadence{1, 1, 1, 1, 1, 1};
+  std::array<int32_t, wire::kLayerMetricCount> cadence = wire::every_step_cadence();
   // Policy: never apply an update with a NaN/Inf gradient, a NaN/Inf loss, or a global grad
   // norm that overflows float32 (above 1.8e19: a poisoned batch with finite gradients). A
   // "policy skip_nonfinite" command switches it while the run goes on. With world_size > 1

@@ -12,23 +12,9 @@
 #include <variant>
 #include <vector>
 
-namespace keel::wire {
+#include "keel/wire/layer_metrics.hpp"
 
-// Per-layer metrics, in the order they are packed in a StepRecord's layer block.
-// Definitions (DESIGN §2): grad_norm = sqrt(sum g^2) of the unscaled gradient; grad_absmax =
-// max |g| (NaN if any NaN); grad_nonfinite = count of NaN/Inf; grad_zero_frac = fraction of
-// elements exactly 0; param_norm = sqrt(sum w^2) before the update; update_ratio =
-// norm(W_after - W_before) / norm(W_before), 0 when the update was skipped.
-enum class LayerMetric : uint8_t {
-  kGradNorm = 0,
-  kGradAbsmax = 1,
-  kGradNonfinite = 2,
-  kGradZeroFrac = 3,
-  kParamNorm = 4,
-  kUpdateRatio = 5,
-};
-inline constexpr int kLayerMetricCount = 6;
-inline constexpr uint32_t kAllLayerMetrics = (1u << kLayerMetricCount) - 1;
+namespace keel::wire {
 
 // Snake-case metric name as used in JSON output and the run description ("grad_norm", ...).
 const char* layer_metric_name(LayerMetric metric);
