@@ -1,6 +1,7 @@
 // keel app AppCore: the dashboard's main part, the one owner of its sockets and its model.
 //
-// What it is for: views draw and post intents; they own no socket (STYLE, "the house"). AppCore
+// What it is for: views draw and post intents; they own no socket (docs/DESIGN.md §1, checked by
+// tests/app/layering_test.cmake). AppCore
 // owns the Receiver (telemetry in), the CommandClient (commands out, started at the first
 // command) and the Model, and does each frame's work between NewFrame and Render:
 //   1. ingest(): drain what the Receiver decoded into the Model, and gather the FrameInput: the

@@ -15,9 +15,9 @@
 // Threading scheme (the whole model): single owner, the UI thread. No locks inside.
 //   receiver thread (net/receiver.hpp): receives and decodes, pushes each wire::Message into
 //                    a bounded queue; never touches the Model.
-//   UI thread, each frame: Receiver::drain() the queue, Model::ingest() each message (and
-//                    Model::note_decode_error() for errors the caller wants on the model's
-//                    counters), then build the views by querying the model. No lock is held
+//   UI thread, each frame: Receiver::drain() the queue, Model::ingest() each message, then
+//                    build the views by querying the model (bytes that did not decode are
+//                    counted per endpoint by the Receiver, not here). No lock is held
 //                    while drawing, and a query never sees a half-ingested record.
 //   Cost on the UI thread: ingest stores ~20 million layer samples per second once the
 //   series are allocated (a 1,000-layer record with 6 metrics: ~0.3 ms), so a frame's

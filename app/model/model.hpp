@@ -48,7 +48,6 @@ namespace keel::app {
 
 struct ModelCounters {
   uint64_t messages = 0;       // every message given to ingest()
-  uint64_t decode_errors = 0;  // note_decode_error() calls: bytes the net layer could not decode
   uint64_t runs_evicted = 0;   // runs dropped to stay within max_runs
   uint64_t refused_records = 0;  // step records whose layer count was not their run's (all runs)
 };
@@ -59,8 +58,6 @@ class Model {
 
   // Stores one decoded message. Returns whether anything a view shows changed.
   bool ingest(const wire::Message& message);
-  // The net layer received bytes it could not decode; counted for the status bar.
-  void note_decode_error() { ++counters_.decode_errors; }
 
   // Runs in the order they started, oldest first.
   size_t run_count() const { return runs_.size(); }

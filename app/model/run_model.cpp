@@ -23,30 +23,6 @@ float as_sample(double value) { return static_cast<float>(value); }
 
 }  // namespace
 
-const char* global_series_name(GlobalSeries series) {
-  switch (series) {
-    case GlobalSeries::kLoss: return "loss";
-    case GlobalSeries::kLr: return "lr";
-    case GlobalSeries::kGradNorm: return "grad_norm";
-    case GlobalSeries::kStepTimeUs: return "step_time_us";
-    case GlobalSeries::kProbeUs: return "probe_us";
-    case GlobalSeries::kLossScale: return "loss_scale";
-    case GlobalSeries::kSkipped: return "skipped";
-    case GlobalSeries::kBufferAbsmax: return "buffer_absmax";
-  }
-  return "unknown";
-}
-
-const char* watch_metric_name(WatchMetric metric) {
-  switch (metric) {
-    case WatchMetric::kAbsmax: return "absmax";
-    case WatchMetric::kRms: return "rms";
-    case WatchMetric::kZ: return "z";
-    case WatchMetric::kNonfinite: return "nonfinite";
-  }
-  return "unknown";
-}
-
 const char* gradient_state_name(GradientState state) {
   switch (state) {
     case GradientState::kMeasured: return "";

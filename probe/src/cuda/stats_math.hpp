@@ -1,5 +1,6 @@
 // stats_math: the per-element and per-chunk arithmetic of the probe's multi-tensor CUDA
-// kernels, written once for the GPU and the CPU.
+// kernels, in functions that also compile for the host so CPU tests can check them. (The CPU
+// backend's own kernels are fused_reduce.cpp, held to the same float64 reference.)
 //
 // What it is for: the CUDA kernels (multi_tensor_stats.cu) call exactly these functions, and the
 // CPU tests (tests/probe/stats_math_test.cpp) check them against float64 on machines with no

@@ -280,12 +280,7 @@ TEST(Model, GapsAndDuplicatesAreCountedPerRun) {
   EXPECT_EQ(counters.steps_stored, 2u);
 }
 
-TEST(Model, DecodeErrorsAcksAndCommands) {
-  Model model;
-  model.note_decode_error();
-  model.note_decode_error();
-  EXPECT_EQ(model.counters().decode_errors, 2u);
-
+TEST(Model, AcksAndCommands) {
   ModelConfig config;
   config.max_acks = 2;
   Model bounded(config);
