@@ -14,11 +14,11 @@
 
 #include <zmq.hpp>
 
-#include "checkpoint_capture.hpp"
-#include "checkpoint_writer.hpp"
+#include "dump/checkpoint_capture.hpp"
+#include "dump/checkpoint_writer.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
-#include "remove_tree.hpp"
+#include "dump/remove_tree.hpp"
 #include "trainer.hpp"
 #include "users_key_client.hpp"
 

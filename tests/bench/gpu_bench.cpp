@@ -27,7 +27,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "fused_step.hpp"
+#include "step/fused_step.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "buffer_reducer.hpp"
+#include "reduce/buffer_reducer.hpp"
 #include "control_bench.hpp"
 #include "keel/probe/probe.hpp"
-#include "model_buffers.hpp"
+#include "layout/model_buffers.hpp"
 #include "naive_checks.hpp"
-#include "parameter_layout.hpp"
+#include "layout/parameter_layout.hpp"
 #include "reduce_bandwidth.hpp"
 #include "telemetry_bench.hpp"
 #include "trainer.hpp"

@@ -17,7 +17,7 @@
 
 #include "keel/wire/codec.hpp"
 #include "keel/wire/user_keys.hpp"
-#include "publisher.hpp"
+#include "transport/publisher.hpp"
 #include "users_key_client.hpp"
 
 extern char** environ;

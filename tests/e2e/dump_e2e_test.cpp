@@ -17,7 +17,7 @@
 
 #include "child_process.hpp"
 #include "keel/probe/torch_compat.hpp"
-#include "remove_tree.hpp"
+#include "dump/remove_tree.hpp"
 #include "trainer.hpp"
 
 namespace {

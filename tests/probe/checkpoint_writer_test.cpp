@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint_writer.hpp"
+#include "dump/checkpoint_writer.hpp"
 #include "temp_dir.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 
 #include <zmq.hpp>
 
-#include "command_server.hpp"
+#include "transport/command_server.hpp"
 #include "keel/wire/curve_keys.hpp"
 #include "keel/wire/codec.hpp"
 

@@ -18,7 +18,7 @@
 #include <zmq.hpp>
 
 #include "command_rig.hpp"
-#include "command_server.hpp"
+#include "transport/command_server.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "two_layer_net.hpp"

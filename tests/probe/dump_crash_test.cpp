@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint_writer.hpp"
+#include "dump/checkpoint_writer.hpp"
 #include "temp_dir.hpp"
 
 namespace {

@@ -15,7 +15,7 @@
 
 #include <zmq.hpp>
 
-#include "command_server.hpp"
+#include "transport/command_server.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "quiet_options.hpp"

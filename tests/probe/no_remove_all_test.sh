@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when a keel library or program that links libtorch refers to
 # std::filesystem::remove_all: under the official libtorch 2.x that symbol resolves to
-# libtorch.so's copy, which jumps to address 0 (probe/src/remove_tree.hpp says why).
+# libtorch.so's copy, which jumps to address 0 (probe/src/dump/remove_tree.hpp says why).
 # Usage: no_remove_all_test.sh FILE...   (static libraries and executables)
 set -euo pipefail
 found=0

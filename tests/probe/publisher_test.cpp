@@ -13,7 +13,7 @@
 #include <zmq.hpp>
 
 #include "keel/wire/codec.hpp"
-#include "publisher.hpp"
+#include "transport/publisher.hpp"
 
 namespace {
 

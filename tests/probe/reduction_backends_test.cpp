@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "cpu_fused_reductions.hpp"
-#include "generic_reductions.hpp"
-#include "layer_reducer.hpp"
+#include "reduce/cpu_fused_reductions.hpp"
+#include "reduce/generic_reductions.hpp"
+#include "reduce/layer_reducer.hpp"
 #include "reference_stats.hpp"
 
 namespace {

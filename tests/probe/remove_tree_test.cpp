@@ -1,6 +1,6 @@
 // remove_tree: what the checkpoint writer and the tests delete directories with, instead of
 // std::filesystem::remove_all (which resolves to libtorch 2.x's incompatible copy and crashed).
-#include "remove_tree.hpp"
+#include "dump/remove_tree.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "spike_detector.hpp"
+#include "step/spike_detector.hpp"
 
 namespace {
 

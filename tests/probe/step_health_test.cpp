@@ -1,6 +1,6 @@
 // assess_step on hand-made gradient statistics: which steps are unsafe, why, and which layer
 // the first_nonfinite event names.
-#include "step_health.hpp"
+#include "step/step_health.hpp"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "remove_tree.hpp"
+#include "dump/remove_tree.hpp"
 
 namespace keel::test {
 

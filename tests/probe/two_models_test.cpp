@@ -11,7 +11,7 @@
 
 #include "command_rig.hpp"
 #include "quiet_options.hpp"
-#include "run_description.hpp"
+#include "layout/run_description.hpp"
 #include "temp_dir.hpp"
 #include "two_layer_net.hpp"
 

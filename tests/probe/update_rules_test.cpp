@@ -12,7 +12,7 @@
 #include "cuda/update_math.hpp"
 #include "optimizer_cases.hpp"
 #include "reference_stats.hpp"
-#include "update_rules.hpp"
+#include "reduce/update_rules.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "command_server.hpp"
+#include "transport/command_server.hpp"
 #include "keel/wire/codec.hpp"
 #include "wire_mutator.hpp"
 

@@ -16,20 +16,20 @@
 #include <utility>
 #include <vector>
 
-#include "backward_order.hpp"
-#include "buffer_reducer.hpp"
-#include "checkpoint_writer.hpp"
-#include "command_server.hpp"
-#include "deferred_scalar.hpp"
+#include "layout/backward_order.hpp"
+#include "reduce/buffer_reducer.hpp"
+#include "dump/checkpoint_writer.hpp"
+#include "transport/command_server.hpp"
+#include "reduce/deferred_scalar.hpp"
 #include "fused_step.hpp"
 #include "keel/probe/probe.hpp"
-#include "layer_reducer.hpp"
-#include "model_buffers.hpp"
-#include "parameter_layout.hpp"
-#include "publisher.hpp"
+#include "reduce/layer_reducer.hpp"
+#include "layout/model_buffers.hpp"
+#include "layout/parameter_layout.hpp"
+#include "transport/publisher.hpp"
 #include "spike_detector.hpp"
 #include "step_health.hpp"
-#include "watch_reducer.hpp"
+#include "reduce/watch_reducer.hpp"
 
 namespace keel::probe {
 

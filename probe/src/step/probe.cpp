@@ -5,7 +5,7 @@
 #include "keel/wire/curve_keys.hpp"
 #include "keel/wire/user_keys.hpp"
 #include "probe_impl.hpp"
-#include "run_description.hpp"
+#include "layout/run_description.hpp"
 
 namespace keel::probe {
 namespace {

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "checkpoint_capture.hpp"
+#include "dump/checkpoint_capture.hpp"
 #include "probe_impl.hpp"
-#include "run_description.hpp"
+#include "layout/run_description.hpp"
 
 namespace keel::probe {
 

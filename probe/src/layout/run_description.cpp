@@ -8,7 +8,7 @@
 
 #include <torch/version.h>
 
-#include "command_server.hpp"
+#include "transport/command_server.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel_version.hpp"
 

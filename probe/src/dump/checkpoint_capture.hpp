@@ -23,7 +23,7 @@
 
 #include "checkpoint_writer.hpp"
 #include "keel/wire/messages.hpp"
-#include "kept_message.hpp"
+#include "transport/kept_message.hpp"
 
 namespace keel::probe {
 

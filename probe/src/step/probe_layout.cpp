@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "probe_impl.hpp"
-#include "run_description.hpp"
+#include "layout/run_description.hpp"
 
 namespace keel::probe {
 namespace {
