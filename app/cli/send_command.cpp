@@ -25,6 +25,8 @@ using Clock = std::chrono::steady_clock;
 constexpr double kDefaultTimeoutSecs = 10;
 // Writing a large model and its optimizer state takes a while before the ack can come.
 constexpr double kDefaultDumpTimeoutSecs = 120;
+// The longest single wait for a reply: the handshake's refusal is read between waits.
+constexpr int64_t kWaitSliceMs = 200;
 
 // Ids only need to tell this client's commands apart from other clients' acks on a shared
 // connection; a random 64-bit value does, without state kept between invocations.
@@ -68,7 +70,8 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
-    const ReceiveResult reply = socket->receive(static_cast<int>(left.count()));
+    // In slices, so a refused handshake is seen (CommandSocket::refusal) while waiting.
+    const ReceiveResult reply = socket->receive(static_cast<int>(std::min<int64_t>(left.count(), kWaitSliceMs)));
     if (reply.status == ReceiveStatus::kDecodeError) {
       err << "keel-cli: warning: ignored a reply that does not decode: " << reply.error << '\n';
       continue;
@@ -86,6 +89,11 @@ int run_send(const SendOptions& options, std::ostream& out, std::ostream& err) {
     out.flush();
     if (!ack->ok) err << "keel-cli: the probe refused the command: " << ack->error << '\n';
     return ack->ok ? 0 : 1;
+  }
+  if (!socket->refusal().empty()) {
+    err << "keel-cli: no acknowledgement from " << command_endpoint << " within " << seconds_text(options.timeout_secs)
+        << " s: refused: " << socket->refusal() << " (command id " << command.id << " was not delivered)\n";
+    return 2;
   }
   err << "keel-cli: no acknowledgement from " << command_endpoint << " within " << seconds_text(options.timeout_secs)
       << " s (command id " << command.id << "; it may still be applied, it is not resent"

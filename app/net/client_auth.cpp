@@ -42,6 +42,15 @@ ClientAuth ClientAuth::from_options(const ClientAuthOptions& options) {
   return auth;
 }
 
+zmq::socket_t& present_keys(zmq::socket_t& socket, const ClientAuth& auth) {
+  if (auth.enabled()) {
+    socket.set(zmq::sockopt::curve_serverkey, auth.server_key);
+    socket.set(zmq::sockopt::curve_publickey, auth.public_key);
+    socket.set(zmq::sockopt::curve_secretkey, auth.secret_key);
+  }
+  return socket;
+}
+
 void add_client_auth_options(CLI::App& app, ClientAuthOptions& options) {
   app.add_option("--server-key", options.server_key,
                  "The probe's public key (Z85 text or a .pub file), when it was given keys of its own "

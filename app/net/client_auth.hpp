@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include <zmq.hpp>
+
 namespace CLI {
 class App;
 }
@@ -40,6 +42,10 @@ struct ClientAuth {
   // key is given, a key is invalid, or the user's key is not usable (its file open to others).
   static ClientAuth from_options(const ClientAuthOptions& options);
 };
+
+// Before `socket` connects: it becomes a CURVE client presenting `auth` (nothing when disabled).
+// Returns it, so a constructor can present the keys before it watches the socket.
+zmq::socket_t& present_keys(zmq::socket_t& socket, const ClientAuth& auth);
 
 // Declares --server-key, --key and --no-auth on `app`, storing the raw option values.
 void add_client_auth_options(CLI::App& app, ClientAuthOptions& options);

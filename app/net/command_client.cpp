@@ -169,6 +169,7 @@ void CommandClient::serve_once(Loop& loop) {
       if (error.num() != EINTR) throw;   // to run(), which recovers
     }
   }
+  for (CommandSocket* socket : polled) socket->read_handshake_events();
   for (size_t i = 0; i < items.size(); ++i) {
     if (!(items[i].revents & ZMQ_POLLIN)) continue;
     while (true) {
@@ -210,6 +211,11 @@ void CommandClient::serve_once(Loop& loop) {
   }
   for (uint64_t id : expired) {
     const CommandStatus& status = statuses_[id];
+    const auto socket = sockets.find(status.command_endpoint);
+    if (socket != sockets.end() && !socket->second->refusal().empty()) {
+      finish(id, CommandState::kRefused, nullptr, "not delivered: refused: " + socket->second->refusal());
+      continue;
+    }
     const double timeout_secs =
         status.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
     finish(id, CommandState::kTimedOut, nullptr,

@@ -39,7 +39,8 @@ struct CommandClientOptions {
   double timeout_secs = 10.0;
   // A dump writes the whole model and optimizer state before it is acknowledged.
   double dump_timeout_secs = 120.0;
-  // Keys for a probe that requires authenticated commands (keel --server-key --key).
+  // The keys to present (keel passes ClientAuth::from_options: the user's own unless told). A
+  // command whose handshake the probe refuses is never delivered: it ends refused, saying why.
   ClientAuth auth;
   // Fault injection for tests: called on the command thread at the start of each turn; an
   // exception it throws is handled as a socket failure in that turn would be.

@@ -9,13 +9,11 @@
 namespace keel::app {
 
 CommandSocket::CommandSocket(const std::string& command_endpoint, const ClientAuth& auth)
-    : context_(1), socket_(context_, zmq::socket_type::dealer), endpoint_(command_endpoint) {
+    : context_(1),
+      socket_(context_, zmq::socket_type::dealer),
+      watch_(context_, present_keys(socket_, auth), auth),
+      endpoint_(command_endpoint) {
   socket_.set(zmq::sockopt::linger, 0);
-  if (auth.enabled()) {
-    socket_.set(zmq::sockopt::curve_serverkey, auth.server_key);
-    socket_.set(zmq::sockopt::curve_publickey, auth.public_key);
-    socket_.set(zmq::sockopt::curve_secretkey, auth.secret_key);
-  }
   // A history answer is thousands of messages sent at once; the probe's ROUTER drops what
   // does not fit in our receive queue, so it must not be the one that limits.
   socket_.set(zmq::sockopt::rcvhwm, 0);

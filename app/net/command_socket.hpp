@@ -18,6 +18,7 @@
 
 #include "keel/wire/messages.hpp"
 #include "net/client_auth.hpp"
+#include "net/handshake_watch.hpp"
 #include "net/read_message.hpp"
 
 namespace keel::app {
@@ -36,8 +37,18 @@ class CommandSocket {
 
   // Queues one command. Returns false, with the reason in `error`, when it cannot be queued.
   bool send(const keel::wire::Command& command, std::string& error);
-  // Waits up to timeout_ms (0: just check) for one reply and decodes it.
-  ReceiveResult receive(int timeout_ms) { return read_message(socket_, timeout_ms); }
+  // Waits up to timeout_ms (0: just check) for one reply and decodes it; reads the handshake
+  // events first.
+  ReceiveResult receive(int timeout_ms) {
+    read_handshake_events();
+    return read_message(socket_, timeout_ms);
+  }
+  // Reads the handshake events waiting (never blocks); true when refusal() changed. Whoever
+  // polls the socket without receive() calls it now and then.
+  bool read_handshake_events() { return watch_.update(); }
+  // Why the probe refuses this client's handshake, as of the last read; "" when it does not
+  // (HandshakeWatch). A refused client's commands are never delivered.
+  const std::string& refusal() const { return watch_.refusal(); }
 
   const std::string& endpoint() const { return endpoint_; }
   // For zmq::poll over several sockets by their owner thread.
@@ -47,6 +58,7 @@ class CommandSocket {
   // Declared first so it outlives the socket: a socket must close before its context.
   zmq::context_t context_;
   zmq::socket_t socket_;
+  HandshakeWatch watch_;
   std::string endpoint_;
 };
 

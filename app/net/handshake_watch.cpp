@@ -76,9 +76,12 @@ std::string describe_handshake_failure(uint16_t event, uint32_t value, const std
 }
 
 struct HandshakeWatch::KeyCheck {
+  // Of the watched socket's type, which the probe's socket accepts (a SUB for telemetry, a
+  // DEALER for commands): a mismatched type would fail the handshake for that reason alone.
+  explicit KeyCheck(int type) : socket(context, type) {}
   // A context of its own: the watched socket's may be moved with its owner, this is not.
   zmq::context_t context{1};
-  zmq::socket_t socket{context, zmq::socket_type::sub};
+  zmq::socket_t socket;
   std::unique_ptr<zmq::socket_t> monitor;
   std::string endpoint;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -90,6 +93,7 @@ struct HandshakeWatch::KeyCheck {
 HandshakeWatch::HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, ClientAuth auth)
     : auth_(std::move(auth)) {
   try {
+    socket_type_ = socket.get(zmq::sockopt::type);
     // One watched socket per context, so the address need not be unique beyond it.
     monitor_ = monitor_of(context, socket, "inproc://keel-handshake-watch");
   } catch (const zmq::error_t&) {
@@ -103,12 +107,12 @@ HandshakeWatch::~HandshakeWatch() = default;
 void HandshakeWatch::start_key_check(const std::string& endpoint) {
   if (check_) return;
   try {
-    auto check = std::make_unique<KeyCheck>();
+    auto check = std::make_unique<KeyCheck>(socket_type_);
     check->socket.set(zmq::sockopt::linger, 0);
     check->monitor = monitor_of(check->context, check->socket, "inproc://keel-key-check");
     if (!check->monitor) return;
     check->endpoint = endpoint;
-    // No subscription: it reads nothing, it only shakes hands.
+    // It sends and subscribes to nothing: it only shakes hands.
     check->socket.connect(endpoint);
     check_ = std::move(check);
   } catch (const zmq::error_t&) {

@@ -8,8 +8,8 @@
 // One failure is ambiguous from this side: a probe that closes the connection without a word
 // either could not open our greeting (sealed for another key: another user's run) or saw keys
 // and takes none (whichever side notices the mechanism mismatch first closes). The watch then
-// connects once more without keys, on a socket of its own, and that handshake's outcome tells
-// which: it succeeds only where the probe takes no keys.
+// connects once more without keys, on a socket of its own (of the same type), and that
+// handshake's outcome tells which: it succeeds only where the probe takes no keys.
 // Threads: the thread that owns the watched socket. Never: throws after construction (a
 // monitor that cannot be made leaves the watch silent), blocks, keeps more than one check
 // open.
@@ -57,6 +57,7 @@ class HandshakeWatch {
   bool set_refusal(std::string sentence);
 
   ClientAuth auth_;
+  int socket_type_ = ZMQ_SUB;   // the watched socket's, for the check
   std::unique_ptr<zmq::socket_t> monitor_;
   std::string refusal_;
   // Per endpoint: the cause of its last closed handshake, as far as a check has told.

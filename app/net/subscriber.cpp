@@ -4,20 +4,8 @@
 
 namespace keel::app {
 
-namespace {
-// Before the watch is made: the keys must be set before the socket connects.
-zmq::socket_t& with_keys(zmq::socket_t& socket, const ClientAuth& auth) {
-  if (auth.enabled()) {
-    socket.set(zmq::sockopt::curve_serverkey, auth.server_key);
-    socket.set(zmq::sockopt::curve_publickey, auth.public_key);
-    socket.set(zmq::sockopt::curve_secretkey, auth.secret_key);
-  }
-  return socket;
-}
-}  // namespace
-
 Subscriber::Subscriber(const std::vector<std::string>& endpoints, const ClientAuth& auth)
-    : context_(1), socket_(context_, zmq::socket_type::sub), watch_(context_, with_keys(socket_, auth), auth) {
+    : context_(1), socket_(context_, zmq::socket_type::sub), watch_(context_, present_keys(socket_, auth), auth) {
   socket_.set(zmq::sockopt::linger, 0);
   socket_.set(zmq::sockopt::subscribe, "");
   for (const std::string& endpoint : endpoints) connect(endpoint);

@@ -1,7 +1,9 @@
 // The dashboard's command thread against a fake probe command socket (ROUTER) over loopback:
 // each command is sent once, its ack (with step, path, bytes) or refusal comes back to the
-// right command, silence becomes "timed out" without a resend, and a late ack still shows.
+// right command, silence becomes "timed out" without a resend, and a late ack still shows; a
+// refused handshake is told with its fix.
 #include "net/command_client.hpp"
+#include "net/command_socket.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -196,6 +198,42 @@ TEST(CommandClient, NoCommandEndpointIsRefusedAtOnce) {
 TEST(CommandClient, UnknownIdsHaveNoStatus) {
   CommandClient client;
   EXPECT_FALSE(client.status(42).has_value());
+}
+
+// The command socket says why a probe refused it, as the telemetry socket does: the user's own
+// keys against a command socket that takes none (its keyless check, a DEALER as the socket is,
+// completes the handshake), and no keys against one that requires them.
+// A command the probe's handshake refuses was never delivered: the dashboard shows it refused,
+// with why, when its wait runs out, rather than "no answer".
+TEST(CommandClient, ACommandARefusedHandshakeNeverDeliveredIsShownRefusedWithWhy) {
+  FakeCommandServer open_probe([](const wire::Command& c) { return std::vector<wire::Message>{FakeCommandServer::ack_for(c, true, 1)}; });
+  CommandClientOptions options;
+  options.timeout_secs = 2;
+  options.auth = ClientAuth::from_options({});
+  CommandClient client(options);
+  const CommandStatus status = wait_while_pending(client, client.submit(open_probe.endpoint(), command("skip")));
+  EXPECT_EQ(status.state, CommandState::kRefused);
+  EXPECT_NE(status.error.find("not delivered: refused: " + open_probe.endpoint() + " takes no keys"), std::string::npos)
+      << status.error;
+  EXPECT_TRUE(open_probe.received().empty());
+}
+
+TEST(CommandSocket, ARefusedHandshakeIsToldWithTheFix) {
+  const auto refusal_within = [](CommandSocket& socket, const std::string& part) {
+    const auto give_up = Clock::now() + std::chrono::seconds(5);
+    while (socket.refusal().find(part) == std::string::npos && Clock::now() < give_up) socket.receive(20);
+    return socket.refusal();
+  };
+  FakeCommandServer open_probe([](const wire::Command&) { return std::vector<wire::Message>{}; });
+  CommandSocket keyed(open_probe.endpoint(), ClientAuth::from_options({}));
+  const std::string no_keys_taken = refusal_within(keyed, "takes no keys (its probe");
+  EXPECT_NE(no_keys_taken.find(open_probe.endpoint() + " takes no keys"), std::string::npos) << no_keys_taken;
+
+  FakeCommandServer keyed_probe([](const wire::Command&) { return std::vector<wire::Message>{}; }, "tcp://127.0.0.1:*",
+                                FakeCommandServer::Auth::kUsersOwnKey);
+  CommandSocket unkeyed(keyed_probe.endpoint());
+  const std::string keys_required = refusal_within(unkeyed, "requires keys");
+  EXPECT_NE(keys_required.find(keyed_probe.endpoint() + " requires keys"), std::string::npos) << keys_required;
 }
 
 }  // namespace
