@@ -27,6 +27,7 @@
 #include "layout/parameter_layout.hpp"
 #include "reduce_bandwidth.hpp"
 #include "telemetry_bench.hpp"
+#include "training_thread_bench.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
   const double layout_us = layout_check_us(*plain.model(), plain.optimizer(), quick ? 11 : 31);
   size_t buffers = 0;
   const double buffers_us = buffer_check_us(quick ? 11 : 31, buffers);
+  const std::vector<keel::bench::TrainingThreadCost> thread_costs = keel::bench::measure_training_thread(pairs);
   // keel-demo's 42 layers, and a deep model's 2,000.
   std::vector<keel::bench::TelemetryCost> telemetry;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -215,6 +217,10 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f\n", "dump throughput (MB/s)", dump.dump_mb_per_s);
   std::printf("%-44s %12.1f\n", "plain write + fsync of the same bytes (MB/s)", dump.write_mb_per_s);
   std::printf("%-44s %12.2f\n", "dump / plain write", dump.ratio);
+  std::printf("training thread outside reductions, by configuration (us, median; reductions in brackets)\n");
+  for (const keel::bench::TrainingThreadCost& t : thread_costs) {
+    std::printf("  %-42s %12.1f  (%.1f)\n", t.configuration.c_str(), t.outside_us, t.reduce_us);
+  }
   for (const keel::bench::TelemetryCost& t : telemetry) {
     const std::string of = "telemetry, " + std::to_string(t.layers) + " layers (" + std::to_string(t.record_bytes) + " B)";
     if (!t.error.empty()) {
