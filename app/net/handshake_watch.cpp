@@ -119,19 +119,20 @@ void HandshakeWatch::start_key_check(const std::string& endpoint) {
   }
 }
 
-bool HandshakeWatch::take_key_check() {
-  if (!check_) return false;
+std::string HandshakeWatch::take_key_check() {
+  if (!check_) return {};
   uint16_t event = 0;
   uint32_t value = 0;
   std::string endpoint;
   while (next_event(*check_->monitor, event, value, endpoint)) {
     const KeyCause cause = event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED ? KeyCause::kTakesNoKeys : KeyCause::kWrongKey;
-    causes_[check_->endpoint] = cause;
+    std::string checked = std::move(check_->endpoint);
+    causes_[checked] = cause;
     check_.reset();
-    return true;
+    return checked;
   }
   if (std::chrono::steady_clock::now() - check_->started > kKeyCheckTimeout) check_.reset();
-  return false;
+  return {};
 }
 
 bool HandshakeWatch::set_refusal(std::string sentence) {
@@ -144,13 +145,11 @@ bool HandshakeWatch::update() {
   if (!monitor_) return false;
   bool changed = false;
   try {
-    if (take_key_check() && !refusal_.empty()) {
+    const std::string checked = take_key_check();
+    if (!checked.empty() && checked == refused_endpoint_) {
       // The closed handshake that started the check is told again with its cause.
-      for (const auto& [endpoint, cause] : causes_) {
-        if (refusal_.rfind(endpoint + " ", 0) == 0) {
-          changed = set_refusal(describe_handshake_failure(ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, endpoint, auth_, cause));
-        }
-      }
+      changed = set_refusal(
+          describe_handshake_failure(ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, checked, auth_, causes_[checked]));
     }
     uint16_t event = 0;
     uint32_t value = 0;
@@ -159,6 +158,7 @@ bool HandshakeWatch::update() {
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         // The probe may come back otherwise set up: its next refusal is looked at afresh.
         causes_.erase(endpoint);
+        refused_endpoint_.clear();
         changed = set_refusal("") || changed;
         continue;
       }
@@ -168,6 +168,7 @@ bool HandshakeWatch::update() {
       if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && auth_.enabled() && cause == KeyCause::kUnknown) {
         start_key_check(endpoint);
       }
+      refused_endpoint_ = endpoint;
       changed = set_refusal(describe_handshake_failure(event, value, endpoint, auth_, cause)) || changed;
     }
   } catch (const zmq::error_t&) {

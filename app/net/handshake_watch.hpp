@@ -52,14 +52,15 @@ class HandshakeWatch {
   struct KeyCheck;
   // Connects without keys to `endpoint`, unless a check is open already.
   void start_key_check(const std::string& endpoint);
-  // Takes the open check's verdict, if it has one; true when it has.
-  bool take_key_check();
+  // Takes the open check's verdict, if it has one: the endpoint it settled, else "".
+  std::string take_key_check();
   bool set_refusal(std::string sentence);
 
   ClientAuth auth_;
   int socket_type_ = ZMQ_SUB;   // the watched socket's, for the check
   std::unique_ptr<zmq::socket_t> monitor_;
   std::string refusal_;
+  std::string refused_endpoint_;   // the endpoint refusal_ is about
   // Per endpoint: the cause of its last closed handshake, as far as a check has told.
   std::map<std::string, KeyCause> causes_;
   std::unique_ptr<KeyCheck> check_;

@@ -40,18 +40,16 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
   }
   thread_ = std::thread([this, subs = std::move(subscribers), attach = std::move(attaches)]() mutable {
     std::vector<keel::wire::Message> released;
-    // The refusal each link was last told (the thread's copy, so the lock is taken on a change).
-    std::vector<std::string> links_refusal(subs.size());
     const int wait_ms = std::max<int>(1, kRoundWaitMs / std::max<int>(1, int(subs.size())));
     while (!stop_.load()) {
       for (size_t i = 0; i < subs.size() && !stop_.load(); ++i) {
         bool queued = false;
         for (int n = 0; n < kBurstPerSocket; ++n) {
           ReceiveResult result = subs[i].receive(n == 0 ? wait_ms : 0);
-          if (n == 0 && subs[i].refusal() != links_refusal[i]) {
-            links_refusal[i] = subs[i].refusal();
+          // Only this thread writes a link: it may read one without the lock.
+          if (n == 0 && subs[i].refusal() != links_[i].refusal) {
             std::lock_guard<std::mutex> lock(mutex_);
-            links_[i].refusal = links_refusal[i];
+            links_[i].refusal = subs[i].refusal();
           }
           if (result.status == ReceiveStatus::kTimeout) break;
           if (result.status == ReceiveStatus::kInterrupted) break;

@@ -1,5 +1,7 @@
 // Probe::Impl: the probe's state and the stages of its step, shared by the files that define
-// its members: probe.cpp (attach, the step: reduce, decide, apply, record, and its events),
+// its members: probe_attach.cpp (the options checked, the plan, the sockets, the public
+// Probe's forwarding), probe.cpp (the step: reduce, decide, apply, record), probe_events.cpp
+// (the events a step raises), probe_buffers.cpp (the model's buffers watched),
 // probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later),
 // probe_control.cpp (commands from the dashboard, dumps, subscription resets) and
 // probe_layout.cpp (the model changed after attach: its layers planned again).

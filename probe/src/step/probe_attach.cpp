@@ -1,0 +1,198 @@
+// Attaching a probe: the checks of its options (rank, model name, keys), the Impl's
+// construction (plan, publisher, command socket), its end, and the public Probe's forwarding.
+#include "keel/wire/curve_keys.hpp"
+#include "keel/wire/user_keys.hpp"
+#include "layout/run_description.hpp"
+#include "probe_impl.hpp"
+
+namespace keel::probe {
+namespace {
+ModelParameters named_params(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  ModelParameters out = parameters_of(model, &optimizer);
+  if (out.params.empty()) throw AttachError("keel probe: the model has no parameters to watch");
+  return out;
+}
+
+bool is_loopback_endpoint(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0) return true;
+  for (const char* host : {"tcp://127.", "tcp://localhost:", "tcp://[::1]:", "tcp://lo:"}) {
+    if (endpoint.rfind(host, 0) == 0) return true;
+  }
+  return false;
+}
+
+// Throws AttachError for a rank that cannot be in the job: the dashboard lays ranks out and
+// names the first to fail by it, so a typo must not pass for another rank.
+void check_rank(const ProbeOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    throw AttachError("keel probe: rank " + std::to_string(options.rank) + " is not in a world of " +
+                      std::to_string(options.world_size) + " (ranks are 0 .. world_size - 1)");
+  }
+}
+
+// The model name goes into dump directory names and every message of the run: refused at
+// attach, with what is allowed, rather than altered behind the user's back.
+void check_model_name(const ProbeOptions& options) {
+  // sanitize_label keeps at most 64 of [A-Za-z0-9._-] and drops a leading '.': a name it
+  // leaves as it is is one a file name can carry.
+  if (sanitize_label(options.model) != options.model) {
+    throw AttachError("keel probe: model name \"" + options.model.substr(0, 80) +
+                      "\" is not allowed: use at most 64 letters, digits, '.', '_' or '-' (not starting with '.')");
+  }
+}
+
+// Whether a socket of this probe will ask clients for keys.
+bool authenticates(const ProbeOptions& options) {
+  return !options.endpoint.empty() && (options.accept_commands || options.authenticate_telemetry);
+}
+
+// Commands and telemetry are authenticated by default: with no keys given, the sockets take
+// only the key of the user running the trainer (user_keys.hpp). Throws AttachError when that
+// key cannot be had, naming the fix.
+void use_user_keys_by_default(ProbeOptions& options) {
+  if (!authenticates(options) || !options.command_secret_key.empty()) return;
+  if (is_loopback_endpoint(options.endpoint) ? options.allow_unauthenticated_local : options.allow_unauthenticated_remote) {
+    return;
+  }
+  try {
+    const wire::CurveKeyPair pair = wire::user_key_pair();
+    options.command_secret_key = pair.secret_key;
+    options.allowed_client_keys = {pair.public_key};
+  } catch (const std::exception& e) {
+    throw AttachError(std::string("keel probe: commands and telemetry are authenticated with your own key, which is "
+                                  "not usable: ") +
+                      e.what() +
+                      "; or set ProbeOptions::allow_unauthenticated_local (anyone on this machine may then read and "
+                      "steer the run)");
+  }
+}
+
+// Throws AttachError for keys that ZeroMQ would reject later with a less clear message.
+void check_command_security(const ProbeOptions& options) {
+  if (!authenticates(options)) return;
+  // No keys only where it was asked for in so many words (use_user_keys_by_default).
+  if (options.command_secret_key.empty()) return;
+  if (!wire::curve_available()) {
+    throw AttachError("keel probe: authentication needs ZeroMQ with CURVE (libsodium), which this libzmq lacks");
+  }
+  if (!wire::is_curve_key(options.command_secret_key)) {
+    throw AttachError("keel probe: the command secret key is not a 40-character Z85 key");
+  }
+  if (options.allowed_client_keys.empty()) {
+    throw AttachError("keel probe: authentication is on but no client key is allowed");
+  }
+  for (const std::string& key : options.allowed_client_keys) {
+    if (!wire::is_curve_key(key)) {
+      throw AttachError("keel probe: allowed client key \"" + key.substr(0, 48) + "\" is not a 40-character Z85 key");
+    }
+  }
+}
+
+}  // namespace
+
+Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, torch::optim::Optimizer& optimizer,
+                  ProbeOptions options)
+    : options_(std::move(options)),
+      model_(model),
+      optimizer_(optimizer),
+      names_(column(parameters.params, &NamedParams::value_type::first)),
+      params_(column(parameters.params, &NamedParams::value_type::second)),
+      reducer_(params_),
+      order_(params_),
+      layout_(parameters.params),
+      spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
+  description_ = describe_run(parameters, options_);
+  try {
+    plan_buffers(float_buffers_of(model));
+  } catch (const std::exception&) {
+    // Attaching must not fail for a check of buffers: none are watched, and the next step
+    // tries again (follow_buffers), counted if it fails there.
+    buffers_ = ModelBuffers{};
+  }
+  reducer_.measure_updates_of(&optimizer_);
+  check_rank(options_);
+  check_model_name(options_);
+  use_user_keys_by_default(options_);
+  check_command_security(options_);
+  if (!options_.endpoint.empty()) {
+    PublisherOptions po;
+    po.endpoint = options_.endpoint;
+    po.queue_capacity = options_.queue_capacity;
+    po.send_high_water_mark = options_.send_high_water_mark;
+    po.describe_interval = std::chrono::milliseconds(static_cast<int64_t>(options_.describe_interval_secs * 1000));
+    po.history_steps = options_.history_steps;
+    if (options_.authenticate_telemetry) {
+      po.secret_key = options_.command_secret_key;
+      po.allowed_client_keys = options_.allowed_client_keys;
+    }
+    publisher_ = std::make_unique<Publisher>(po, description_);
+    const std::string command_at = options_.accept_commands ? command_endpoint_of(options_.endpoint) : std::string();
+    if (!command_at.empty()) {
+      CommandServerOptions co;
+      co.endpoint = command_at;
+      co.rank = options_.rank;
+      co.run = description_.run_id;
+      co.model = description_.model;
+      co.secret_key = options_.command_secret_key;
+      co.allowed_client_keys = options_.allowed_client_keys;
+      if (options_.history_steps > 0) {
+        Publisher* publisher = publisher_.get();
+        co.history = [publisher] { return publisher->history(); };
+        co.event_history = [publisher] { return publisher->event_history(); };
+      }
+      commands_ = std::make_unique<CommandServer>(co);
+    }
+  }
+  dumps_ = std::make_unique<CheckpointWriter>();
+  step_ = options_.first_step;
+  record_.rank = options_.rank;
+  record_.run = description_.run_id;
+  record_.model = description_.model;
+  record_.layer_count = static_cast<uint32_t>(params_.size());
+}
+
+Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
+    : impl_(std::make_unique<Impl>(model, named_params(model, optimizer), optimizer, std::move(options))) {}
+
+Probe::Impl::~Impl() {
+  // A dump still being written when the job ends is finished, and its outcome (a failure
+  // above all) goes out as an event before the publisher's last drain: a step would have
+  // reported it, and there is no next step.
+  try {
+    settle_pending();
+    dumps_->finish();
+    events_.clear();
+    events_published_ = 0;
+    report_finished_dumps();
+    if (publisher_) {
+      for (const auto& e : events_) publisher_->publish(e);
+    }
+  } catch (const std::exception&) {
+    // Ending the job must not throw; the dump itself is on disk (or its failure is lost).
+  }
+}
+
+Probe::~Probe() = default;
+
+void Probe::use_scaler(GradScaler* scaler) { impl_->scaler_ = scaler; }
+
+void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_->watch(name, tensor); }
+
+StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
+
+void Probe::settle() { impl_->settle_pending(); }
+const StepOutcome& Probe::last_settled() const { return impl_->last_settled_; }
+
+const wire::StepRecord& Probe::last_record() const { return impl_->record_; }
+const wire::RunDescription& Probe::description() const { return impl_->description_; }
+const std::vector<wire::Event>& Probe::last_events() const { return impl_->events_; }
+const ProbeTiming& Probe::last_timing() const { return impl_->timing_; }
+uint64_t Probe::dropped() const { return impl_->publisher_ ? impl_->publisher_->dropped() : 0; }
+std::string Probe::bound_endpoint() const {
+  return impl_->publisher_ ? impl_->publisher_->bound_endpoint() : std::string();
+}
+std::string Probe::bound_command_endpoint() const {
+  return impl_->commands_ ? impl_->commands_->bound_endpoint() : std::string();
+}
+
+}  // namespace keel::probe

@@ -1,0 +1,90 @@
+// Probe::Impl's events: how one is added and published with its step, probe failures counted
+// and told, and the events a measured step raises (first non-finite gradient, watched tensor
+// or buffer, spike, skip).
+#include <cmath>
+#include <cstdio>
+
+#include "probe_impl.hpp"
+
+namespace keel::probe {
+
+void Probe::Impl::add_event(const std::string& kind, const std::string& layer, const std::string& detail,
+                            std::optional<int64_t> step) {
+  wire::Event e;
+  e.rank = options_.rank;
+  e.run = description_.run_id;
+  e.model = description_.model;
+  e.step = step.value_or(record_step_);
+  e.kind = kind;
+  e.layer = layer;
+  e.detail = detail;
+  e.stamp_unix_ns = unix_ns();
+  events_.push_back(std::move(e));
+}
+
+void Probe::Impl::report_probe_error(const std::string& what, const std::string& error,
+                                     const std::string& consequence, std::optional<int64_t> step) {
+  ++probe_errors_;
+  // Bounded: an exception's text can be anything (a CUDA message, a tensor's repr).
+  constexpr size_t kMaxError = 400;
+  const std::string shown = error.size() > kMaxError ? error.substr(0, kMaxError) + "..." : error;
+  add_event("probe_error", "", "keel failed " + what + ": " + shown + "; " + consequence, step);
+}
+
+std::string Probe::Impl::consequence_of(const StepOutcome& outcome) {
+  if (outcome.applied) return "update applied as libtorch would";
+  if (outcome.skip_reason == "scaler") {
+    return "update skipped as an overflow (the gradients may still be scaled) and the loss scale backed off";
+  }
+  return "update skipped: " + outcome.skip_reason;
+}
+
+void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
+  // An unmeasured step says nothing about health: the run of unsafe steps neither starts nor ends.
+  if (measured && health_.blown_up() && !nonfinite_last_step_) {
+    const bool named = health_.layer != StepHealth::kNoLayer;
+    std::string detail = describe_health(health_, record_.loss, reducer_.grad_stats(), names_);
+    if (outcome.applied && options_.skip_on_nonfinite && !health_.unsafe_to_apply(loss_is_the_jobs())) {
+      detail += "; update applied: this rank's loss alone is non-finite and its gradients are safe, and a rank "
+                "skipping on its own would leave the replicas apart";
+    }
+    add_event("first_nonfinite", named ? names_[health_.layer] : std::string(), detail);
+  }
+  if (measured) nonfinite_last_step_ = health_.blown_up();
+
+  bool watch_nonfinite = false;
+  for (const auto& w : record_.watches) {
+    if (w.nonfinite == 0) continue;
+    if (!watch_nonfinite && !watch_nonfinite_last_step_) {
+      add_event("first_nonfinite_watch", w.name,
+                std::to_string(w.nonfinite) + " non-finite values in watched tensor " + w.name);
+    }
+    watch_nonfinite = true;
+  }
+  watch_nonfinite_last_step_ = watch_nonfinite;
+
+  // Buffers not measured this step say nothing: the run of non-finite buffers neither starts nor ends.
+  if (!buffer_absmax_.empty()) {
+    const int first = first_nonfinite_buffer();
+    if (first >= 0 && !buffer_nonfinite_last_step_) {
+      add_event("nonfinite_buffer", watched_buffers_.names[static_cast<size_t>(first)], describe_nonfinite_buffers());
+    }
+    buffer_nonfinite_last_step_ = first >= 0;
+  }
+
+  // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.
+  if (measured && spike_verdict_.spike && std::isfinite(spike_verdict_.z)) {
+    char text[160];
+    std::snprintf(text, sizeof text, "grad norm %.4g is %.1f sigma above the typical %.4g of the last %zu steps (log scale); ",
+                  record_.grad_norm, spike_verdict_.z, spike_verdict_.mean_norm, spike_verdict_.compared_with);
+    add_event("spike", "", std::string(text) + (outcome.skip_reason == "spike" ? "update skipped"
+                                               : options_.skip_on_spike ? "update not applied: " + outcome.skip_reason
+                                                                        : "policy skip_spike off: update applied"));
+  }
+  if (!outcome.applied) {
+    add_event("skip", "", "update skipped: " + outcome.skip_reason +
+                              (outcome.skip_reason == "nonfinite" ? " (" + outcome.nonfinite_cause + ")" : ""));
+  }
+}
+
+}  // namespace keel::probe
