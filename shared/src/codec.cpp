@@ -173,7 +173,7 @@ void encode_run(Encoder& e, const RunDescription& m) {
 void encode_step(Encoder& e, const StepRecord& m) {
   header(e,
          21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1) + (m.buffer_absmax.empty() ? 0 : 1) +
-             run_identity_entries(m.run, m.model),
+             (m.cause.empty() ? 0 : 1) + run_identity_entries(m.run, m.model),
          kTopicStep, m.rank, m.seq);
   run_identity(e, m.run, m.model);
   e.key("step");
@@ -250,10 +250,14 @@ void encode_step(Encoder& e, const StepRecord& m) {
     e.array(static_cast<uint32_t>(m.group_lrs.size()));
     for (double lr : m.group_lrs) e.f64(lr);
   }
+  if (!m.cause.empty()) {
+    e.key("cause");
+    e.str(m.cause);
+  }
 }
 
 void encode_event(Encoder& e, const Event& m) {
-  header(e, 9 + run_identity_entries(m.run, m.model), kTopicEvent, m.rank, m.seq);
+  header(e, 9 + (m.cause ? 1 : 0) + run_identity_entries(m.run, m.model), kTopicEvent, m.rank, m.seq);
   run_identity(e, m.run, m.model);
   e.key("step");
   e.sint(m.step);
@@ -265,6 +269,20 @@ void encode_event(Encoder& e, const Event& m) {
   e.str(m.detail);
   e.key("stamp_unix_ns");
   e.sint(m.stamp_unix_ns);
+  if (m.cause) {
+    e.key("cause");
+    e.map(5);
+    e.key("kind");
+    e.str(m.cause->kind);
+    e.key("op");
+    e.str(m.cause->op);
+    e.key("module");
+    e.str(m.cause->module);
+    e.key("evidence");
+    e.str(m.cause->evidence);
+    e.key("sentence");
+    e.str(m.cause->sentence);
+  }
 }
 
 void encode_command(Encoder& e, const Command& m) {

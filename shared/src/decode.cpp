@@ -389,9 +389,10 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
     m.group_lrs.resize(lrs->size);
     for (uint32_t i = 0; i < lrs->size && r.ok(); ++i) r.read_item("group_lrs", i, lrs->ptr[i], m.group_lrs[i]);
   }
+  r.optional("cause", m.cause);
 }
 
-void read_event(MapReader& r, Event& m) {
+void read_event(MapReader& r, std::string& error, Event& m) {
   r.optional("run", m.run)
       .optional("model", m.model)
       .required("step", m.step)
@@ -399,6 +400,20 @@ void read_event(MapReader& r, Event& m) {
       .optional("layer", m.layer)
       .optional("detail", m.detail)
       .optional("stamp_unix_ns", m.stamp_unix_ns);
+  if (const msgpack::object* cause = r.find("cause", false)) {
+    if (cause->type != msgpack::type::MAP) {
+      r.fail("field \"cause\" is " + type_name(*cause) + ", expected a map");
+      return;
+    }
+    Cause c;
+    MapReader cr(error, *cause, "cause");
+    cr.required("kind", c.kind)
+        .optional("op", c.op)
+        .optional("module", c.module)
+        .optional("evidence", c.evidence)
+        .optional("sentence", c.sentence);
+    m.cause = std::move(c);
+  }
 }
 
 void read_command(MapReader& r, Command& m) {
@@ -462,7 +477,7 @@ bool read_payload(const msgpack::object& root, DecodeResult& result) {
     return read_message<StepRecord>(r, out, [&](StepRecord& m) { read_step(r, error, m); });
   }
   if (type == kTopicEvent) {
-    return read_message<Event>(r, out, [&](Event& m) { read_event(r, m); });
+    return read_message<Event>(r, out, [&](Event& m) { read_event(r, error, m); });
   }
   if (type == kTopicCommand) {
     return read_message<Command>(r, out, [&](Command& m) { read_command(r, m); });

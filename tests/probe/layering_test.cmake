@@ -1,5 +1,6 @@
 # The probe's layering, checked on its sources (cmake -P, with -DPROBE_SRC=<repo>/probe/src):
 #   transport <- dump,   transport <- layout,   cuda <- reduce,   everything <- step
+# origin/ (the tracer of where a NaN was born, and the state a re-run starts from) stands alone.
 # The transport (publisher, command server, their CURVE guard) includes no torch, so it builds
 # and is fuzzed with only keel_wire and libzmq; the reductions never reach the transport, the
 # dumps or the step; only step/ (the Probe itself) sees every stage. A file that reaches
@@ -9,12 +10,13 @@ if(NOT PROBE_SRC)
   message(FATAL_ERROR "pass -DPROBE_SRC=<repository>/probe/src")
 endif()
 
-set(probe_folders transport dump reduce layout step cuda)
+set(probe_folders transport dump reduce layout step cuda origin)
 set(allowed_transport transport)
 set(allowed_dump dump transport)
 set(allowed_reduce reduce cuda)
 set(allowed_layout layout transport)
-set(allowed_step step transport dump reduce layout cuda)
+set(allowed_step step transport dump reduce layout cuda origin)
+set(allowed_origin origin)
 set(allowed_cuda cuda)
 # Headers a folder must not include. keel/probe/probe.hpp includes torch; the transport takes
 # AttachError from keel/probe/attach_error.hpp.

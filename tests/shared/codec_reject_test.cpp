@@ -234,6 +234,12 @@ TEST(CodecReject, WrongFieldTypes) {
                "field \"skip_reason\" is a boolean, expected a string");
   expect_error(with_field(step, "scaler", value_of(std::string("on"))),
                "field \"scaler\" is a string, expected nil or a map");
+  expect_error(with_field(step, "cause", value_of(3)), "field \"cause\" is an integer, expected a string");
+  const std::vector<char> event = encode(sample_event());
+  expect_error(with_field(event, "cause", value_of(std::string("forward"))),
+               "field \"cause\" is a string, expected a map");
+  expect_error(with_field(event, "cause", [](Packer& p) { p.pack_map(1); p.pack(std::string("op")); p.pack(std::string("aten::log")); }),
+               "required field \"cause.kind\" is missing");
   expect_error(with_field(step, "buffer_absmax", value_of(3)),
                "field \"buffer_absmax\" is an integer, expected a binary block of little-endian float32");
   expect_error(with_field(step, "buffer_absmax", [](Packer& p) { p.pack_bin(6); p.pack_bin_body("\0\0\0\0\0\0", 6); }),

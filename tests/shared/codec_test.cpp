@@ -160,6 +160,30 @@ TEST(CodecRoundTrip, EventKeepsEveryField) {
   EXPECT_EQ(out.layer, in.layer);
   EXPECT_EQ(out.detail, in.detail);
   EXPECT_EQ(out.stamp_unix_ns, in.stamp_unix_ns);
+  ASSERT_TRUE(out.cause);
+  EXPECT_EQ(out.cause->kind, in.cause->kind);
+  EXPECT_EQ(out.cause->op, in.cause->op);
+  EXPECT_EQ(out.cause->module, in.cause->module);
+  EXPECT_EQ(out.cause->evidence, in.cause->evidence);
+  EXPECT_EQ(out.cause->sentence, in.cause->sentence);
+
+  Event plain = in;
+  plain.cause.reset();
+  EXPECT_FALSE(round_trip(plain).cause) << "an event with no cause has none after the trip";
+}
+
+TEST(CodecRoundTrip, AStepCarriesItsCauseKindOnlyWhenItHasOne) {
+  StepRecord unsafe = sample_step();
+  unsafe.cause = "loss_scale";
+  EXPECT_EQ(round_trip(unsafe).cause, "loss_scale");
+  StepRecord safe = sample_step();
+  std::vector<char> bytes;
+  encode(safe, bytes);
+  const msgpack::object_handle payload = msgpack::unpack(bytes.data(), bytes.size());
+  for (uint32_t i = 0; i < payload.get().via.map.size; ++i) {
+    EXPECT_NE(payload.get().via.map.ptr[i].key.as<std::string>(), "cause") << "a safe step sends no cause";
+  }
+  EXPECT_TRUE(round_trip(safe).cause.empty());
 }
 
 // A probe that names no model leaves `model` out, and a message of a probe older than the

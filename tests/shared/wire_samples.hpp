@@ -104,6 +104,8 @@ inline Event sample_event() {
   m.layer = "blocks.2.mlp.fc2.weight";
   m.detail = "grad of blocks.2.mlp.fc2.weight has 12 NaN values";
   m.stamp_unix_ns = -1;
+  m.cause = Cause{"forward", "aten::log", "blocks.2.route", "log of a value that underflowed to 0",
+                  "NaN born in the forward pass: aten::log in blocks.2.route at step 1200"};
   return m;
 }
 

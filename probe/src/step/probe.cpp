@@ -52,6 +52,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   decide(reduction, outcome);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
   dump_if_due(reduction, /*take_requested=*/true, buffers_turn_nonfinite());
+  trace_origin_if_due(reduction, outcome);
 
   times.optimizer_start = Clock::now();
   try {
@@ -153,6 +154,7 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
       if (scaler_out_of_step_) scaler_->mark_probe_failed();   // probe_impl.hpp
       scaler_out_of_step_ = false;
       r.scaler_found_inf = scaler_->found_inf();
+      r.scale = scaler_->scale_value();
     }
     spike_verdict_ = SpikeVerdict{};
     // An overflow found by the scaler is its business (backoff), not a spike. A norm that
@@ -284,6 +286,8 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     } else {
       record_.scaler.reset();
     }
+    classify(plan, r);
+    record_.cause = cause_ ? cause_->cause.kind : std::string();
     raise_events(outcome, r.stats_ok);
     record_.dropped = publisher_ ? publisher_->dropped() : 0;
     record_.probe_errors = probe_errors_;

@@ -179,6 +179,7 @@ void Probe::use_scaler(GradScaler* scaler) { impl_->scaler_ = scaler; }
 void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_->watch(name, tensor); }
 
 StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
+StepOutcome Probe::step(const torch::optim::Optimizer::LossClosure& closure) { return impl_->step(closure); }
 
 void Probe::settle() { impl_->settle_pending(); }
 const StepOutcome& Probe::last_settled() const { return impl_->last_settled_; }

@@ -42,13 +42,17 @@ std::string Probe::Impl::consequence_of(const StepOutcome& outcome) {
 void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
   // An unmeasured step says nothing about health: the run of unsafe steps neither starts nor ends.
   if (measured && health_.blown_up() && !nonfinite_last_step_) {
-    const bool named = health_.layer != StepHealth::kNoLayer;
-    std::string detail = describe_health(health_, record_.loss, reducer_.grad_stats(), names_);
+    // The layer the cause stands for: with a NaN already in the loss, the first non-finite
+    // gradient in backward order is only the layer nearest the loss, and is not named.
+    const bool loss_first = health_.loss_nonfinite && (!cause_ || cause_->layer.empty());
+    std::string detail = describe_health(health_, record_.loss, reducer_.grad_stats(), names_, !loss_first);
     if (outcome.applied && options_.skip_on_nonfinite && !health_.unsafe_to_apply(loss_is_the_jobs())) {
       detail += "; update applied: this rank's loss alone is non-finite and its gradients are safe, and a rank "
                 "skipping on its own would leave the replicas apart";
     }
-    add_event("first_nonfinite", named ? names_[health_.layer] : std::string(), detail);
+    const bool named = health_.layer != StepHealth::kNoLayer && !loss_first;
+    add_event("first_nonfinite", cause_ ? cause_->layer : named ? names_[health_.layer] : std::string(), detail);
+    if (cause_) events_.back().cause = cause_->cause;
   }
   if (measured) nonfinite_last_step_ = health_.blown_up();
 

@@ -29,7 +29,9 @@
 #include "layout/model_buffers.hpp"
 #include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
+#include "origin/rerun_point.hpp"
 #include "spike_detector.hpp"
+#include "step_cause.hpp"
 #include "step_health.hpp"
 #include "reduce/watch_reducer.hpp"
 
@@ -72,6 +74,9 @@ class Probe::Impl {
 
   void watch(const std::string& name, const torch::Tensor& tensor);
   StepOutcome step(const torch::Tensor& loss);
+  // The closure form (probe_origin.cpp): the state a re-run needs saved, the closure run, then
+  // step(loss); an unsafe step is run again traced before its update is applied or skipped.
+  StepOutcome step(const torch::optim::Optimizer::LossClosure& closure);
   // The deferred step still waiting for its verdict, if any: collected, decided, recorded.
   void settle_pending();
 
@@ -129,6 +134,14 @@ class Probe::Impl {
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
+  // The closure of this step when it came in the closure form (null otherwise), the state its
+  // re-run starts from, what the re-run's trace found (when it ran), why it did not run
+  // otherwise, and the cause of the step being recorded (none when it was safe).
+  const torch::optim::Optimizer::LossClosure* closure_ = nullptr;
+  RerunPoint rerun_point_;
+  std::optional<Origin> origin_;
+  std::string not_traced_;
+  std::optional<StepCause> cause_;
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
 
   int64_t step_ = 0;
@@ -180,6 +193,7 @@ class Probe::Impl {
     uint32_t lost_mask = 0;   // layer metrics that were due but could not be measured
     bool scaler_found_inf = false;
     double loss = std::numeric_limits<double>::quiet_NaN();
+    double scale = 0;           // the loss scale the gradients were computed with (with a scaler)
     double reduce_us = 0;
     std::optional<double> lr;   // a deferred step's, as it was; else read when recorded
     std::vector<double> group_lrs;   // with `lr`: every group's, when there are several
@@ -235,6 +249,13 @@ class Probe::Impl {
   StepPlan plan_step() const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
+  // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
+  // armed (probe_origin.cpp): origin_ set, the state put back as the first run left it.
+  void trace_origin_if_due(const Reduction& reduction, const StepOutcome& outcome);
+  // This step's parameters and buffers by name, for the tracer.
+  std::vector<std::pair<std::string, at::Tensor>> named_state() const;
+  // The cause of the step being recorded (cause_), from its health and the re-run's trace.
+  void classify(const StepPlan& plan, const Reduction& reduction);
   // Whether this rank's loss stands for the job's. With several data-parallel ranks it is the
   // rank's own while the gradients are the job's, so a non-finite loss alone does not make a
   // step unsafe (StepHealth::unsafe_to_apply), on the host or in the device verdict.

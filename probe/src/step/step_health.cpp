@@ -76,16 +76,18 @@ StepHealth assess_step(double loss, bool has_loss, const std::vector<GradStats>&
 }
 
 std::string describe_health(const StepHealth& h, double loss, const std::vector<GradStats>& grads,
-                            const std::vector<std::string>& names) {
+                            const std::vector<std::string>& names, bool name_layer) {
   std::string text = h.cause() + ":";
   const std::string of_layers = " of " + std::to_string(grads.size()) + " layers";
-  if (h.nonfinite_layers > 0) {
+  if (h.nonfinite_layers > 0 && !name_layer) {
+    text += " " + std::to_string(h.nonfinite_layers) + of_layers + " non-finite;";
+  } else if (h.nonfinite_layers > 0) {
     text += " " + std::to_string(grads[h.layer].nonfinite) + " non-finite gradient values in " + names[h.layer] +
             " (first in backward order), " + std::to_string(h.nonfinite_layers) + of_layers + " non-finite;";
   }
   if (h.norm_overflow) text += " grad norm " + number(h.grad_norm) + " overflows float32 (above 1.8e19);";
   if (h.loss_nonfinite) text += " loss " + number(loss) + ";";
-  if (h.nonfinite_layers == 0 && h.layer != StepHealth::kNoLayer) {
+  if (h.nonfinite_layers == 0 && h.layer != StepHealth::kNoLayer && name_layer) {
     const std::string norm = " (norm " + number(std::sqrt(grads[h.layer].sumsq));
     text += h.overflow_layers > 0 ? " first in backward order to overflow: " + names[h.layer] + norm + ", " +
                                         std::to_string(h.overflow_layers) + of_layers + " overflow);"

@@ -55,8 +55,10 @@ struct StepHealth {
 StepHealth assess_step(double loss, bool has_loss, const std::vector<GradStats>& grads,
                        const std::function<int64_t(size_t)>& position);
 
-// The first_nonfinite event's text: the causes, then the numbers behind each, and the layer.
+// The first_nonfinite event's text: what was seen, then the numbers behind each, and with
+// `name_layer` the layer (left out where it would mislead: a NaN already in the loss makes the
+// layer nearest the loss the first non-finite gradient in backward order).
 std::string describe_health(const StepHealth& health, double loss, const std::vector<GradStats>& grads,
-                            const std::vector<std::string>& names);
+                            const std::vector<std::string>& names, bool name_layer = true);
 
 }  // namespace keel::probe

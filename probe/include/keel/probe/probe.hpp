@@ -200,6 +200,16 @@ class Probe {
 
   // Replaces optimizer.step(): statistics, policies, the update (unless skipped), publish.
   StepOutcome step(const torch::Tensor& loss);
+  // The closure form, as optimizer.step(closure) takes it: the closure zeroes the gradients,
+  // runs the forward and backward passes and returns the loss. keel saves the random state
+  // and the model's floating buffers, runs the closure, and steps as step(loss). When a step
+  // turns unsafe (the first of a run of them), keel runs the closure once more, on the same
+  // batch, weights, random state and buffers, with its origin tracer armed, and names the op
+  // and module where the NaN was born, or calls it transient when it does not come back
+  // (DESIGN §2.1). The state is then put back as the first run left it; an update that is
+  // applied uses the first run's gradients. A deferred step (DESIGN §8) is not run again.
+  // Exceptions of the closure's first run propagate; its re-run's are a probe_error.
+  StepOutcome step(const torch::optim::Optimizer::LossClosure& closure);
 
   // The last step's record (what was published), for tests and in-process users.
   const wire::StepRecord& last_record() const;

@@ -110,12 +110,28 @@ struct StepRecord {
   // Each param group's lr, in the optimizer's order, when it has more than one group (`lr` is
   // group 0's); empty with one group.
   std::vector<double> group_lrs;
+  // An unsafe step's cause kind (one of kCauseKinds); empty for a safe step, or when the
+  // probe has not classified it.
+  std::string cause;
 
   // Index of a metric's block in layer_values, or -1 when absent.
   int metric_block(LayerMetric metric) const;
   // Value of one metric for one layer; NaN when the metric is absent.
   float layer_value(LayerMetric metric, uint32_t layer) const;
 };
+
+// Why a step was unsafe, and where its first non-finite value was born (PROTOCOL §3.4).
+// `kind` is one of kCauseKinds; `op` and `module` are empty where the probe could not see them
+// (the plain probe.step(loss) does not trace ops: it can say "forward pass" but not which op).
+struct Cause {
+  std::string kind;      // "forward", "backward", "loss_scale", "batch", "weights", "input", "transient"
+  std::string op;        // "aten::log", "LogBackward0"
+  std::string module;    // a layer-name prefix, "blocks.2.route"
+  std::string evidence;  // "log of a value that underflowed to 0"
+  std::string sentence;  // the cause in one readable sentence, as clients show it
+};
+inline constexpr const char* kCauseKinds[] = {"forward", "backward", "loss_scale", "batch",
+                                              "weights", "input",    "transient"};
 
 struct Event {
   int32_t rank = 0;
@@ -127,6 +143,7 @@ struct Event {
   std::string layer;      // layer or watched tensor name, "" when not about one
   std::string detail;     // human-readable
   int64_t stamp_unix_ns = 0;
+  std::optional<Cause> cause;  // first_nonfinite: why the step was unsafe
 };
 
 // A request from a client to the probe's command socket.

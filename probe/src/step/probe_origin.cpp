@@ -1,0 +1,128 @@
+// Probe::Impl's answer to "where was the NaN born, and why": the closure form's re-run of an
+// unsafe step with the origin tracer armed, and the cause of each unsafe step (DESIGN §2.1).
+#include <algorithm>
+#include <cmath>
+
+#include "origin/origin_tracer.hpp"
+#include "probe_impl.hpp"
+
+namespace keel::probe {
+namespace {
+
+std::vector<c10::Device> cuda_devices_of(const std::vector<torch::Tensor>& params) {
+  std::vector<c10::Device> devices;
+  for (const torch::Tensor& p : params) {
+    if (!p.is_cuda()) continue;
+    if (std::find(devices.begin(), devices.end(), p.device()) == devices.end()) devices.push_back(p.device());
+  }
+  return devices;
+}
+
+}  // namespace
+
+StepOutcome Probe::Impl::step(const torch::optim::Optimizer::LossClosure& closure) {
+  const auto start = Clock::now();
+  try {
+    // Every buffer, integer ones too: BatchNorm counts its batches in num_batches_tracked.
+    rerun_point_.capture(model_.buffers(), cuda_devices_of(params_));
+  } catch (const std::exception& e) {
+    rerun_point_ = RerunPoint{};
+    report_probe_error("saving the random state and buffers a re-run needs", e.what(),
+                       "an unsafe step is not run again to find where its NaN was born", step_);
+  }
+  // Counted as the probe's time on the training thread, with the step's own.
+  watch_us_ += micros(Clock::now() - start);
+  const torch::Tensor loss = closure();   // the user's exceptions are theirs
+  closure_ = &closure;
+  struct Forget {
+    const torch::optim::Optimizer::LossClosure*& closure;
+    ~Forget() { closure = nullptr; }
+  } forget{closure_};
+  return step(loss);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Probe::Impl::named_state() const {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (size_t i = 0; i < params_.size(); ++i) named.emplace_back(names_[i], params_[i]);
+  for (size_t i = 0; i < buffers_.tensors.size(); ++i) named.emplace_back(buffers_.names[i], buffers_.tensors[i]);
+  return named;
+}
+
+void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& outcome) {
+  origin_.reset();
+  not_traced_ = closure_ == nullptr
+                    ? "pass the step as probe.step(closure) to have keel run it again and name the op and module"
+                    : "";
+  if (closure_ == nullptr || !r.stats_ok) return;
+  // Only where an op may be at fault, and once per run of unsafe steps: a NaN that persists
+  // must not double every step's cost. A scaled gradient overflowing with a finite loss is the
+  // loss scaler's business.
+  const bool nonfinite_values = health_.nonfinite_layers > 0 || health_.loss_nonfinite;
+  const bool scaler_overflow = r.scaler_found_inf && std::isfinite(r.loss);
+  if (!nonfinite_values || scaler_overflow || nonfinite_last_step_) return;
+  if (!rerun_point_.captured()) {
+    not_traced_ = "its re-run could not be prepared (a probe_error says why)";
+    return;
+  }
+  RerunPoint as_left;   // the random state and buffers as the first run left them
+  std::vector<torch::Tensor> grads;
+  bool restore_due = false;
+  try {
+    const std::vector<c10::Device> devices = cuda_devices_of(params_);
+    as_left.capture(model_.buffers(), devices);
+    // An update that will be applied must see the first run's gradients, whatever the re-run makes.
+    if (outcome.applied) {
+      torch::NoGradGuard no_grad;
+      for (const torch::Tensor& p : params_) grads.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    }
+    restore_due = true;
+    rerun_point_.restore();
+    // The buffers that held a NaN or Inf when planned are so by design (a mask's -inf).
+    std::vector<at::Tensor> by_design;
+    for (const torch::Tensor& b : buffers_.tensors) {
+      const auto& watched = watched_buffers_.tensors;
+      const bool is_watched = std::any_of(watched.begin(), watched.end(),
+                                          [&](const torch::Tensor& w) { return w.is_same(b); });
+      if (!is_watched) by_design.push_back(b);
+    }
+    OriginTracer tracer(named_state(), std::move(by_design));
+    origin_ = tracer.trace([this] { (*closure_)(); });
+  } catch (const std::exception& e) {
+    origin_.reset();
+    not_traced_ = "its re-run failed (a probe_error says why)";
+    report_probe_error("running the step again to find where its NaN was born", e.what(),
+                       "its cause is told from the first run alone");
+  }
+  if (!restore_due) return;
+  try {
+    as_left.restore();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < grads.size(); ++i) params_[i].mutable_grad() = grads[i];
+  } catch (const std::exception& e) {
+    report_probe_error("restoring the state after the step's re-run", e.what(),
+                       "the random state or buffers may be the re-run's");
+  }
+}
+
+void Probe::Impl::classify(const StepPlan& plan, const Reduction& r) {
+  cause_.reset();
+  if (!r.stats_ok) return;
+  StepEvidence e;
+  e.step = record_step_;
+  e.health = &health_;
+  e.loss = r.loss;
+  e.has_loss = !std::isnan(r.loss) || health_.loss_nonfinite;
+  e.grads = &reducer_.grad_stats();
+  e.names = &names_;
+  if (plan.param_due && reducer_.param_sumsq().size() == names_.size()) e.weight_sumsq = &reducer_.param_sumsq();
+  e.scaler_overflow = r.scaler_found_inf;
+  e.scale = r.scale > 0 ? r.scale : (scaler_ ? scaler_->scale_value() : 0.0);
+  e.spike = spike_verdict_.spike && std::isfinite(spike_verdict_.z);
+  e.spike_z = spike_verdict_.z;
+  e.spike_window = spike_verdict_.compared_with;
+  e.origin = origin_;
+  e.not_traced = not_traced_;
+  cause_ = classify_cause(e);
+}
+
+}  // namespace keel::probe
