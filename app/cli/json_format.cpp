@@ -103,6 +103,7 @@ Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   out["grad_norm"] = json_number(step.grad_norm);
   out["skipped"] = step.skipped;
   out["skip_reason"] = step.skip_reason;
+  if (!step.cause.empty()) out["cause"] = step.cause;
   out["step_time_us"] = json_number(step.step_time_us);
   out["probe_us"] = json_number(step.probe_us);
   out["dropped"] = step.dropped;
@@ -131,6 +132,13 @@ Json event_json(const wire::Event& event) {
   out["layer"] = event.layer;
   out["detail"] = event.detail;
   out["stamp_unix_ns"] = event.stamp_unix_ns;
+  if (event.cause) {
+    out["cause"] = Json{{"kind", event.cause->kind},
+                        {"op", event.cause->op},
+                        {"module", event.cause->module},
+                        {"evidence", event.cause->evidence},
+                        {"sentence", event.cause->sentence}};
+  }
   return out;
 }
 

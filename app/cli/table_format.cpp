@@ -130,6 +130,8 @@ std::string format_event(const wire::Event& event) {
                                   terminal_safe(event.kind).c_str(), event.step, event.rank);
   if (!event.layer.empty()) out += "  layer " + terminal_safe(event.layer);
   if (!event.detail.empty()) out += "  " + terminal_safe(event.detail);
+  // The cause on a line of its own: the one sentence a person reads first.
+  if (event.cause) out += "\n      cause " + terminal_safe(event.cause->kind) + ": " + terminal_safe(event.cause->sentence);
   return out;
 }
 

@@ -192,6 +192,11 @@ void Dashboard::log_new_events(const RunModel& run) {
     verbose_log("keel: event %s step %lld layer %s run %s: %s", event.kind.c_str(),
                 static_cast<long long>(event.step), event.layer.empty() ? "-" : event.layer.c_str(),
                 run_label(run).c_str(), event.detail.c_str());
+    if (event.cause) {
+      verbose_log("keel: cause %s module %s step %lld: %s", event.cause->kind.c_str(),
+                  event.cause->module.empty() ? "-" : event.cause->module.c_str(), static_cast<long long>(event.step),
+                  event.cause->sentence.c_str());
+    }
   }
   if (fresh > 0) {
     logged_event_seq_ = events.front().seq;

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include "model/event_rows.hpp"
+#include "model/first_cause.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -27,6 +28,13 @@ int find_layer(const RunModel& run, const std::string& name) {
 }
 
 void draw_events(const RunModel& run, AppState& state, const std::deque<CommandEntry>& commands) {
+  // Why the run's first unsafe step was unsafe, in the probe's one sentence, above every row.
+  if (const std::optional<wire::Event>& first = run.first_nonfinite(); first && first->cause) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kind_colour(first->kind));
+    ImGui::TextWrapped("%s", cause_sentence(*first).c_str());
+    ImGui::PopStyleColor();
+    ImGui::Separator();
+  }
   const std::vector<EventRow> rows = event_rows(run.events(), run.first_nonfinite());
   if (rows.empty() && commands.empty()) {
     ImGui::TextDisabled("no events");

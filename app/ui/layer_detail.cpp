@@ -6,6 +6,7 @@
 
 #include <imgui.h>
 
+#include "model/first_cause.hpp"
 #include "ui/metric_styles.hpp"
 #include "ui/plot.hpp"
 #include "ui/verbose_log.hpp"
@@ -46,6 +47,13 @@ void LayerDetail::draw(const RunModel& run, AppState& state) {
   }
   ImGui::TextDisabled("%s  (space: follow live, Home: reset view, wheel: zoom, drag: pan)",
                       state.follow_live() ? "following live" : "paused on the past");
+  // The run's first unsafe step was born here: say why, where the layer's history is read.
+  if (const std::optional<wire::Event>& first = run.first_nonfinite();
+      first && cause_is_about(*first, run.layer_name(size_t(layer)))) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.35f, 0.35f, 1.0f));
+    ImGui::TextWrapped("%s", cause_sentence(*first).c_str());
+    ImGui::PopStyleColor();
+  }
 
   // Three plots a row, two rows.
   const ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -8,6 +8,10 @@ namespace keel::demo {
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config) : heads_(config.heads) {
   qkv_ = register_module("qkv", torch::nn::Linear(config.width, 3 * config.width));
   proj_ = register_module("proj", torch::nn::Linear(config.width, config.width));
+  if (config.q_norm_eps) {
+    q_norm_ = register_module(
+        "q_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.width / config.heads}).eps(*config.q_norm_eps)));
+  }
   mask_ = register_buffer(
       "mask", torch::full({config.context, config.context}, -std::numeric_limits<float>::infinity()).triu(1));
 }
@@ -17,6 +21,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t head_dim = width / heads_;
   auto qkv = qkv_->forward(x).view({batch, time, 3, heads_, head_dim}).permute({2, 0, 3, 1, 4});
   auto q = qkv[0], k = qkv[1], v = qkv[2];
+  if (q_norm_) q = q_norm_->forward(q);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
   scores = scores + mask_.slice(0, 0, time).slice(1, 0, time);
   auto attended = torch::matmul(torch::softmax(scores, -1), v);

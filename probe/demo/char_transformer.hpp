@@ -6,6 +6,8 @@
 // Threads: the training thread. Never: touches the probe (instrumentation stays in main).
 #pragma once
 
+#include <optional>
+
 #include <torch/torch.h>
 
 namespace keel::demo {
@@ -16,6 +18,9 @@ struct ModelConfig {
   int64_t width = 96;
   int64_t heads = 4;
   int64_t layers = 3;
+  // With a value: each attention normalises its queries per head (QK-norm, as OLMo 2 and
+  // others do) with this eps. keel-demo's --cause norm builds it with eps 0.
+  std::optional<double> q_norm_eps;
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
@@ -26,6 +31,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  private:
   int64_t heads_;
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
+  torch::nn::LayerNorm q_norm_{nullptr};
   torch::Tensor mask_;
 };
 TORCH_MODULE(CausalSelfAttention);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "demo_causes.hpp"
 #include "keel/wire/curve_keys.hpp"
 #include "trainer.hpp"
 
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
   std::string device = "cpu";
   std::string model = "char";
   bool use_scaler = false, list_layers = false, no_skip = false;
-  std::string inject_nan, inject_spike, lr_spike;
+  std::string inject_nan, inject_spike, lr_spike, cause_text;
+  bool plain_step = false;
   int threads = 0;
   keel::probe::ProbeOptions options;
   bool no_dump_nonfinite = false;
@@ -80,6 +82,13 @@ int main(int argc, char** argv) {
   app.add_option("--inject-nan", inject_nan, "STEP:LAYER: a NaN in that parameter's gradient at that step");
   app.add_option("--inject-spike", inject_spike, "STEP:FACTOR: every gradient multiplied by FACTOR at that step");
   app.add_option("--lr-spike", lr_spike, "STEP:FACTOR: learning rate multiplied by FACTOR at that step");
+  app.add_option("--cause", cause_text,
+                 "KIND:STEP: a blow-up made through the real math, for keel to find its cause: attention (query/key "
+                 "weights blown up), norm (QK-norm with eps 0 over a zero query), fp16 (the loss scaled in float16), "
+                 "batch (a sequence weighted 1e25), lr (learning rate 1000x from STEP on), input (a NaN in the batch)");
+  app.add_flag("--plain-step", plain_step,
+               "step with probe.step(loss) rather than the closure form probe.step(closure), which lets keel run an "
+               "unsafe step again to find the op where its NaN was born");
   app.add_flag("--no-skip-nonfinite", no_skip, "apply updates even when a gradient is non-finite");
   app.add_flag("--skip-spikes", options.skip_on_spike, "skip updates whose grad norm is a spike (z-score of log grad norm)");
   app.add_option("--spike-z", options.spike_z, "z-score above which a grad norm is a spike")->capture_default_str();
@@ -138,6 +147,15 @@ int main(int argc, char** argv) {
     }
   } catch (const CLI::Error& e) {
     return app.exit(e);
+  }
+  std::optional<keel::demo::DemoCause> cause;
+  if (!cause_text.empty()) {
+    try {
+      cause = keel::demo::parse_cause(cause_text);
+    } catch (const std::invalid_argument& e) {
+      return app.exit(CLI::ValidationError("--cause", e.what()));
+    }
+    keel::demo::prepare_cause(*cause, config, faults, use_scaler);
   }
   if (threads > 0) torch::set_num_threads(threads);
   config.bf16 = precision == "bf16";
@@ -205,18 +223,32 @@ int main(int argc, char** argv) {
                 endpoint.empty() ? "(none)" : probe.bound_endpoint().c_str());
     std::fflush(stdout);
 
+    keel::demo::CauseInjector injector(cause);
     const auto start = std::chrono::steady_clock::now();
     for (int64_t step = 0; steps == 0 || step < steps; ++step) {
       if (pace > 0) std::this_thread::sleep_until(start + std::chrono::duration<double>(step / pace));
       trainer.schedule(step, faults);
-      auto loss = trainer.forward_backward(
-          [&](const torch::Tensor& logits) { probe.watch("logits", logits); },
-          [&](const torch::Tensor& l) { return use_scaler ? scaler.scale(l) : l; });
-      trainer.inject(step, faults);
-      const auto outcome = probe.step(loss);
+      injector.before_step(step, trainer.model());
+      keel::demo::Batch batch = trainer.next_batch();
+      injector.poison(step, batch);
+      // libtorch's closure idiom, as optimizer.step(closure) takes it: the same batch each call.
+      torch::Tensor loss;
+      const auto closure = [&] {
+        loss = trainer.forward_backward(
+            batch, [&](const torch::Tensor& logits) { probe.watch("logits", logits); },
+            [&](const torch::Tensor& l) { return injector.scaled(step, l, use_scaler ? &scaler : nullptr); });
+        trainer.inject(step, faults);
+        return loss;
+      };
+      const auto outcome = plain_step ? probe.step(closure()) : probe.step(closure);
+      injector.after_step();
       for (const auto& e : probe.last_events()) {
         std::printf("keel-demo: step %lld event %s %s: %s\n", static_cast<long long>(e.step), e.kind.c_str(),
                     e.layer.c_str(), e.detail.c_str());
+        if (e.cause) {
+          std::printf("keel-demo: step %lld cause %s %s: %s\n", static_cast<long long>(e.step), e.cause->kind.c_str(),
+                      e.cause->module.c_str(), e.cause->sentence.c_str());
+        }
       }
       // Events are rare and are what a watching person (or test) waits for: never buffered.
       if (!probe.last_events().empty()) std::fflush(stdout);

@@ -48,29 +48,39 @@ void Trainer::schedule(int64_t step, const Faults& faults) {
     lr *= static_cast<double>(step + 1) / static_cast<double>(config_.warmup_steps);
   }
   if (faults.lr_spike_step && *faults.lr_spike_step == step) lr *= faults.lr_spike_factor;
+  if (faults.lr_jump_step && step >= *faults.lr_jump_step) lr *= faults.lr_jump_factor;
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
 }
 
-torch::Tensor Trainer::forward_backward(const std::function<void(const torch::Tensor&)>& on_logits,
-                                        const std::function<torch::Tensor(const torch::Tensor&)>& scale) {
-  optimizer_->zero_grad();
+Batch Trainer::next_batch() {
   auto [inputs, targets] = corpus_.batch(config_.batch, rng_);
+  Batch batch{inputs, targets, torch::ones({inputs.size(0)})};
   if (!config_.device.is_cpu()) {
     // Through pinned memory, so the copy does not wait for the device.
-    inputs = inputs.pin_memory().to(config_.device, /*non_blocking=*/true);
-    targets = targets.pin_memory().to(config_.device, /*non_blocking=*/true);
+    batch.inputs = batch.inputs.pin_memory().to(config_.device, /*non_blocking=*/true);
+    batch.targets = batch.targets.pin_memory().to(config_.device, /*non_blocking=*/true);
+    batch.weights = batch.weights.to(config_.device);
   }
+  return batch;
+}
+
+torch::Tensor Trainer::forward_backward(const Batch& batch, const std::function<void(const torch::Tensor&)>& on_logits,
+                                        const std::function<torch::Tensor(const torch::Tensor&)>& scale) {
+  optimizer_->zero_grad();
   if (config_.bf16) {
     keel::probe::compat::set_autocast(config_.device.type(), true, at::kBFloat16);
   }
-  auto logits = model_->forward(inputs);
+  auto logits = model_->forward(batch.inputs);
   if (config_.bf16) {
     keel::probe::compat::set_autocast(config_.device.type(), false);
     at::autocast::clear_cache();
     logits = logits.to(torch::kFloat);
   }
   if (on_logits) on_logits(logits);
-  auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  namespace F = torch::nn::functional;
+  const auto per_token = F::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.targets.reshape({-1}),
+                                          F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  auto loss = (per_token.view({batch.inputs.size(0), -1}).mean(-1) * batch.weights).mean();
   (scale ? scale(loss) : loss).backward();
   return loss.detach();
 }

@@ -38,6 +38,12 @@ struct TrainerConfig {
 ModelConfig gpt2_small_shape();
 constexpr int64_t kGpt2Vocab = 50257;
 
+// One step's data: token ids, next-token targets, and a loss weight per sequence (ones; a
+// data pipeline's importance or quality weights, which keel-demo's --cause can poison).
+struct Batch {
+  torch::Tensor inputs, targets, weights;
+};
+
 // Fault injection, each at one step.
 struct Faults {
   std::optional<int64_t> nan_step;      // a NaN in nan_layer's gradient
@@ -46,6 +52,8 @@ struct Faults {
   double spike_factor = 1.0;
   std::optional<int64_t> lr_spike_step; // learning rate multiplied by lr_spike_factor
   double lr_spike_factor = 1.0;
+  std::optional<int64_t> lr_jump_step;  // from this step on, the learning rate multiplied by lr_jump_factor
+  double lr_jump_factor = 1.0;
 };
 
 class Trainer {
@@ -58,10 +66,19 @@ class Trainer {
 
   // Sets this step's learning rate (linear warmup, then constant; lr spike if due).
   void schedule(int64_t step, const Faults& faults);
-  // zero_grad, a batch, forward (logits handed to on_logits, e.g. probe.watch), loss,
-  // backward of scale(loss). Returns the unscaled loss.
-  torch::Tensor forward_backward(const std::function<void(const torch::Tensor&)>& on_logits,
+  // The next batch, on the training device.
+  Batch next_batch();
+  // zero_grad, forward of `batch` (logits handed to on_logits, e.g. probe.watch), loss (each
+  // sequence's mean cross-entropy times its weight, averaged), backward of scale(loss).
+  // Returns the unscaled loss. Run twice on one batch, it computes the same step (the closure
+  // form runs an unsafe step again).
+  torch::Tensor forward_backward(const Batch& batch, const std::function<void(const torch::Tensor&)>& on_logits,
                                  const std::function<torch::Tensor(const torch::Tensor&)>& scale);
+  // The same on the next batch.
+  torch::Tensor forward_backward(const std::function<void(const torch::Tensor&)>& on_logits,
+                                 const std::function<torch::Tensor(const torch::Tensor&)>& scale) {
+    return forward_backward(next_batch(), on_logits, scale);
+  }
   // Applies the gradient faults due at `step`; throws std::invalid_argument for an unknown layer.
   void inject(int64_t step, const Faults& faults);
 

@@ -27,6 +27,7 @@
 #include "layout/parameter_layout.hpp"
 #include "reduce_bandwidth.hpp"
 #include "telemetry_bench.hpp"
+#include "origin_bench.hpp"
 #include "training_thread_bench.hpp"
 #include "trainer.hpp"
 
@@ -173,6 +174,7 @@ int main(int argc, char** argv) {
   size_t buffers = 0;
   const double buffers_us = buffer_check_us(quick ? 11 : 31, buffers);
   const std::vector<keel::bench::TrainingThreadCost> thread_costs = keel::bench::measure_training_thread(pairs);
+  const keel::bench::OriginCost origin = keel::bench::measure_origin_cost(pairs);
   // keel-demo's 42 layers, and a deep model's 2,000.
   std::vector<keel::bench::TelemetryCost> telemetry;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -217,6 +219,15 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f\n", "dump throughput (MB/s)", dump.dump_mb_per_s);
   std::printf("%-44s %12.1f\n", "plain write + fsync of the same bytes (MB/s)", dump.write_mb_per_s);
   std::printf("%-44s %12.2f\n", "dump / plain write", dump.ratio);
+  std::printf("where a NaN was born: the closure form and its re-run (keel-demo's model)\n");
+  std::printf("%-44s %12.2f\n", "  median step, no probe (ms)", origin.plain_ms);
+  std::printf("%-44s %12.2f\n", "  median step, probe.step(loss) (ms)", origin.probe_ms);
+  std::printf("%-44s %12.2f\n", "  median step, probe.step(closure) (ms)", origin.closure_ms);
+  std::printf("%-44s %12.2f\n", "  closure form over probe.step(loss), A/B (%)", origin.closure_pct);
+  std::printf("%-44s %12.1f\n", "  closure form's own time per step (us)", origin.closure_extra_us);
+  std::printf("%-44s %12.2f\n", "  forward and backward, median (ms)", origin.forward_backward_ms);
+  std::printf("%-44s %12.2f\n", "  an unsafe step's traced re-run (ms)", origin.rerun_ms);
+  std::printf("%-44s %12.2f\n", "  re-run / forward and backward", origin.rerun_per_forward_backward);
   std::printf("training thread outside reductions, by configuration (us, median; reductions in brackets)\n");
   for (const keel::bench::TrainingThreadCost& t : thread_costs) {
     std::printf("  %-42s %12.1f  (%.1f)\n", t.configuration.c_str(), t.outside_us, t.reduce_us);

@@ -85,6 +85,13 @@ TEST_F(GuiTest, ScreenshotShowsDataAndTheInjectedNan) {
   const std::string event = keel.find_or_wait_for("keel: event first_nonfinite", 60);
   EXPECT_NE(event.find(std::string("step 30 layer ") + kNanLayer), std::string::npos)
       << keel.output();
+  // Its cause, shown above the events without a click: keel-demo steps in the closure form,
+  // so keel ran the step again and found the NaN written into that gradient.
+  const std::string cause = keel.find_or_wait_for("keel: cause", 10);
+  const std::string layer(kNanLayer);
+  EXPECT_NE(cause.find("keel: cause backward module " + layer.substr(0, layer.rfind('.')) + " step 30: "),
+            std::string::npos)
+      << keel.output();
   ASSERT_FALSE(keel.wait_for("keel: screenshot", 60).empty()) << keel.output();
   EXPECT_EQ(keel.wait_exit(), 0);
 

@@ -29,6 +29,8 @@ struct OpFrame : at::ObserverContext {
 // What a trace has seen, shared by the threads that run its ops.
 struct TraceState {
   const std::unordered_map<const void*, std::string>* names = nullptr;
+  const std::vector<std::pair<std::string, at::Tensor>>* named = nullptr;
+  bool backward_begun = false;     // a backward node has run: what follows is past the forward pass
   std::atomic<int64_t> next_index{0};
   std::atomic<bool> done{false};   // found, and the ops enclosing it have ended
   std::mutex mutex;
@@ -110,6 +112,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   t_frames.push_back(frame.get());
   if (frame->node) {
     std::lock_guard<std::mutex> lock(s->mutex);
+    s->backward_begun = true;
     const auto it = s->module_by_sequence.find(fn.seqNr());
     if (it != s->module_by_sequence.end()) frame->module = it->second;
     return frame;
@@ -167,11 +170,21 @@ bool has_nan(const at::Tensor& t) {
 }
 
 // The origin found: the op that made the first non-finite value, or read it from outside.
+// The parameter whose gradient `t` is (a view of), or "".
+std::string gradient_of(const TraceState& s, const at::Tensor& t) {
+  const void* key = storage_key(t);
+  if (key == nullptr) return "";
+  for (const auto& [name, tensor] : *s.named) {
+    if (tensor.requires_grad() && storage_key(tensor.grad()) == key) return name;
+  }
+  return "";
+}
+
 void found(TraceState& s, const OpFrame& frame, const std::vector<at::Tensor>& read, const at::Tensor& bad_output,
            const at::Tensor* read_nonfinite, const std::string& evidence) {
   Origin& o = s.origin;
   const OpFrame* node = enclosing_node();
-  o.backward = node != nullptr;
+  o.backward = node != nullptr || s.backward_begun;
   o.node = node ? node->name : "";
   o.op = frame.name;
   o.module = frame.module;
@@ -185,7 +198,15 @@ void found(TraceState& s, const OpFrame& frame, const std::vector<at::Tensor>& r
   } else {
     o.kind = Origin::Kind::kProduced;
     o.evidence = evidence.empty() ? op_evidence(frame.name, read, frame.scalars, bad_output) : evidence;
+    // Written straight into a parameter's gradient (after autograd made it): that parameter.
+    const std::string gradient = gradient_of(s, bad_output);
+    if (!gradient.empty()) {
+      o.layer = gradient;
+      o.module = OriginTracer::module_of(gradient);
+      o.evidence += " into " + gradient + "'s gradient";
+    }
   }
+  if (!o.read_from.empty()) o.layer = o.read_from;
   s.found = true;
   s.found_thread = std::this_thread::get_id();
   s.found_index = frame.index;
@@ -281,7 +302,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
 
 OriginTracer::OriginTracer(const std::vector<std::pair<std::string, at::Tensor>>& named_tensors,
                            std::vector<at::Tensor> nonfinite_by_design)
-    : designed_(std::move(nonfinite_by_design)) {
+    : named_(named_tensors), designed_(std::move(nonfinite_by_design)) {
   for (const auto& [name, tensor] : named_tensors) {
     const void* key = storage_key(tensor);
     if (key != nullptr) names_by_storage_.emplace(key, name);
@@ -296,6 +317,7 @@ std::string OriginTracer::module_of(const std::string& name) {
 Origin OriginTracer::trace(const std::function<void()>& run) {
   TraceState state;
   state.names = &names_by_storage_;
+  state.named = &named_;
   for (const at::Tensor& t : designed_) {
     if (storage_key(t) == nullptr) continue;
     state.designed.insert(storage_key(t));

@@ -51,6 +51,7 @@ struct Origin {
   std::string node;        // backward: autograd's node the op ran in ("LogBackward0"), or ""
   std::string module;      // layer-name prefix ("blocks.2.route"), "" when no parameter was read before it
   std::string read_from;   // kRead: the parameter or buffer read, "" when it was the batch
+  std::string layer;       // the parameter it is about, when one: read_from, or the one whose gradient it wrote
   std::string evidence;    // op_evidence(), or for kRead how many values were non-finite
   bool nan = false;        // the value was a NaN (else an Inf)
   int64_t ops_seen = 0;    // ops traced in all (for the test that the trace saw the step)
@@ -73,6 +74,7 @@ class OriginTracer {
 
  private:
   std::unordered_map<const void*, std::string> names_by_storage_;
+  std::vector<std::pair<std::string, at::Tensor>> named_;
   std::vector<at::Tensor> designed_;
 };
 

@@ -81,9 +81,11 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     char text[160];
     std::snprintf(text, sizeof text, "grad norm %.4g is %.1f sigma above the typical %.4g of the last %zu steps (log scale); ",
                   record_.grad_norm, spike_verdict_.z, spike_verdict_.mean_norm, spike_verdict_.compared_with);
-    add_event("spike", "", std::string(text) + (outcome.skip_reason == "spike" ? "update skipped"
-                                               : options_.skip_on_spike ? "update not applied: " + outcome.skip_reason
-                                                                        : "policy skip_spike off: update applied"));
+    add_event("spike", cause_ ? cause_->layer : std::string(),
+              std::string(text) + (outcome.skip_reason == "spike" ? "update skipped"
+                                   : options_.skip_on_spike ? "update not applied: " + outcome.skip_reason
+                                                            : "policy skip_spike off: update applied"));
+    if (cause_) events_.back().cause = cause_->cause;
   }
   if (!outcome.applied) {
     add_event("skip", "", "update skipped: " + outcome.skip_reason +

@@ -142,6 +142,9 @@ class Probe::Impl {
   std::optional<Origin> origin_;
   std::string not_traced_;
   std::optional<StepCause> cause_;
+  // The closure is running again: its probe.watch() calls are the first run's, already taken.
+  bool rerunning_ = false;
+  std::vector<std::pair<int64_t, double>> recent_lrs_;   // (step, lr), the last kLrJumpWindow + 1
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
 
   int64_t step_ = 0;

@@ -86,6 +86,11 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
       if (!is_watched) by_design.push_back(b);
     }
     OriginTracer tracer(named_state(), std::move(by_design));
+    rerunning_ = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{rerunning_};
     origin_ = tracer.trace([this] { (*closure_)(); });
   } catch (const std::exception& e) {
     origin_.reset();
@@ -106,6 +111,8 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
 
 void Probe::Impl::classify(const StepPlan& plan, const Reduction& r) {
   cause_.reset();
+  recent_lrs_.emplace_back(record_step_, record_.lr);
+  if (recent_lrs_.size() > static_cast<size_t>(kLrJumpWindow) + 1) recent_lrs_.erase(recent_lrs_.begin());
   if (!r.stats_ok) return;
   StepEvidence e;
   e.step = record_step_;
@@ -120,6 +127,7 @@ void Probe::Impl::classify(const StepPlan& plan, const Reduction& r) {
   e.spike = spike_verdict_.spike && std::isfinite(spike_verdict_.z);
   e.spike_z = spike_verdict_.z;
   e.spike_window = spike_verdict_.compared_with;
+  e.lr_jump = latest_lr_jump(recent_lrs_, record_step_);
   e.origin = origin_;
   e.not_traced = not_traced_;
   cause_ = classify_cause(e);

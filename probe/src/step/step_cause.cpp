@@ -75,21 +75,43 @@ std::optional<StepCause> from_origin(const StepEvidence& e, const Origin& o) {
   return std::nullopt;
 }
 
+// "the learning rate rose 1000x at step 70 (0.003 to 3)"
+std::string lr_clause(const StepEvidence::LrJump& jump) {
+  return "the learning rate rose " + number(jump.to / jump.from) + "x at step " + std::to_string(jump.step) + " (" +
+         number(jump.from) + " to " + number(jump.to) + ")";
+}
+
 std::optional<StepCause> from_gradients(const StepEvidence& e) {
   const StepHealth& h = *e.health;
   const std::string step = std::to_string(e.step);
   const bool loss_nan = e.has_loss && std::isnan(e.loss);
-  const std::string largest = h.layer != StepHealth::kNoLayer ? (*e.names)[h.layer] : "";
-  // Finite values whose norm is out of all proportion: the batch's doing, not an op's.
+  // The layer the health names, or for a spike (health names none) the one of largest norm.
+  size_t named = h.layer;
+  if (named == StepHealth::kNoLayer && !e.grads->empty()) {
+    named = 0;
+    for (size_t i = 1; i < e.grads->size(); ++i) {
+      if ((*e.grads)[i].sumsq > (*e.grads)[named].sumsq) named = i;
+    }
+  }
+  const std::string largest = named != StepHealth::kNoLayer ? (*e.names)[named] : "";
+  // Finite values whose norm is out of all proportion: the batch's doing, or, right after the
+  // learning rate jumped, the weights' that the jump threw off.
   if (h.nonfinite_layers == 0 && !loss_nan && !e.scaler_overflow && (h.norm_overflow || e.spike)) {
     const std::string norm = "grad norm " + number(h.grad_norm);
     const std::string how = h.norm_overflow ? norm + " overflows float32"
                                             : norm + " is " + number(e.spike_z) + " sigma above the last " +
                                                   std::to_string(e.spike_window) + " steps";
     const std::string module = largest.empty() ? "" : OriginTracer::module_of(largest);
+    const std::string numbers = " (loss " + number(e.loss) + (largest.empty() ? "" : ", largest in " + largest) + ")";
+    if (e.lr_jump) {
+      return make("learning_rate", "", module, lr_clause(*e.lr_jump) + "; " + how,
+                  "Learning rate at step " + step + ": " + lr_clause(*e.lr_jump) + ", and the run diverged: the " +
+                      how + numbers,
+                  largest);
+    }
     return make("batch", "", module, how + ", loss " + number(e.loss),
                 "Batch at step " + step + ": the forward pass and every gradient value were finite, but the " + how +
-                    " (loss " + number(e.loss) + (largest.empty() ? "" : ", largest in " + largest) + ")",
+                    numbers,
                 largest);
   }
   if (e.scaler_overflow && e.has_loss && std::isfinite(e.loss)) {
@@ -107,7 +129,35 @@ std::optional<StepCause> from_gradients(const StepEvidence& e) {
 
 }  // namespace
 
+std::optional<StepEvidence::LrJump> latest_lr_jump(const std::vector<std::pair<int64_t, double>>& lrs, int64_t step) {
+  std::optional<StepEvidence::LrJump> jump;
+  for (size_t i = 1; i < lrs.size(); ++i) {
+    const auto& [at, lr] = lrs[i];
+    const double before = lrs[i - 1].second;
+    if (step - at > kLrJumpWindow || at > step || !(before > 0) || !(lr >= kLrJumpFactor * before)) continue;
+    jump = StepEvidence::LrJump{at, before, lr};
+  }
+  return jump;
+}
+
+namespace {
+
+std::optional<StepCause> classify(const StepEvidence& e);
+
+}  // namespace
+
 std::optional<StepCause> classify_cause(const StepEvidence& e) {
+  std::optional<StepCause> cause = classify(e);
+  // A NaN born in an op a few steps after the learning rate jumped: where, and the likely why.
+  if (cause && e.lr_jump && (cause->cause.kind == "forward" || cause->cause.kind == "backward")) {
+    cause->cause.sentence += "; " + lr_clause(*e.lr_jump);
+  }
+  return cause;
+}
+
+namespace {
+
+std::optional<StepCause> classify(const StepEvidence& e) {
   const StepHealth& h = *e.health;
   if (!h.blown_up() && !e.spike && !e.scaler_overflow) return std::nullopt;
   const std::string step = std::to_string(e.step);
@@ -122,21 +172,22 @@ std::optional<StepCause> classify_cause(const StepEvidence& e) {
     const Origin& o = *e.origin;
     const std::string module = o.module.empty() ? "" : " in " + o.module;
     const std::string evidence = o.evidence.empty() ? "" : " (" + o.evidence + ")";
+    const std::string layer = o.layer.empty() ? layer_of(o.module, *e.names) : o.layer;
     if (!o.backward) {
       return make("forward", o.op, o.module, o.evidence,
                   std::string(value) + " born in the forward pass: " + o.op + module + at_step(e.step) + evidence,
-                  layer_of(o.module, *e.names));
+                  layer);
     }
     const std::string op = o.node.empty() ? o.op : o.node + " (" + o.op + ")";
     return make("backward", o.node.empty() ? o.op : o.node, o.module, o.evidence,
                 std::string(value) + " born in the backward pass: " + op + module + at_step(e.step) + evidence +
                     "; the forward pass and the loss were finite",
-                layer_of(o.module, *e.names));
+                layer);
   }
   const std::string untraced = e.not_traced.empty() ? "" : "; " + e.not_traced;
   if (e.has_loss && !std::isfinite(e.loss)) {
     return make("forward", "", "", "loss " + number(e.loss),
-                "NaN born in the forward pass" + at_step(e.step) + ": the loss is already " + number(e.loss) +
+                "NaN born in the forward pass (or carried in by the batch)" + at_step(e.step) + ": the loss is already " + number(e.loss) +
                     ", so every gradient follows it (" + std::to_string(h.nonfinite_layers) + " of " +
                     std::to_string(e.grads->size()) +
                     " layers non-finite) and the layer nearest the loss is not the origin" + untraced);
@@ -149,4 +200,5 @@ std::optional<StepCause> classify_cause(const StepEvidence& e) {
               first);
 }
 
+}  // namespace
 }  // namespace keel::probe

@@ -36,6 +36,13 @@ struct StepEvidence {
   bool spike = false;             // the spike detector's verdict (finite norm)
   double spike_z = 0;
   size_t spike_window = 0;
+  // The learning rate's latest jump (10x or more from one step to the next) within the last
+  // kLrJumpWindow steps, if any.
+  struct LrJump {
+    int64_t step = 0;
+    double from = 0, to = 0;
+  };
+  std::optional<LrJump> lr_jump;
   // The re-run's trace, when the step was run again (the closure form); `not_traced` says why
   // not otherwise ("" with a trace).
   std::optional<Origin> origin;
@@ -46,6 +53,15 @@ struct StepCause {
   wire::Cause cause;
   std::string layer;   // the parameter to select in the dashboard; "" when none stands for it
 };
+
+// How far back a jump of the learning rate is still the likely cause of a blow-up, and how
+// large a jump counts: warm-up and decay move it a few percent a step, a misconfigured
+// schedule or a restart by 10x or more.
+constexpr int64_t kLrJumpWindow = 16;
+constexpr double kLrJumpFactor = 10.0;
+
+// The latest jump in `lrs` (step, lr) pairs, oldest first, within kLrJumpWindow of `step`.
+std::optional<StepEvidence::LrJump> latest_lr_jump(const std::vector<std::pair<int64_t, double>>& lrs, int64_t step);
 
 // The cause of an unsafe step, or nothing for a safe one.
 std::optional<StepCause> classify_cause(const StepEvidence& evidence);

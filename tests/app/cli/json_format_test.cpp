@@ -279,6 +279,13 @@ TEST(JsonFormat, EventHasEveryField) {
   EXPECT_EQ(json["seq"], 40);
   EXPECT_EQ(json["layer"], "blocks.0.attn.qkv.weight");
   EXPECT_EQ(json["detail"], "grad has 12 NaN");
+
+  event.cause = wire::Cause{"input", "aten::mul", "head", "1 of 8 values NaN", "Non-finite input at step 1234"};
+  const Json with_cause = to_json(event, LayerNames{});
+  EXPECT_EQ(keys_of(with_cause["cause"]), (std::vector<std::string>{"kind", "op", "module", "evidence", "sentence"}));
+  EXPECT_EQ(with_cause["cause"]["kind"], "input");
+  EXPECT_EQ(with_cause["cause"]["module"], "head");
+  EXPECT_EQ(with_cause["cause"]["sentence"], "Non-finite input at step 1234");
 }
 
 TEST(JsonFormat, CommandHasEveryField) {

@@ -110,6 +110,12 @@ TEST(TableFormat, EventCommandAndAckAreOneLineEach) {
   EXPECT_TRUE(contains(event_line, "step 88"));
   EXPECT_TRUE(contains(event_line, "layer fc1.weight"));
   EXPECT_TRUE(contains(event_line, "3 NaN"));
+  EXPECT_FALSE(contains(event_line, "cause")) << "an event without a cause has no cause line";
+  event.cause = wire::Cause{"forward", "aten::log", "blocks.2.route", "log of a value that underflowed to 0",
+                            "Inf born in the forward pass: aten::log in blocks.2.route at step 88"};
+  EXPECT_TRUE(contains(format_event(event), "\n      cause forward: Inf born in the forward pass: aten::log in "
+                                            "blocks.2.route at step 88"))
+      << format_event(event);
 
   wire::Command command;
   command.kind = "dump";

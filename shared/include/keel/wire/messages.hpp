@@ -124,14 +124,14 @@ struct StepRecord {
 // `kind` is one of kCauseKinds; `op` and `module` are empty where the probe could not see them
 // (the plain probe.step(loss) does not trace ops: it can say "forward pass" but not which op).
 struct Cause {
-  std::string kind;      // "forward", "backward", "loss_scale", "batch", "weights", "input", "transient"
+  std::string kind;      // one of kCauseKinds
   std::string op;        // "aten::log", "LogBackward0"
   std::string module;    // a layer-name prefix, "blocks.2.route"
   std::string evidence;  // "log of a value that underflowed to 0"
   std::string sentence;  // the cause in one readable sentence, as clients show it
 };
 inline constexpr const char* kCauseKinds[] = {"forward", "backward", "loss_scale", "batch",
-                                              "weights", "input",    "transient"};
+                                              "learning_rate", "weights", "input", "transient"};
 
 struct Event {
   int32_t rank = 0;
