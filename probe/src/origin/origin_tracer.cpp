@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "finite_check.hpp"
 #include "op_evidence.hpp"
 
 namespace keel::probe {
@@ -20,9 +21,11 @@ struct OpFrame : at::ObserverContext {
   size_t depth = 0;            // frames open on this thread when it started
   int64_t index = 0;           // start order across all threads
   std::string module;          // the parameter's module it read, or the nearest before it
-  // Its floating inputs as they were at its start (an in-place op changes them).
+  // Its floating inputs, and whether each is finite: a buffer's as it was at the op's start
+  // (batch_norm writes its running statistics in place, and they are not its outputs), the
+  // others' read only when an output turns out non-finite (1 finite, 0 not, -1 not read yet).
   std::vector<at::Tensor> inputs;
-  std::vector<bool> input_finite;
+  std::vector<signed char> input_finite;
   std::vector<double> scalars;
 };
 
@@ -30,6 +33,7 @@ struct OpFrame : at::ObserverContext {
 struct TraceState {
   const std::unordered_map<const void*, std::string>* names = nullptr;
   const std::vector<std::pair<std::string, at::Tensor>>* named = nullptr;
+  const std::unordered_set<const void*>* buffers = nullptr;   // storages of the model's buffers
   bool backward_begun = false;     // a backward node has run: what follows is past the forward pass
   std::atomic<int64_t> next_index{0};
   std::atomic<bool> done{false};   // found, and the ops enclosing it have ended
@@ -61,15 +65,6 @@ const void* storage_key(const at::Tensor& t) {
 
 bool checkable(const at::Tensor& t) {
   return t.defined() && t.is_floating_point() && t.layout() == at::kStrided && !t.is_meta();
-}
-
-// Whether every value is finite; a check that fails reads as finite (never an origin).
-bool all_finite(const at::Tensor& t) {
-  try {
-    return t.numel() == 0 || at::isfinite(t.detach()).all().item<bool>();
-  } catch (const std::exception&) {
-    return true;
-  }
 }
 
 template <class Visit>
@@ -131,7 +126,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
         if (it != s->names->end()) read_module = OriginTracer::module_of(it->second);
       }
       frame->inputs.push_back(t);
-      frame->input_finite.push_back(all_finite(t));
+      frame->input_finite.push_back(s->buffers->count(storage_key(t)) > 0 ? all_finite(t) : -1);
     });
   }
   std::lock_guard<std::mutex> lock(s->mutex);
@@ -255,7 +250,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
     const c10::TensorImpl* impl = frame->inputs[i].unsafeGetTensorImpl();
     if (std::find(written.begin(), written.end(), impl) != written.end()) continue;
     read.push_back(frame->inputs[i]);
-    if (frame->input_finite[i]) continue;
+    if (frame->input_finite[i] < 0) frame->input_finite[i] = all_finite(frame->inputs[i]);
+    if (frame->input_finite[i] == 1) continue;
     if (s->designed.count(storage_key(frame->inputs[i])) > 0) {
       read_designed = true;
     } else if (read_nonfinite == nullptr) {
@@ -300,12 +296,16 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
 
 }  // namespace
 
-OriginTracer::OriginTracer(const std::vector<std::pair<std::string, at::Tensor>>& named_tensors,
+OriginTracer::OriginTracer(const NamedTensors& parameters, const NamedTensors& buffers,
                            std::vector<at::Tensor> nonfinite_by_design)
-    : named_(named_tensors), designed_(std::move(nonfinite_by_design)) {
-  for (const auto& [name, tensor] : named_tensors) {
-    const void* key = storage_key(tensor);
-    if (key != nullptr) names_by_storage_.emplace(key, name);
+    : parameters_(parameters), designed_(std::move(nonfinite_by_design)) {
+  for (const NamedTensors* named : {&parameters, &buffers}) {
+    for (const auto& [name, tensor] : *named) {
+      const void* key = storage_key(tensor);
+      if (key == nullptr) continue;
+      names_by_storage_.emplace(key, name);
+      if (named == &buffers) buffers_.insert(key);
+    }
   }
 }
 
@@ -317,7 +317,8 @@ std::string OriginTracer::module_of(const std::string& name) {
 Origin OriginTracer::trace(const std::function<void()>& run) {
   TraceState state;
   state.names = &names_by_storage_;
-  state.named = &named_;
+  state.named = &parameters_;
+  state.buffers = &buffers_;
   for (const at::Tensor& t : designed_) {
     if (storage_key(t) == nullptr) continue;
     state.designed.insert(storage_key(t));

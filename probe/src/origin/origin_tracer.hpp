@@ -25,9 +25,10 @@
 // registered only for the re-run) and travels with autograd's thread-local state to the
 // threads that run the backward. A module-level check would see modules, not ops; a
 // dispatcher fallback would need a dispatch key on every tensor.
-// Cost: armed, an isfinite pass over each op's inputs and outputs and a host read of each
-// result (a wait per op on a GPU) until the origin is found; nothing after it but the checks
-// of the ops that enclose it. It runs only when a step is run again.
+// Cost: armed, a read of each op's floating outputs (finite_check.hpp; on a GPU an isfinite
+// pass and a wait per op) until the origin is found, and of an op's inputs only when its
+// output is non-finite (a buffer's at its start: batch_norm writes them in place); after the
+// origin, nothing but the ops that enclose it. It runs only when a step is run again.
 // Threads: trace() on the training thread; the callbacks on whichever threads run the ops.
 // The callback's own checks run with recording off on their thread, so they never re-enter it.
 // Never: throws from a callback (a failed check reads as finite).
@@ -37,6 +38,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -59,11 +61,11 @@ struct Origin {
 
 class OriginTracer {
  public:
-  // `named_tensors`: the model's parameters and buffers by name; an op reading one of them
-  // (or a view of one) reads that module's state. `nonfinite_by_design`: the buffers that held
-  // a NaN or Inf when the probe planned them (an attention mask of -inf).
-  OriginTracer(const std::vector<std::pair<std::string, at::Tensor>>& named_tensors,
-               std::vector<at::Tensor> nonfinite_by_design);
+  using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+  // The model's parameters and buffers by name: an op reading one of them (or a view of one)
+  // reads that module's state. `nonfinite_by_design`: the buffers that held a NaN or Inf when
+  // the probe planned them (an attention mask of -inf).
+  OriginTracer(const NamedTensors& parameters, const NamedTensors& buffers, std::vector<at::Tensor> nonfinite_by_design);
 
   // Runs `run` with the callback armed on this thread, and says what it saw. Exceptions of
   // `run` propagate, with the callback disarmed. One trace at a time in a process.
@@ -74,7 +76,8 @@ class OriginTracer {
 
  private:
   std::unordered_map<const void*, std::string> names_by_storage_;
-  std::vector<std::pair<std::string, at::Tensor>> named_;
+  std::unordered_set<const void*> buffers_;
+  NamedTensors parameters_;
   std::vector<at::Tensor> designed_;
 };
 

@@ -255,8 +255,6 @@ class Probe::Impl {
   // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
   // armed (probe_origin.cpp): origin_ set, the state put back as the first run left it.
   void trace_origin_if_due(const Reduction& reduction, const StepOutcome& outcome);
-  // This step's parameters and buffers by name, for the tracer.
-  std::vector<std::pair<std::string, at::Tensor>> named_state() const;
   // The cause of the step being recorded (cause_), from its health and the re-run's trace.
   void classify(const StepPlan& plan, const Reduction& reduction);
   // Whether this rank's loss stands for the job's. With several data-parallel ranks it is the

@@ -41,13 +41,6 @@ StepOutcome Probe::Impl::step(const torch::optim::Optimizer::LossClosure& closur
   return step(loss);
 }
 
-std::vector<std::pair<std::string, at::Tensor>> Probe::Impl::named_state() const {
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (size_t i = 0; i < params_.size(); ++i) named.emplace_back(names_[i], params_[i]);
-  for (size_t i = 0; i < buffers_.tensors.size(); ++i) named.emplace_back(buffers_.names[i], buffers_.tensors[i]);
-  return named;
-}
-
 void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& outcome) {
   origin_.reset();
   not_traced_ = closure_ == nullptr
@@ -85,7 +78,10 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
                                           [&](const torch::Tensor& w) { return w.is_same(b); });
       if (!is_watched) by_design.push_back(b);
     }
-    OriginTracer tracer(named_state(), std::move(by_design));
+    OriginTracer::NamedTensors parameters, buffers;
+    for (size_t i = 0; i < params_.size(); ++i) parameters.emplace_back(names_[i], params_[i]);
+    for (size_t i = 0; i < buffers_.tensors.size(); ++i) buffers.emplace_back(buffers_.names[i], buffers_.tensors[i]);
+    OriginTracer tracer(parameters, buffers, std::move(by_design));
     rerunning_ = true;
     struct Done {
       bool& flag;
