@@ -25,6 +25,7 @@
 #include "layout/model_buffers.hpp"
 #include "naive_checks.hpp"
 #include "layout/parameter_layout.hpp"
+#include "layout/parameter_sequence.hpp"
 #include "reduce_bandwidth.hpp"
 #include "telemetry_bench.hpp"
 #include "origin_bench.hpp"
@@ -44,13 +45,22 @@ double ms_since(Clock::time_point start) {
 // The probe's per-step layout check on `model` and `optimizer` as the step runs it: their
 // parameters, then the comparison with the plan. Median of `rounds` batches of 100, in us per
 // check.
+// The probe's layout check of every step (ParameterLayout::unchanged over parameter_sequence).
 double layout_check_us(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int rounds) {
-  const keel::probe::ParameterLayout layout(keel::probe::parameters_of(model, &optimizer).params);
+  const keel::probe::NamedParams params = keel::probe::parameters_of(model, &optimizer).params;
+  const keel::probe::ParameterLayout layout(params, keel::probe::parameter_sequence(model, &optimizer));
+  std::vector<torch::Tensor> tensors;
+  for (const auto& p : params) tensors.push_back(p.second);
+  std::vector<const void*> sequence;
   std::vector<double> us;
   size_t changed = 0;
   for (int r = 0; r < rounds; ++r) {
     const auto start = Clock::now();
-    for (int i = 0; i < 100; ++i) changed += layout.compare(keel::probe::parameters_of(model, &optimizer).params).layout;
+    for (int i = 0; i < 100; ++i) {
+      keel::probe::parameter_sequence(model, &optimizer, sequence);
+      keel::probe::LayoutChange change;
+      changed += !layout.unchanged(sequence, tensors, change);
+    }
     us.push_back(ms_since(start) * 1000.0 / 100);
   }
   if (changed != 0) std::fprintf(stderr, "keel-bench-probe: the layout check saw a change in an unchanged model\n");

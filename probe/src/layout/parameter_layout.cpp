@@ -45,9 +45,26 @@ std::string shape_text(const std::vector<int64_t>& sizes) {
 
 }  // namespace
 
-ParameterLayout::ParameterLayout(const NamedParams& params) {
+ParameterLayout::ParameterLayout(const NamedParams& params, std::vector<const void*> sequence)
+    : sequence_(std::move(sequence)) {
   entries_.reserve(params.size());
   for (const auto& [name, tensor] : params) entries_.push_back(entry_of(name, tensor));
+}
+
+bool ParameterLayout::unchanged(const std::vector<const void*>& sequence, const std::vector<torch::Tensor>& params,
+                                LayoutChange& change) const {
+  if (sequence != sequence_ || params.size() != entries_.size()) return false;
+  change = LayoutChange{};
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Entry& was = entries_[k];
+    const torch::Tensor& t = params[k];
+    if (was.tensor != t.unsafeGetTensorImpl() || was.device != t.device() || was.dtype != t.scalar_type() ||
+        !t.sizes().equals(was.sizes)) {
+      return false;
+    }
+    if (values_of(t) != was.values) change.weights = true;
+  }
+  return true;
 }
 
 ParameterLayout::Entry ParameterLayout::entry_of(const std::string& name, const torch::Tensor& t) {

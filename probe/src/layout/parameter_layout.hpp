@@ -29,10 +29,20 @@ struct LayoutChange {
 
 class ParameterLayout {
  public:
-  explicit ParameterLayout(const NamedParams& params);
+  // `params` as parameters_of gave them, `sequence` as parameter_sequence gave it then.
+  ParameterLayout(const NamedParams& params, std::vector<const void*> sequence);
 
+  // The cheap check of every step: the same tensors in the same places (`sequence` now) and
+  // each planned tensor (`params`, in the planned order) on the same device, with the same
+  // type and shape. True: nothing but their values may have changed, and `change` says whether
+  // they did. False: compare() must say what changed.
+  bool unchanged(const std::vector<const void*>& sequence, const std::vector<torch::Tensor>& params,
+                 LayoutChange& change) const;
   // What differs between the planned parameters and `now` (parameters_of the model).
   LayoutChange compare(const NamedParams& now) const;
+  // The tensors' sequence as it is now (an unchanged layout seen by compare(): the optimizer
+  // lists a parameter in another place), so that the next steps' cheap check holds again.
+  void remember_sequence(const std::vector<const void*>& sequence) { sequence_ = sequence; }
   // The weights as they are now are the step's own (after the optimizer's step): only a write
   // after this reads as `weights` to compare(). `params` in the planned order.
   void remember_weights(const std::vector<torch::Tensor>& params);
@@ -57,6 +67,7 @@ class ParameterLayout {
   static Entry entry_of(const std::string& name, const torch::Tensor& t);
   static Entry::Values values_of(const torch::Tensor& t);
   std::vector<Entry> entries_;
+  std::vector<const void*> sequence_;
 };
 
 }  // namespace keel::probe

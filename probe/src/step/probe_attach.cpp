@@ -3,6 +3,7 @@
 #include "keel/wire/curve_keys.hpp"
 #include "keel/wire/user_keys.hpp"
 #include "layout/run_description.hpp"
+#include "layout/parameter_sequence.hpp"
 #include "probe_impl.hpp"
 
 namespace keel::probe {
@@ -99,7 +100,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
       params_(column(parameters.params, &NamedParams::value_type::second)),
       reducer_(params_),
       order_(params_),
-      layout_(parameters.params),
+      layout_(parameters.params, parameter_sequence(model, &optimizer)),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(parameters, options_);
   try {

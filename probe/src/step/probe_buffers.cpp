@@ -25,12 +25,18 @@ void Probe::Impl::plan_buffers(ModelBuffers all) {
   buffer_reducer_ = std::move(reducer);
   description_.buffers = watched_buffers_.names;
   buffer_nonfinite_last_step_ = false;
+  float_buffer_sequence(model_, planned_buffer_sequence_);
 }
 
 void Probe::Impl::follow_buffers() {
   try {
+    float_buffer_sequence(model_, buffer_sequence_);
+    if (buffer_sequence_ == planned_buffer_sequence_) return;
     ModelBuffers now = float_buffers_of(model_);
-    if (now.same_as(buffers_)) return;
+    if (now.same_as(buffers_)) {
+      planned_buffer_sequence_ = buffer_sequence_;
+      return;
+    }
     const size_t before = watched_buffers_.names.size();
     plan_buffers(std::move(now));
     if (publisher_) publisher_->describe(description_);

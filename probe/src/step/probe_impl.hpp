@@ -88,6 +88,7 @@ class Probe::Impl {
   LayerReducer reducer_;
   BackwardOrder order_;
   ParameterLayout layout_;   // the parameters names_, params_ and reducer_ were planned for
+  std::vector<const void*> sequence_;   // this step's parameter_sequence (reused)
   // Why the layers could not be planned again for the model as it is now; empty when they
   // were. While set, every step's reductions fail (probe_layout.cpp).
   std::string layout_error_;
@@ -102,6 +103,8 @@ class Probe::Impl {
   ModelBuffers watched_buffers_;
   BufferReducer buffer_reducer_;
   std::vector<float> buffer_absmax_;
+  // float_buffer_sequence as buffers_ were planned, and as it is this step (reused).
+  std::vector<const void*> planned_buffer_sequence_, buffer_sequence_;
   bool buffer_nonfinite_last_step_ = false;
   GradScaler* scaler_ = nullptr;
   wire::RunDescription description_;
@@ -139,6 +142,7 @@ class Probe::Impl {
   // otherwise, and the cause of the step being recorded (none when it was safe).
   const torch::optim::Optimizer::LossClosure* closure_ = nullptr;
   RerunPoint rerun_point_;
+  std::vector<torch::Tensor> rerun_buffers_;   // all_buffers() when the step began (reused)
   std::optional<Origin> origin_;
   std::string not_traced_;
   std::optional<StepCause> cause_;

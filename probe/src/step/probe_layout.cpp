@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "probe_impl.hpp"
+#include "layout/parameter_sequence.hpp"
 #include "layout/run_description.hpp"
 
 namespace keel::probe {
@@ -30,8 +31,15 @@ std::string alias_change(const ModelParameters& now, const wire::RunDescription&
 
 void Probe::Impl::follow_layout() {
   try {
+    parameter_sequence(model_, &optimizer_, sequence_);
+    if (LayoutChange same; layout_.unchanged(sequence_, params_, same)) {
+      if (same.weights) snapshot_current_ = false;
+      layout_error_.clear();
+      return;
+    }
     const ModelParameters now = parameters_of(model_, &optimizer_);
     const LayoutChange change = layout_.compare(now.params);
+    if (!change.layout) layout_.remember_sequence(sequence_);
     // Weights written outside the step: the copy the last update pass kept is not W. (They
     // are remembered as the step's own again at end_step.)
     if (change.weights) snapshot_current_ = false;
@@ -60,7 +68,7 @@ void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
   reducer.measure_updates_of(&optimizer_);
   wire::RunDescription description = description_;   // the same run: its id, start and watches
   describe_layers(now, description);
-  ParameterLayout layout(now.params);
+  ParameterLayout layout(now.params, sequence_);
 
   order_.track(params);
   names_ = std::move(names);

@@ -24,7 +24,8 @@ StepOutcome Probe::Impl::step(const torch::optim::Optimizer::LossClosure& closur
   const auto start = Clock::now();
   try {
     // Every buffer, integer ones too: BatchNorm counts its batches in num_batches_tracked.
-    rerun_point_.capture(model_.buffers(), cuda_devices_of(params_));
+    all_buffers(model_, rerun_buffers_);
+    rerun_point_.capture(rerun_buffers_, cuda_devices_of(params_));
   } catch (const std::exception& e) {
     rerun_point_ = RerunPoint{};
     report_probe_error("saving the random state and buffers a re-run needs", e.what(),
@@ -62,7 +63,7 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
   bool restore_due = false;
   try {
     const std::vector<c10::Device> devices = cuda_devices_of(params_);
-    as_left.capture(model_.buffers(), devices);
+    as_left.capture(rerun_buffers_, devices);
     // An update that will be applied must see the first run's gradients, whatever the re-run makes.
     if (outcome.applied) {
       torch::NoGradGuard no_grad;

@@ -1,0 +1,32 @@
+#include "parameter_sequence.hpp"
+
+namespace keel::probe {
+namespace {
+
+// A module's own parameters, which named_parameters(/*recurse=*/false) copies with their names
+// each call: the member is protected, and a pointer to it formed here reads it in place.
+struct OwnParameters : torch::nn::Module {
+  static const torch::OrderedDict<std::string, torch::Tensor>& of(const torch::nn::Module& module) {
+    return module.*(&OwnParameters::parameters_);
+  }
+};
+
+}  // namespace
+
+void parameter_sequence(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                        std::vector<const void*>& out) {
+  out.clear();
+  model.apply([&out](const torch::nn::Module& module) {
+    for (const auto& parameter : OwnParameters::of(module)) {
+      // As named_parameters() lists them: an undefined one (registered as none) is not there.
+      if (parameter.value().defined()) out.push_back(parameter.value().unsafeGetTensorImpl());
+    }
+  });
+  if (optimizer == nullptr) return;
+  for (const auto& group : optimizer->param_groups()) {
+    out.push_back(nullptr);   // a group's start: a parameter moved between groups is a change
+    for (const auto& p : group.params()) out.push_back(p.unsafeGetTensorImpl());
+  }
+}
+
+}  // namespace keel::probe
