@@ -25,17 +25,6 @@ ModelBuffers float_buffers_of(torch::nn::Module& model) {
   return out;
 }
 
-void float_buffer_sequence(const torch::nn::Module& model, std::vector<const void*>& out) {
-  out.clear();
-  model.apply([&out](const torch::nn::Module& module) {
-    // A module's own buffers (few, short names); most modules have none.
-    for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
-      const torch::Tensor& t = buffer.value();
-      if (t.defined() && t.is_floating_point()) out.push_back(t.unsafeGetTensorImpl());
-    }
-  });
-}
-
 void all_buffers(const torch::nn::Module& model, std::vector<torch::Tensor>& out) {
   out.clear();
   model.apply([&out](const torch::nn::Module& module) {

@@ -26,11 +26,6 @@ struct ModelBuffers {
 // The model's floating-point buffers now (named_buffers(), recursive).
 ModelBuffers float_buffers_of(torch::nn::Module& model);
 
-// Their identities in the same order, a tensor once per name it has, with no names built
-// (named_buffers() builds each dotted name and an index of them): the check of every step,
-// with float_buffers_of only when the sequence changed. Into `out` (cleared, capacity reused).
-void float_buffer_sequence(const torch::nn::Module& model, std::vector<const void*>& out);
-
 // Every buffer of the model, integer ones too (BatchNorm's num_batches_tracked), a tensor once
 // per name, with no names built: what a re-run of a step saves and puts back (RerunPoint).
 void all_buffers(const torch::nn::Module& model, std::vector<torch::Tensor>& out);

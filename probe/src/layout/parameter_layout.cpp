@@ -55,6 +55,9 @@ bool ParameterLayout::unchanged(const std::vector<const void*>& sequence, const 
                                 LayoutChange& change) const {
   if (sequence != sequence_ || params.size() != entries_.size()) return false;
   change = LayoutChange{};
+  // The forward and backward passes have left the tensors' bookkeeping out of cache: ask for
+  // all of it at once rather than miss on each tensor in turn.
+  for (const torch::Tensor& t : params) __builtin_prefetch(t.unsafeGetTensorImpl());
   for (size_t k = 0; k < params.size(); ++k) {
     const Entry& was = entries_[k];
     const torch::Tensor& t = params[k];

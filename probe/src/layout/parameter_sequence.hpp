@@ -16,9 +16,12 @@
 
 namespace keel::probe {
 
-// The sequence into `out` (cleared; its capacity reused).
+// The sequence into `out` (cleared; its capacity reused). With `float_buffers`, the same walk
+// of the modules also gives the floating-point buffers' identities in named_buffers() order
+// (a tensor once per name): the buffers are followed at every step too (ModelBuffers), and
+// one walk of a module tree costs what two do, cold from the forward and backward passes.
 void parameter_sequence(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
-                        std::vector<const void*>& out);
+                        std::vector<const void*>& out, std::vector<const void*>* float_buffers = nullptr);
 inline std::vector<const void*> parameter_sequence(const torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
   std::vector<const void*> out;
   parameter_sequence(model, optimizer, out);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "layout/parameter_sequence.hpp"
 #include "probe_impl.hpp"
 
 namespace keel::probe {
@@ -25,12 +26,13 @@ void Probe::Impl::plan_buffers(ModelBuffers all) {
   buffer_reducer_ = std::move(reducer);
   description_.buffers = watched_buffers_.names;
   buffer_nonfinite_last_step_ = false;
-  float_buffer_sequence(model_, planned_buffer_sequence_);
+  std::vector<const void*> parameters;
+  parameter_sequence(model_, nullptr, parameters, &planned_buffer_sequence_);
 }
 
 void Probe::Impl::follow_buffers() {
   try {
-    float_buffer_sequence(model_, buffer_sequence_);
+    // buffer_sequence_ is this step's, from follow_layout's walk of the modules.
     if (buffer_sequence_ == planned_buffer_sequence_) return;
     ModelBuffers now = float_buffers_of(model_);
     if (now.same_as(buffers_)) {

@@ -103,7 +103,8 @@ class Probe::Impl {
   ModelBuffers watched_buffers_;
   BufferReducer buffer_reducer_;
   std::vector<float> buffer_absmax_;
-  // float_buffer_sequence as buffers_ were planned, and as it is this step (reused).
+  // The floating buffers' identities (parameter_sequence) as buffers_ were planned, and as
+  // they are this step (reused; follow_layout's walk fills it for follow_buffers).
   std::vector<const void*> planned_buffer_sequence_, buffer_sequence_;
   bool buffer_nonfinite_last_step_ = false;
   GradScaler* scaler_ = nullptr;
@@ -234,7 +235,7 @@ class Probe::Impl {
   void begin_step();
   // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
   // layout is planned again and re-described, weights written since the last step make the
-  // weight snapshot stale.
+  // weight snapshot stale. Its walk of the modules also reads the buffers for follow_buffers.
   void follow_layout();
   void replan(const ModelParameters& now, const std::string& what);
   // Plans the buffers to watch among `all` (one pass over them, read at once: at attach and

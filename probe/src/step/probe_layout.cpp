@@ -31,7 +31,8 @@ std::string alias_change(const ModelParameters& now, const wire::RunDescription&
 
 void Probe::Impl::follow_layout() {
   try {
-    parameter_sequence(model_, &optimizer_, sequence_);
+    // One walk of the modules for the parameters and the buffers (follow_buffers reads it).
+    parameter_sequence(model_, &optimizer_, sequence_, &buffer_sequence_);
     if (LayoutChange same; layout_.unchanged(sequence_, params_, same)) {
       if (same.weights) snapshot_current_ = false;
       layout_error_.clear();
