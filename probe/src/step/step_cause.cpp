@@ -127,40 +127,9 @@ std::optional<StepCause> from_gradients(const StepEvidence& e) {
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<StepEvidence::LrJump> latest_lr_jump(const std::vector<std::pair<int64_t, double>>& lrs, int64_t step) {
-  std::optional<StepEvidence::LrJump> jump;
-  for (size_t i = 1; i < lrs.size(); ++i) {
-    const auto& [at, lr] = lrs[i];
-    const double before = lrs[i - 1].second;
-    if (step - at > kLrJumpWindow || at > step || !(before > 0) || !(lr >= kLrJumpFactor * before)) continue;
-    jump = StepEvidence::LrJump{at, before, lr};
-  }
-  return jump;
-}
-
-namespace {
-
-std::optional<StepCause> classify(const StepEvidence& e);
-
-}  // namespace
-
-std::optional<StepCause> classify_cause(const StepEvidence& e) {
-  std::optional<StepCause> cause = classify(e);
-  // A NaN born in an op a few steps after the learning rate jumped: where, and the likely why.
-  if (cause && e.lr_jump && (cause->cause.kind == "forward" || cause->cause.kind == "backward")) {
-    cause->cause.sentence += "; " + lr_clause(*e.lr_jump);
-  }
-  return cause;
-}
-
-namespace {
-
 std::optional<StepCause> classify(const StepEvidence& e) {
   const StepHealth& h = *e.health;
   if (!h.blown_up() && !e.spike && !e.scaler_overflow) return std::nullopt;
-  const std::string step = std::to_string(e.step);
   if (auto weights = from_weights(e)) return weights;
   if (e.origin) {
     if (auto traced = from_origin(e, *e.origin)) return traced;
@@ -201,4 +170,25 @@ std::optional<StepCause> classify(const StepEvidence& e) {
 }
 
 }  // namespace
+
+std::optional<StepEvidence::LrJump> latest_lr_jump(const std::vector<std::pair<int64_t, double>>& lrs, int64_t step) {
+  std::optional<StepEvidence::LrJump> jump;
+  for (size_t i = 1; i < lrs.size(); ++i) {
+    const auto& [at, lr] = lrs[i];
+    const double before = lrs[i - 1].second;
+    if (step - at > kLrJumpWindow || at > step || !(before > 0) || !(lr >= kLrJumpFactor * before)) continue;
+    jump = StepEvidence::LrJump{at, before, lr};
+  }
+  return jump;
+}
+
+std::optional<StepCause> classify_cause(const StepEvidence& e) {
+  std::optional<StepCause> cause = classify(e);
+  // A NaN born in an op a few steps after the learning rate jumped: where, and the likely why.
+  if (cause && e.lr_jump && (cause->cause.kind == "forward" || cause->cause.kind == "backward")) {
+    cause->cause.sentence += "; " + lr_clause(*e.lr_jump);
+  }
+  return cause;
+}
+
 }  // namespace keel::probe
