@@ -1,8 +1,9 @@
 // The probe on a CUDA device, what the training thread waits for: deferred steps that wait for
 // nothing, the loss scaler decided on the device, SGD's first momentum step, an unscale by the
-// caller between deferred steps, the spike policy on the device, and the one wait a host
-// decision costs, weight norms included. Built where libtorch has CUDA; every test reports as skipped (with the
-// reason) where there is no CUDA device.
+// caller between deferred steps, the spike policy on the device, the one wait a host
+// decision costs, weight norms included, and the closure form, which decides on the host.
+// Built where libtorch has CUDA; every test reports as skipped (with the reason) where there
+// is no CUDA device.
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <gtest/gtest.h>
@@ -147,6 +148,37 @@ TEST(CudaProbe, DeferredStepsWithEveryMetricCostNoHostWait) {
 
 // SGD's first momentum step is deferred like the rest: the fused kernel's first-step mode makes
 // the buffers libtorch's first step would, so no step of the run decides on the host.
+// The closure form is decided on the host (its unsafe step must be known while the closure
+// and batch are there), and names where a NaN born in the forward pass was born.
+TEST(CudaProbe, TheClosureFormDecidesOnTheHostAndNamesTheOp) {
+  SKIP_WITHOUT_DEVICE();
+  MixedPrecisionNet net;
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  keel::probe::Probe probe(*net, opt, quiet_options());
+  for (int64_t step = 0; step < 3; ++step) {
+    const auto x = torch::randn({16, 5}, torch::TensorOptions().device(torch::kCUDA));
+    const auto outcome = probe.step([&] {
+      opt.zero_grad();
+      auto loss = net->forward(x).pow(2).mean();
+      // log of an exact 0 at step 2: -inf, and 0 * -inf is NaN.
+      if (step == 2) loss = loss + 0 * torch::log(torch::zeros({}, x.options()));
+      loss.backward();
+      return loss;
+    });
+    EXPECT_TRUE(outcome.settled) << "step " << step << ": the closure form is not deferred";
+  }
+  EXPECT_FALSE(probe.last_settled().applied);
+  const keel::wire::Event* event = nullptr;
+  for (const auto& e : probe.last_events()) {
+    if (e.kind == "first_nonfinite") event = &e;
+  }
+  ASSERT_NE(event, nullptr);
+  ASSERT_TRUE(event->cause);
+  EXPECT_EQ(event->cause->kind, "forward") << event->cause->sentence;
+  EXPECT_EQ(event->cause->op, "aten::log") << event->cause->sentence;
+  EXPECT_EQ(event->cause->module, "out") << event->cause->sentence;
+}
+
 TEST(CudaProbe, SgdsFirstMomentumStepIsTakenOnTheDevice) {
   SKIP_WITHOUT_DEVICE();
   MixedPrecisionNet net;

@@ -43,7 +43,9 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   follow_buffers();
   const StepPlan plan = plan_step();
   enqueue_buffers();
-  if (deferrable_device(plan, loss) >= 0) {
+  // The closure form decides on the host: an unsafe step must be known before its update, to
+  // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
+  if (closure_ == nullptr && deferrable_device(plan, loss) >= 0) {
     deferred_step(loss, plan, outcome, times);
     end_step(plan, Reduction{}, times);
     return outcome;

@@ -50,7 +50,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
   PendingStep p;
   p.step = step_;
   origin_.reset();
-  not_traced_ = "the step was decided on the GPU with no host wait (DESIGN §8), and a deferred step is not run again";
+  not_traced_ = kPlainStepAdvice;
   p.plan = plan;
   p.times = times;
   read_lrs(optimizer_, p.lr, p.group_lrs);

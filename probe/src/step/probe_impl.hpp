@@ -146,6 +146,8 @@ class Probe::Impl {
   std::vector<torch::Tensor> rerun_buffers_;   // all_buffers() when the step began (reused)
   std::optional<Origin> origin_;
   std::string not_traced_;
+  static constexpr const char* kPlainStepAdvice =
+      "pass the step as probe.step(closure) to have keel run it again and name the op and module";
   std::optional<StepCause> cause_;
   // The closure is running again: its probe.watch() calls are the first run's, already taken.
   bool rerunning_ = false;

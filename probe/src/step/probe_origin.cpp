@@ -44,9 +44,7 @@ StepOutcome Probe::Impl::step(const torch::optim::Optimizer::LossClosure& closur
 
 void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& outcome) {
   origin_.reset();
-  not_traced_ = closure_ == nullptr
-                    ? "pass the step as probe.step(closure) to have keel run it again and name the op and module"
-                    : "";
+  not_traced_ = closure_ == nullptr ? kPlainStepAdvice : "";
   if (closure_ == nullptr || !r.stats_ok) return;
   // Only where an op may be at fault, and once per run of unsafe steps: a NaN that persists
   // must not double every step's cost. A scaled gradient overflowing with a finite loss is the

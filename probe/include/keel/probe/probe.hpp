@@ -207,7 +207,9 @@ class Probe {
   // batch, weights, random state and buffers, with its origin tracer armed, and names the op
   // and module where the NaN was born, or calls it transient when it does not come back
   // (DESIGN §2.1). The state is then put back as the first run left it; an update that is
-  // applied uses the first run's gradients. A deferred step (DESIGN §8) is not run again.
+  // applied uses the first run's gradients. On a CUDA device the closure form is not deferred
+  // (DESIGN §8): its skip is decided on the host, with the wait that costs, so that an unsafe
+  // step is known while its closure and batch are still there to run again.
   // Exceptions of the closure's first run propagate; its re-run's are a probe_error.
   StepOutcome step(const torch::optim::Optimizer::LossClosure& closure);
 
