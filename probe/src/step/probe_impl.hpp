@@ -145,7 +145,7 @@ class Probe::Impl {
   RerunPoint rerun_point_;
   std::vector<torch::Tensor> rerun_buffers_;   // all_buffers() when the step began (reused)
   std::optional<Origin> origin_;
-  std::string not_traced_;
+  const char* not_traced_ = "";   // a literal: set on every step, it must not allocate
   static constexpr const char* kPlainStepAdvice =
       "pass the step as probe.step(closure) to have keel run it again and name the op and module";
   std::optional<StepCause> cause_;

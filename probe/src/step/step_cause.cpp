@@ -153,7 +153,7 @@ std::optional<StepCause> classify(const StepEvidence& e) {
                     "; the forward pass and the loss were finite",
                 layer);
   }
-  const std::string untraced = e.not_traced.empty() ? "" : "; " + e.not_traced;
+  const std::string untraced = *e.not_traced == '\0' ? "" : "; " + std::string(e.not_traced);
   if (e.has_loss && !std::isfinite(e.loss)) {
     return make("forward", "", "", "loss " + number(e.loss),
                 "NaN born in the forward pass (or carried in by the batch)" + at_step(e.step) + ": the loss is already " + number(e.loss) +

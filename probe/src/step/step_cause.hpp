@@ -46,7 +46,7 @@ struct StepEvidence {
   // The re-run's trace, when the step was run again (the closure form); `not_traced` says why
   // not otherwise ("" with a trace).
   std::optional<Origin> origin;
-  std::string not_traced;
+  const char* not_traced = "";
 };
 
 struct StepCause {
