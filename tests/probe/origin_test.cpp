@@ -78,6 +78,15 @@ struct RoutedRun {
   torch::optim::SGD opt{net->parameters(), torch::optim::SGDOptions(0.01)};
   keel::probe::Probe probe{*net, opt, keel::test::quiet()};
   RoutedRun() { torch::manual_seed(0); }
+  // One step in the closure form on the batch (x, y).
+  keel::probe::StepOutcome step(const torch::Tensor& x, const torch::Tensor& y) {
+    return probe.step([&] {
+      opt.zero_grad();
+      auto loss = net->loss(x, y);
+      loss.backward();
+      return loss;
+    });
+  }
 };
 
 TEST(ForwardOrigin, ThePlainStepSaysTheForwardPassAndNamesNoLayerNearTheLoss) {
@@ -135,12 +144,7 @@ TEST(ForwardOrigin, ANaNInTheBatchIsTheInput) {
   RoutedRun run;
   auto [x, y] = batch(0, false);
   x[2][3] = std::numeric_limits<float>::quiet_NaN();
-  run.probe.step([&] {
-    run.opt.zero_grad();
-    auto loss = run.net->loss(x, y);
-    loss.backward();
-    return loss;
-  });
+  run.step(x, y);
   const keel::wire::Event* event = first_nonfinite(run.probe.last_events());
   ASSERT_NE(event, nullptr);
   ASSERT_TRUE(event->cause);
@@ -157,12 +161,7 @@ TEST(ForwardOrigin, AWeightAlreadyNonFiniteIsTheWeights) {
     run.net->blocks[1]->as<Block>()->fc->weight[0][0] = std::numeric_limits<float>::infinity();
   }
   const auto [x, y] = batch(0, false);
-  run.probe.step([&, x = x, y = y] {
-    run.opt.zero_grad();
-    auto loss = run.net->loss(x, y);
-    loss.backward();
-    return loss;
-  });
+  run.step(x, y);
   const keel::wire::Event* event = first_nonfinite(run.probe.last_events());
   ASSERT_NE(event, nullptr);
   ASSERT_TRUE(event->cause);
