@@ -28,7 +28,7 @@ esac
 packages=(
   build-essential cmake pkg-config ccache
   libtorch-dev libopenblas0-pthread
-  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libzstd-dev
   libimgui-dev libstb-dev libglfw3-dev
   libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   xvfb xauth xdotool fonts-dejavu-core libgl1-mesa-dri

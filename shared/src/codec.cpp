@@ -118,8 +118,10 @@ void run_identity(Encoder& e, const std::string& run, const std::string& model) 
 }
 
 void encode_run(Encoder& e, const RunDescription& m) {
-  header(e, (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1) + (m.buffers.empty() ? 0 : 1), kTopicRun, m.rank,
-         m.seq);
+  header(e,
+         (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1) + (m.buffers.empty() ? 0 : 1) +
+             (m.recording.empty() ? 0 : 1),
+         kTopicRun, m.rank, m.seq);
   e.key("run_id");
   e.str(m.run_id);
   if (!m.model.empty()) {
@@ -168,12 +170,16 @@ void encode_run(Encoder& e, const RunDescription& m) {
     e.array(static_cast<uint32_t>(m.policies_on->size()));
     for (const std::string& name : *m.policies_on) e.str(name);
   }
+  if (!m.recording.empty()) {
+    e.key("recording");
+    e.str(m.recording);
+  }
 }
 
 void encode_step(Encoder& e, const StepRecord& m) {
   header(e,
          21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1) + (m.buffer_absmax.empty() ? 0 : 1) +
-             (m.cause.empty() ? 0 : 1) + run_identity_entries(m.run, m.model),
+             (m.cause.empty() ? 0 : 1) + (m.record_dropped == 0 ? 0 : 1) + run_identity_entries(m.run, m.model),
          kTopicStep, m.rank, m.seq);
   run_identity(e, m.run, m.model);
   e.key("step");
@@ -196,6 +202,10 @@ void encode_step(Encoder& e, const StepRecord& m) {
   e.uint(m.dropped);
   e.key("probe_errors");
   e.uint(m.probe_errors);
+  if (m.record_dropped != 0) {
+    e.key("record_dropped");
+    e.uint(m.record_dropped);
+  }
   e.key("stamp_unix_ns");
   e.sint(m.stamp_unix_ns);
   e.key("metric_mask");

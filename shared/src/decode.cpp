@@ -266,6 +266,7 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
       r.read_item("policies_on", i, policies->ptr[i], (*m.policies_on)[i]);
     }
   }
+  r.optional("recording", m.recording);
 }
 
 // A bin of little-endian float32 (its size a multiple of 4, checked by the caller) into `out`.
@@ -351,6 +352,7 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
       .optional("probe_us", m.probe_us)
       .optional("dropped", m.dropped)
       .optional("probe_errors", m.probe_errors)
+      .optional("record_dropped", m.record_dropped)
       .optional("stamp_unix_ns", m.stamp_unix_ns)
       .required("metric_mask", m.metric_mask)
       .required("layer_count", m.layer_count);

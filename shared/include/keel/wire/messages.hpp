@@ -52,6 +52,10 @@ struct RunDescription {
   // (an older probe), an empty list when all are off. A dashboard that attaches late shows
   // their state without waiting for a change.
   std::optional<std::vector<std::string>> policies_on;
+  // The absolute path of the file the probe records this run into (its flight recorder,
+  // RECORDING.md); "" when it records nothing. A client on the same machine can read from it
+  // the history older than the probe's ring.
+  std::string recording;
 };
 
 struct ScalerState {
@@ -87,6 +91,9 @@ struct StepRecord {
   double probe_us = 0;        // the probe's own time on the training thread this step
   uint64_t dropped = 0;       // records the probe could not publish so far (cumulative)
   uint64_t probe_errors = 0;  // failures inside the probe so far (cumulative): each a "probe_error" event
+  // Messages the flight recorder could not write to its file so far (cumulative): a full or
+  // slow disk. Each new run of losses is also a "record_dropped" event.
+  uint64_t record_dropped = 0;
   int64_t stamp_unix_ns = 0;  // when the probe finished the step (for latency measurement)
   // Per-layer values, metric-major: for each metric present in metric_mask (ascending
   // LayerMetric order), layer_count float32 values in model order. A metric that is not due
