@@ -46,6 +46,7 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
   EXPECT_EQ(out.start_unix_ms, in.start_unix_ms);
   ASSERT_TRUE(out.policies_on.has_value());
   EXPECT_EQ(out.policies_on, in.policies_on);
+  EXPECT_EQ(out.recording, in.recording);
 }
 
 // A probe that does not report its policies (an older one) leaves the key out; one whose
@@ -75,6 +76,7 @@ void expect_same_step(const StepRecord& out, const StepRecord& in) {
   EXPECT_EQ(out.probe_us, in.probe_us);
   EXPECT_EQ(out.dropped, in.dropped);
   EXPECT_EQ(out.probe_errors, in.probe_errors);
+  EXPECT_EQ(out.record_dropped, in.record_dropped);
   EXPECT_EQ(out.frozen_layers, in.frozen_layers);
   EXPECT_EQ(out.unused_layers, in.unused_layers);
   EXPECT_EQ(out.group_lrs, in.group_lrs);

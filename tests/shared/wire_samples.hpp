@@ -34,6 +34,7 @@ inline RunDescription sample_run() {
   m.device = "cuda:1";
   m.start_unix_ms = 1717210800123;
   m.policies_on = std::vector<std::string>{"skip_nonfinite", "dump_nonfinite"};
+  m.recording = "/home/ada/keel-runs/run-2024-06-01T03:00:00-char-transformer-discriminator-rank3.keelrec";
   return m;
 }
 
@@ -68,6 +69,7 @@ inline StepRecord sample_step(bool with_scaler = true) {
   m.probe_us = 912.25;
   m.dropped = 17;
   m.probe_errors = 2;
+  m.record_dropped = 5;
   m.stamp_unix_ns = 1717210800123456789ll;
   m.metric_mask = kSampleMask;
   m.layer_count = 3;
