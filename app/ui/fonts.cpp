@@ -5,6 +5,15 @@
 #include <imgui.h>
 
 namespace keel::app::ui {
+namespace {
+
+// Latin-1 (ImGui's default range) and the ellipsis, which elided names and paths use.
+constexpr ImWchar kGlyphRanges[] = {0x0020, 0x00FF, 0x2026, 0x2026, 0};
+const char* loaded_ellipsis = "...";
+
+}  // namespace
+
+const char* ellipsis() { return loaded_ellipsis; }
 
 bool load_fonts(float content_scale) {
   ImGuiIO& io = ImGui::GetIO();
@@ -14,7 +23,10 @@ bool load_fonts(float content_scale) {
     std::fclose(file);
     ImFontConfig config;
     config.OversampleH = 2;
-    if (io.Fonts->AddFontFromFileTTF(kDejaVuSansPath, size_px, &config)) return true;
+    if (io.Fonts->AddFontFromFileTTF(kDejaVuSansPath, size_px, &config, kGlyphRanges)) {
+      loaded_ellipsis = "\u2026";
+      return true;
+    }
   }
   ImFontConfig config;
   config.SizePixels = 13.0f * content_scale;

@@ -16,4 +16,8 @@ inline constexpr float kBaseFontSizePx = 15.0f;
 // Returns true when DejaVu Sans was loaded.
 bool load_fonts(float content_scale);
 
+// The ellipsis the loaded font draws: U+2026 with DejaVu Sans (loaded with that glyph), "..."
+// with the built-in font, which has none.
+const char* ellipsis();
+
 }  // namespace keel::app::ui

@@ -7,8 +7,10 @@
 
 #include "model/column_grid.hpp"
 #include "ui/colormap.hpp"
+#include "ui/fonts.hpp"
 #include "ui/metric_styles.hpp"
 #include "ui/plot.hpp"
+#include "ui/text_fit.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -60,6 +62,12 @@ bool less_by(const RunModel& run, LayerMetric metric, bool ascending, int a, int
   return ascending ? va < vb : va > vb;
 }
 
+float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
+
+// The tree's leaf: the parameter with its module ("fc.weight"), so that a leaf reads as more
+// than "weight" or "bias"; the nodes above it are the rest of the path.
+size_t leaf_parts(const std::vector<std::string>& parts) { return std::min<size_t>(2, parts.size()); }
+
 void sparkline(const SeriesHistory& series, const AppState& state, ImVec2 size) {
   const ImVec2 at = ImGui::GetCursorScreenPos();
   ImGui::Dummy(size);
@@ -80,7 +88,8 @@ void sparkline(const SeriesHistory& series, const AppState& state, ImVec2 size) 
 
 }  // namespace
 
-void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const char* label) {
+void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const std::string& name,
+                         size_t shared_parts) {
   ImGui::TableNextRow();
   ImGui::TableSetColumnIndex(0);
   ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -91,8 +100,10 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
                           health_colour(run, size_t(layer)));
   }
   ImGui::SetCursorScreenPos(ImVec2(p.x + font * 0.9f, p.y));
+  // Shortened where it says least, never cut at its end: the tooltip has it whole.
+  const std::string label = fit_layer_name(name, shared_parts, ImGui::GetContentRegionAvail().x, text_width, ellipsis());
   ImGui::PushID(layer);
-  if (ImGui::Selectable(label, layer == state.selected_layer(),
+  if (ImGui::Selectable(label.c_str(), layer == state.selected_layer(),
                         ImGuiSelectableFlags_SpanAllColumns)) {
     state.select_layer(layer, run.layer_name(size_t(layer)));
   }
@@ -139,15 +150,21 @@ void LayerList::draw(const RunModel& run, AppState& state) {
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_Resizable | ImGuiTableFlags_Sortable |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("layers", kValueCount + 2, flags)) return;
+  if (!ImGui::BeginTable("layers", kValueCount + 2, flags | ImGuiTableFlags_Hideable)) return;
   ImGui::TableSetupScrollFreeze(1, 1);
-  ImGui::TableSetupColumn("layer", ImGuiTableColumnFlags_WidthStretch |
-                                                     ImGuiTableColumnFlags_DefaultSort, 2.0f);
+  ImGui::TableSetupColumn("layer", ImGuiTableColumnFlags_WidthStretch | ImGuiTableColumnFlags_DefaultSort |
+                                       ImGuiTableColumnFlags_NoHide,
+                          2.0f);
   for (int c = 0; c < kValueCount; ++c) {
     // Wide enough for its header and the sort arrow: "non-finite" was cut to "non-fi...".
     const float width = std::max(ImGui::GetFontSize() * 4.2f, ImGui::CalcTextSize(style_of(kValueColumns[c]).column).x + ImGui::GetFontSize() * 1.2f);
-    ImGui::TableSetupColumn(style_of(kValueColumns[c]).column, ImGuiTableColumnFlags_PreferSortDescending |
-                                                 ImGuiTableColumnFlags_WidthFixed,
+    // At the default width the names had 30 px ("wei", "bia"): absmax and the zero fraction
+    // start hidden (a right click on the header shows them; the heatmap and the detail pane
+    // plot both).
+    const bool hidden = kValueColumns[c] == LayerMetric::kGradAbsmax || kValueColumns[c] == LayerMetric::kGradZeroFrac;
+    ImGui::TableSetupColumn(style_of(kValueColumns[c]).column,
+                            ImGuiTableColumnFlags_PreferSortDescending | ImGuiTableColumnFlags_WidthFixed |
+                                (hidden ? ImGuiTableColumnFlags_DefaultHide : 0),
                             width);
   }
   ImGui::TableSetupColumn("trend", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort,
@@ -175,15 +192,21 @@ void LayerList::draw(const RunModel& run, AppState& state) {
     } else if (!ascending) {
       std::reverse(layers.begin(), layers.end());
     }
-    for (int layer : layers) draw_row(run, state, layer, run.layer_name(size_t(layer)).c_str());
+    // Rows that all share a start ("blocks." for a filter of "mlp") show what differs.
+    std::vector<std::string> names;
+    names.reserve(layers.size());
+    for (int layer : layers) names.push_back(run.layer_name(size_t(layer)));
+    const size_t shared = shared_leading_parts(names);
+    for (size_t i = 0; i < layers.size(); ++i) draw_row(run, state, layers[i], names[i], shared);
   } else {
     // Tree by module path: `open` holds the path components of the nodes now pushed, and
     // whether each is expanded; leaves under a collapsed node are skipped.
     std::vector<std::pair<std::string, bool>> open;
     for (int layer : layers) {
       const std::vector<std::string> parts = split_path(run.layer_name(size_t(layer)));
+      const size_t nodes = parts.size() - leaf_parts(parts);
       size_t common = 0;
-      while (common < open.size() && common + 1 < parts.size() && open[common].first == parts[common]) {
+      while (common < open.size() && common < nodes && open[common].first == parts[common]) {
         ++common;
       }
       while (open.size() > common) {
@@ -191,7 +214,7 @@ void LayerList::draw(const RunModel& run, AppState& state) {
         open.pop_back();
       }
       bool visible = open.empty() || open.back().second;
-      for (size_t i = common; i + 1 < parts.size(); ++i) {
+      for (size_t i = common; i < nodes; ++i) {
         bool expanded = false;
         if (visible) {
           ImGui::TableNextRow();
@@ -202,7 +225,11 @@ void LayerList::draw(const RunModel& run, AppState& state) {
         open.emplace_back(parts[i], expanded);
         visible = expanded;
       }
-      if (visible) draw_row(run, state, layer, parts.back().c_str());
+      if (visible) {
+        std::string leaf = parts[nodes];
+        for (size_t i = nodes + 1; i < parts.size(); ++i) leaf += "." + parts[i];
+        draw_row(run, state, layer, leaf, 0);
+      }
     }
     while (!open.empty()) {
       if (open.back().second) ImGui::TreePop();
