@@ -46,4 +46,24 @@ std::string event_row_title(const EventRow& row) {
   return title;
 }
 
+std::string dump_path(const wire::Event& event) {
+  static const std::string kWrote = "wrote ";
+  if (event.kind != "dump" || event.detail.compare(0, kWrote.size(), kWrote) != 0) return "";
+  // The size and time come last, "(N bytes, S s)": a path may hold " (" itself.
+  const size_t sizes = event.detail.rfind(" (");
+  const bool has_sizes = sizes != std::string::npos && sizes >= kWrote.size() && event.detail.back() == ')' &&
+                         event.detail.find(" bytes", sizes) != std::string::npos;
+  const size_t end = has_sizes ? sizes : event.detail.size();
+  return event.detail.substr(kWrote.size(), end - kWrote.size());
+}
+
+std::string dump_path_at(const std::deque<wire::Event>& events, int64_t step) {
+  for (const wire::Event& event : events) {
+    if (event.step != step) continue;
+    std::string path = dump_path(event);
+    if (!path.empty()) return path;
+  }
+  return "";
+}
+
 }  // namespace keel::app

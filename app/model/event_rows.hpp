@@ -4,7 +4,8 @@
 // event per step, and hundreds of identical rows pushed the one that matters (first_nonfinite)
 // out of view. Events in a row that repeat (same kind, layer and detail, one after another)
 // become one row, "skip x133, steps 38-170"; the run's first_nonfinite is pinned above them
-// all, even once the bounded event list has dropped it.
+// all, even once the bounded event list has dropped it. A dump's path is read out of its
+// event whole, for the pane to show and copy.
 // Threads: a plain function of a run's events; the UI thread calls it.
 // Never: allocates per event beyond the rows it returns, or reorders events.
 #pragma once
@@ -34,5 +35,11 @@ std::vector<EventRow> event_rows(const std::deque<wire::Event>& events, const st
 
 // "skip x133, steps 38-170" for a folded row, the kind alone for one event.
 std::string event_row_title(const EventRow& row);
+
+// The path a `dump` event says it wrote ("wrote PATH (N bytes, S s)", PROTOCOL §3.4), in
+// full, as the probe sent it; "" for any other event.
+std::string dump_path(const wire::Event& event);
+// The path of the newest dump written for `step` among `events` (newest first); "" when none.
+std::string dump_path_at(const std::deque<wire::Event>& events, int64_t step);
 
 }  // namespace keel::app

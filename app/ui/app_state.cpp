@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace keel::app::ui {
 
@@ -57,15 +58,36 @@ void AppState::begin_frame(int64_t first_step, int64_t latest_step) {
   latest_step_ = latest_step;
   if (follow_live_) view_last_ = std::max<double>(double(latest_step), span_steps_ + first_step);
   clamp_view();
+  // Only once the steps are there: an event can arrive before the records of its step (a late
+  // attach's backfill), and a view placed then would be left behind by following live.
+  if (reveal_pending_ >= 0 && latest_step >= reveal_pending_) {
+    const int64_t step = std::exchange(reveal_pending_, -1);
+    // In view already (a live NaN a moment ago): the view stays, following live if it was.
+    const bool in_view = double(step) >= view_first() && double(step) <= view_last() && step >= first_step;
+    if (!in_view) {
+      follow_live_ = false;
+      // Centred, but never past the first step held: a step older than the history kept shows
+      // the oldest span held, not a few steps at the edge of an empty plot.
+      view_last_ = std::max(double(step) + span_steps_ * 0.5, double(first_step) + span_steps_);
+      clamp_view();
+    }
+    step_before_history_ = step < first_step ? step : -1;
+  }
+}
+
+void AppState::reveal_step(int64_t step) {
+  if (step >= 0) reveal_pending_ = step;
 }
 
 void AppState::set_follow_live(bool follow) {
+  step_before_history_ = -1;
   follow_live_ = follow;
   if (follow_live_) view_last_ = double(latest_step_);
   clamp_view();
 }
 
 void AppState::zoom(double factor, double anchor_step) {
+  step_before_history_ = -1;
   const double old_span = span_steps_;
   span_steps_ = std::clamp(span_steps_ * factor, kMinSpanSteps, 1e9);
   // Keep the anchor at the same place on screen.
@@ -76,6 +98,7 @@ void AppState::zoom(double factor, double anchor_step) {
 }
 
 void AppState::pan(double delta_steps) {
+  step_before_history_ = -1;
   view_last_ += delta_steps;
   if (delta_steps < 0 && view_last_ < double(latest_step_) - 0.5) follow_live_ = false;
   if (view_last_ >= double(latest_step_)) follow_live_ = true;

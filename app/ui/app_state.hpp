@@ -1,8 +1,8 @@
 // keel app AppState: what the user is looking at, shared by every view.
 //
 // What it is for: one place for the selection (layer, step), the shared step cursor, the
-// visible step range of all step-indexed plots (global charts, heatmap, layer detail) and
-// "follow live", the step every plot marks (the run's first non-finite), and the rank shown
+// visible step range of all step-indexed plots (global charts, heatmap, layer detail),
+// "follow live" and going to a step (reveal_step), the step every plot marks (the run's first non-finite), and the rank shown
 // when several are connected. Views read it and change it through these functions, so
 // clicking a heatmap cell, an event or a list row all select the same way, and every
 // selection is logged ("keel: selected layer NAME step N", with --verbose, verbose_log.hpp).
@@ -74,6 +74,13 @@ class AppState {
   void pan(double delta_steps);
   // Home: back to the default span, following live.
   void reset_view();
+  // Brings `step` into view (an event clicked, the first non-finite, the F key): a step
+  // already in view leaves the view as it is; any other is centred at the first begin_frame()
+  // whose newest step has reached it, leaving follow-live. A step older than the history kept shows the oldest steps kept, and
+  // step_before_history() says so until the view moves elsewhere.
+  void reveal_step(int64_t step);
+  // The step reveal_step() was asked for when it is older than the first step kept (-1: none).
+  int64_t step_before_history() const { return step_before_history_; }
 
   HeatMetric heat_metric = HeatMetric::kGradNorm;
 
@@ -114,6 +121,8 @@ class AppState {
   double view_last_ = kDefaultSpanSteps;
   int64_t first_step_ = 0;
   int64_t latest_step_ = 0;
+  int64_t reveal_pending_ = -1;       // applied at the next begin_frame()
+  int64_t step_before_history_ = -1;
 };
 
 }  // namespace keel::app::ui

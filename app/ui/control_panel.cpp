@@ -6,14 +6,14 @@
 #include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
 
 #include "ui/command_targets.hpp"
+#include "ui/events_view.hpp"
+#include "ui/fonts.hpp"
 #include "ui/key_presses.hpp"
+#include "ui/text_fit.hpp"
 #include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
-
-// Beside a button the status is cut to this many characters; the tooltip has all of it.
-constexpr size_t kStatusChars = 72;
 
 ImVec4 status_colour(CommandState state) {
   switch (state) {
@@ -25,16 +25,7 @@ ImVec4 status_colour(CommandState state) {
   return ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled);
 }
 
-void status_beside(const CommandStatus* status, bool short_form) {
-  if (status == nullptr) return;
-  ImGui::SameLine();
-  const std::string text = status_text(*status);
-  const std::string shown =
-      short_form ? command_state_name(status->state)
-                 : (text.size() > kStatusChars ? text.substr(0, kStatusChars) + "..." : text);
-  ImGui::TextColored(status_colour(status->state), "%s", shown.c_str());
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", text.c_str());
-}
+float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
 
 // Prints where a button is ("keel: control skip x0 8 y0 28 x1 130 y1 47", window pixels) when it
 // first shows or moves, so a test (or a user scripting xdotool) can click it.
@@ -91,22 +82,12 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInpu
                           : "The trainer leaves its parameters and optimizer state untouched at the next step");
   }
   log_geometry("skip", skip_rect_);
-  status_beside(state_.latest("skip"), false);
-  // The other ranks of a skip sent to every rank: only a rank that did not take it is shown.
-  for (const auto& [rank, control] : other_rank_skips_) {
-    const CommandStatus* status = state_.latest(control);
-    if (status == nullptr || status->state == CommandState::kAcknowledged) continue;
-    ImGui::SameLine();
-    ImGui::TextColored(status_colour(status->state), "rank %d: %s", rank, command_state_name(status->state));
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", status_text(*status).c_str());
-  }
   separator();
   if (ImGui::Button("Dump checkpoint...")) {
     log_click("Dump checkpoint");
     open_dump_popup_ = true;
   }
   log_geometry("dump", dump_rect_);
-  status_beside(state_.latest("dump"), false);
   separator();
   ImGui::TextDisabled("policies:");
   for (const char* name : kPolicyNames) {
@@ -132,15 +113,38 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInpu
       policy.enable = enabled;
       send(control, policy, links, *run);
     }
-    if (unknown) {
-      ImGui::SameLine();
-      ImGui::TextDisabled("unknown");
-    } else if (last != nullptr && last->state != CommandState::kAcknowledged) {
-      status_beside(last, true);
-    }
   }
   ImGui::EndDisabled();
+  draw_status();
   if (run != nullptr) draw_dump_popup(links, *run);
+}
+
+void ControlPanel::draw_status() {
+  // What became of the command sent last, after every control, so that an acknowledgement
+  // appearing never moves a button the next click aims at.
+  const CommandStatus* status = last_control_.empty() ? nullptr : state_.latest(last_control_);
+  if (status == nullptr) return;
+  separator();
+  if (status->state == CommandState::kAcknowledged && status->command.kind == "dump" && !status->ack.path.empty()) {
+    copy_button("copy path", status->ack.path);
+    log_geometry("copy", copy_rect_);
+    ImGui::SameLine();
+  }
+  const std::string text = status_text(*status);
+  std::string line = text.rfind(status->command.kind, 0) == 0 ? text : last_control_ + ": " + text;
+  // The other ranks of a skip sent to every rank: only a rank that did not take it is named.
+  if (last_control_ == "skip") {
+    for (const auto& [rank, control] : other_rank_skips_) {
+      const CommandStatus* other = state_.latest(control);
+      if (other == nullptr || other->state == CommandState::kAcknowledged) continue;
+      line += "; rank " + std::to_string(rank) + ": " + status_text(*other);
+    }
+  }
+  // One line, its height fixed: a text too long for the row loses its middle here, and reads
+  // whole in the tooltip and in the events pane.
+  const std::string shown = elide_middle(line, ImGui::GetContentRegionAvail().x, text_width, ellipsis());
+  ImGui::TextColored(status_colour(status->state), "%s", shown.c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
 }
 
 void ControlPanel::draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run) {
@@ -180,6 +184,7 @@ void ControlPanel::send(const std::string& control, keel::wire::Command command,
                         const std::vector<EndpointState>& links, const RunModel& run) {
   const std::optional<CommandTarget> target = target_for_rank(links, run.rank());
   if (!target) return;
+  last_control_ = control;
   command.rank = target->rank;
   post(control, command, target->endpoint);
 }
@@ -190,6 +195,7 @@ void ControlPanel::send_skip(const Model& model, const std::vector<EndpointState
   skip.count = 1;
   const std::vector<CommandTarget> ranks = every_rank(links);
   other_rank_skips_.clear();
+  last_control_ = "skip";
   if (ranks.size() < 2) {
     send("skip", skip, links, run);
     return;

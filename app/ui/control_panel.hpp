@@ -3,12 +3,14 @@
 // What it is for: acting on the run from the dashboard. One row under the status bar: the
 // Skip button, the Dump button (which asks for confirmation and an optional label first), and
 // a checkbox per policy (skip_nonfinite, skip_spike, dump_nonfinite) showing the state the user
-// set or the probe reported, "unknown" until then. Each control shows what became of the
-// command it sent last (pending, acknowledged with its step, the dump's path and size, the
-// refusal or the timeout) right beside it; finished commands also go to the events pane
-// (commands() feeds draw_events). With --verbose every click is logged ("keel: clicked Skip next
+// set or the probe reported, mixed ("unknown", on hover) until then. What became of the
+// command sent last (pending, acknowledged with its step, the dump's path and size with a
+// button that copies the path, the refusal or the timeout) shows at the row's end, after every
+// control, so that no button moves when it appears; finished commands also go to the events
+// pane (commands() feeds draw_events). With --verbose every click is logged ("keel: clicked Skip next
 // update"), like the selection log, and so is where each button is ("keel: control skip x0 ...
-// y1 ...") when it first shows or moves, for scripted clicks.
+// y1 ...", and "keel: control copy ..." for the copy button) when it first shows or moves, for
+// scripted clicks.
 // Commands go to the command socket beside the shown run's endpoint (port + 1): when several
 // endpoints (ranks) are connected, to the one whose telemetry carries the shown run's rank,
 // addressed to that rank so that a probe of another rank refuses rather than acts. Skip is the
@@ -56,10 +58,13 @@ class ControlPanel {
   void send_skip(const Model& model, const std::vector<EndpointState>& links, const RunModel& run);
   void read_outcomes(const FrameInput& input);
   void draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run);
+  // The status of the command sent last, at the row's end.
+  void draw_status();
 
   // The other ranks of the last skip sent to every rank, and their controls ("skip rank N").
   std::vector<std::pair<int32_t, std::string>> other_rank_skips_;
   std::vector<CommandIntent> intents_;
+  std::string last_control_;   // the control that sent the command shown at the row's end
   ControlState state_;
   const RunModel* run_seen_ = nullptr;
   bool open_dump_popup_ = false;
@@ -67,6 +72,7 @@ class ControlPanel {
   // Button rectangles last logged (see log_geometry in the .cpp).
   std::array<float, 4> skip_rect_{};
   std::array<float, 4> dump_rect_{};
+  std::array<float, 4> copy_rect_{};
 };
 
 }  // namespace keel::app::ui

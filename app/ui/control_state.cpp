@@ -89,6 +89,7 @@ void ControlState::update(const CommandStatus& status) {
   entry.state = status.state;
   entry.step = final_state(status.state) ? status.ack.step : -1;
   entry.text = text;
+  if (status.state == CommandState::kAcknowledged && status.command.kind == "dump") entry.path = status.ack.path;
   entry.stamp_unix_ns = unix_ns_now();
   log_.push_front(std::move(entry));
   while (log_.size() > kMaxLog) log_.pop_back();

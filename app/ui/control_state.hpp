@@ -37,6 +37,7 @@ struct CommandEntry {
   CommandState state = CommandState::kPending;
   int64_t step = -1;         // where it took effect; -1 when it did not
   std::string text;          // status_text() of its final status
+  std::string path;          // an acknowledged dump's path, as the probe sent it; "" otherwise
   int64_t stamp_unix_ns = 0; // when the dashboard learnt the outcome
 };
 

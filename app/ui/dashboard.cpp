@@ -5,6 +5,7 @@
 
 #include <imgui.h>
 
+#include "model/rank_overview.hpp"
 #include "ui/events_view.hpp"
 #include "ui/global_charts.hpp"
 #include "ui/key_presses.hpp"
@@ -43,6 +44,10 @@ bool begin_pane(const char* id, ImVec2 size) {
 const RunModel* Dashboard::shown_run(const Model& model, int32_t rank) {
   if (rank >= 0) {
     if (const RunModel* run = model.current_run(rank)) return run;
+  }
+  // No rank chosen: the rank that went non-finite first, where the strip points.
+  if (const std::optional<FirstNonfiniteRank> bad = first_nonfinite_rank(model)) {
+    if (const RunModel* run = model.current_run(bad->rank)) return run;
   }
   const std::vector<int32_t> ranks = model.ranks();
   return ranks.empty() ? nullptr : model.current_run(ranks.front());
@@ -107,7 +112,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
   controls_.draw(model, run, input);
   ImGui::Separator();
   if (run) {
-    handle_keys(*run);
+    handle_keys(model, *run);
     draw_panes(model, *run);
   } else if (const auto refused = std::find_if(input.links.begin(), input.links.end(),
                                                [](const EndpointState& link) { return !link.refusal.empty(); });
@@ -222,11 +227,22 @@ void Dashboard::log_refusals(const std::vector<EndpointState>& links) {
   }
 }
 
-void Dashboard::handle_keys(const RunModel& run) {
+void Dashboard::handle_keys(const Model& model, const RunModel& run) {
   const ImGuiIO& io = ImGui::GetIO();
   if (io.WantTextInput) return;
   if (key_pressed(ImGuiKey_Space, false)) state_.toggle_follow_live();
   if (key_pressed(ImGuiKey_Home, false)) state_.reset_view();
+  if (letter_pressed('F')) {
+    // The first non-finite: of the rank that went first (shown from the next frame, where
+    // InstabilityFocus takes the views to it), else of this run.
+    const std::optional<FirstNonfiniteRank> bad = first_nonfinite_rank(model);
+    if (bad && bad->rank != run.rank() && model.ranks().size() > 1) {
+      state_.show_rank(bad->rank);
+    } else if (const std::optional<wire::Event>& first = run.first_nonfinite()) {
+      go_to(run, state_, first->step, first->layer);
+      state_.request_scroll_to_selection();
+    }
+  }
   const bool up = key_pressed(ImGuiKey_UpArrow);
   const bool down = key_pressed(ImGuiKey_DownArrow);
   const std::vector<int>& order = layer_list_.display_order();

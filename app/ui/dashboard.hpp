@@ -2,8 +2,10 @@
 //
 // What it is for: placing the panes (status bar and controls on top; global charts, heatmap and layer detail
 // on the left; layer list and events on the right) with draggable splitters between them,
-// choosing which run the panes show (a rank's, when several are connected), and the keys: up/down move the layer selection (in the
-// list's order), space toggles follow-live, Home resets the view.
+// choosing which run the panes show (a rank's, when several are connected: until the user
+// picks one, the rank that went non-finite first), and the keys: up/down move the layer
+// selection (in the list's order), space toggles follow-live, Home resets the view, F goes to
+// the first non-finite (its rank, layer and step, in every view).
 // Threads: the UI thread, between Window::begin_frame() and Window::render().
 // Never: touches a socket or changes the model. It reads the model and the FrameInput the main
 // part (core/AppCore) hands it, and its controls post CommandIntents for the main part to send.
@@ -40,8 +42,9 @@ class Dashboard {
   // Shows this rank's run (the --rank option); the ranks view's clicks change it later.
   void request_rank(int32_t rank) { state_.show_rank(rank); }
 
-  // The run the panes show: the current run of `rank`, else of the lowest rank (before that
-  // rank has sent anything, or for rank -1), or nullptr before any data.
+  // The run the panes show: the current run of `rank`; for rank -1 (or before that rank has
+  // sent anything) the current run of the rank that went non-finite first
+  // (first_nonfinite_rank), else of the lowest rank; nullptr before any data.
   static const RunModel* shown_run(const Model& model, int32_t rank = -1);
   // The same for what `state` shows: the run it names by identity while the model holds it,
   // else its rank's. When that rank has several current runs (a probe per model), the run
@@ -50,7 +53,7 @@ class Dashboard {
   const AppState& state() const { return state_; }
 
  private:
-  void handle_keys(const RunModel& run);
+  void handle_keys(const Model& model, const RunModel& run);
   // --verbose: which run the panes show ("keel: shown LABEL: layers N first .. loss L"), when that changes.
   void log_shown_run(const RunModel& run);
   // Prints events not printed yet ("keel: event KIND step N layer NAME run LABEL: DETAIL"),

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include <GLFW/glfw3.h>
+
 namespace keel::app::ui {
 namespace {
 
@@ -30,12 +32,25 @@ void begin_frame_key_presses() {
   std::swap(this_frame, pending);
 }
 
-bool key_pressed(ImGuiKey key, bool repeat) {
-  // The GLFW backend maps ImGui's named keys to GLFW key codes (io.KeyMap).
-  const int index = ImGui::GetKeyIndex(key);
+namespace {
+
+bool index_pressed(int index, bool repeat) {
   if (!log_enabled) return ImGui::IsKeyPressed(index, repeat);
   return std::any_of(this_frame.begin(), this_frame.end(),
                      [&](const Press& p) { return p.key == index && (repeat || !p.repeat); });
+}
+
+}  // namespace
+
+bool key_pressed(ImGuiKey key, bool repeat) {
+  // The GLFW backend maps ImGui's named keys to GLFW key codes (io.KeyMap).
+  return index_pressed(ImGui::GetKeyIndex(key), repeat);
+}
+
+bool letter_pressed(char upper) {
+  static_assert(GLFW_KEY_A == 'A' && GLFW_KEY_F == 'F' && GLFW_KEY_Z == 'Z');
+  if (upper < 'A' || upper > 'Z') return false;
+  return index_pressed(int(upper), false);
 }
 
 }  // namespace keel::app::ui

@@ -21,5 +21,9 @@ void enable_key_press_log();
 void begin_frame_key_presses();
 // Whether `key` was pressed this frame (with `repeat`, auto-repeats count too).
 bool key_pressed(ImGuiKey key, bool repeat = true);
+// Whether the letter key `upper` ('A'..'Z') was pressed this frame, auto-repeats not counted.
+// Dear ImGui 1.86 names only the letters of its own shortcuts (A, C, V, X, Y, Z); GLFW's key
+// code of a letter is its upper-case ASCII code.
+bool letter_pressed(char upper);
 
 }  // namespace keel::app::ui

@@ -1,12 +1,14 @@
 #include "ui/layer_detail.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include <imgui.h>
 
 #include "model/first_cause.hpp"
+#include "ui/instability_focus.hpp"
 #include "ui/metric_styles.hpp"
 #include "ui/plot.hpp"
 #include "ui/verbose_log.hpp"
@@ -32,11 +34,42 @@ void LayerDetail::log_geometry(const std::string& layer) {
   verbose_log("%s", text);
 }
 
-void LayerDetail::draw(const RunModel& run, AppState& state) {
-  const int layer = state.selected_layer();
-  if (layer < 0 || size_t(layer) >= run.layer_count()) {
-    ImGui::TextDisabled("select a layer (heatmap, list or events; up/down keys)");
+void LayerDetail::draw_summary(const RunModel& run) {
+  const std::string label = run.model().empty() ? run.run_id() : run.model() + " (" + run.run_id() + ")";
+  if (!run.has_steps()) {
+    ImGui::TextDisabled("run %s rank %d: no steps yet", label.c_str(), run.rank());
     return;
+  }
+  const LatestStep& latest = run.latest_step();
+  ImGui::Text("run %s rank %d: steps %lld..%lld held, loss %s, grad norm %s", label.c_str(), run.rank(),
+              static_cast<long long>(run.first_step()), static_cast<long long>(latest.step),
+              format_value(latest.loss).c_str(), format_value(latest.grad_norm).c_str());
+  if (const std::optional<wire::Event>& first = run.first_nonfinite()) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1.0f, 0.35f, 0.35f, 1.0f), "first non-finite: step %lld%s%s (F goes there)",
+                       static_cast<long long>(first->step), first->layer.empty() ? "" : " in ",
+                       first->layer.c_str());
+  } else {
+    ImGui::SameLine();
+    ImGui::TextDisabled("no non-finite step");
+  }
+}
+
+void LayerDetail::draw(const RunModel& run, AppState& state) {
+  int layer = state.selected_layer();
+  const bool chosen = layer >= 0 && size_t(layer) < run.layer_count();
+  if (!chosen) {
+    // Before a click: the run in a line and its loudest layer over the view, not an empty pane.
+    draw_summary(run);
+    layer = run.has_steps() ? loudest_layer_over(run, int64_t(std::floor(state.view_first())),
+                                                 int64_t(std::ceil(state.view_last())))
+                            : -1;
+    if (layer < 0) {
+      ImGui::TextDisabled("select a layer (heatmap, list or events; up/down keys)");
+      return;
+    }
+    ImGui::TextDisabled("loudest in view:");
+    ImGui::SameLine();
   }
   ImGui::Text("%s", run.layer_name(size_t(layer)).c_str());
   log_geometry(run.layer_name(size_t(layer)));
@@ -45,8 +78,9 @@ void LayerDetail::draw(const RunModel& run, AppState& state) {
     ImGui::TextColored(ImVec4(0.47f, 0.55f, 0.67f, 1.0f), "%s;", gradient_state_reason(gradient));
     ImGui::SameLine();
   }
-  ImGui::TextDisabled("%s  (space: follow live, Home: reset view, wheel: zoom, drag: pan)",
-                      state.follow_live() ? "following live" : "paused on the past");
+  ImGui::TextDisabled("%s  (%sspace: follow live, Home: reset view, F: first non-finite, wheel: zoom, drag: pan)",
+                      state.follow_live() ? "following live" : "paused on the past",
+                      chosen ? "" : "click a layer to choose; ");
   // The run's first unsafe step was born here: say why, where the layer's history is read.
   if (const std::optional<wire::Event>& first = run.first_nonfinite();
       first && cause_is_about(*first, run.layer_name(size_t(layer)))) {

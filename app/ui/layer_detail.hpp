@@ -3,7 +3,9 @@
 // What it is for: after the heatmap says "this layer", this says how: grad norm, absmax,
 // param norm and update ratio (log y, stacked, same steps as every other plot), and the zero
 // fraction (linear). Wheel zooms, drag pans, hover reads every plot out at the shared cursor.
-// A layer without a gradient now says why (frozen or unused) beside its name.
+// A layer without a gradient now says why (frozen or unused) beside its name. Before the user
+// picks a layer, it shows the run in a line (steps held, loss, the first non-finite) and the
+// layer loudest over the view (loudest_layer_over), so the pane is never empty.
 // It also logs, once per change, which layer it shows and where ("keel: detail LAYER x0 ..."),
 // so a test can read the pane's pixels.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
@@ -22,6 +24,7 @@ class LayerDetail {
 
  private:
   void log_geometry(const std::string& layer);
+  void draw_summary(const RunModel& run);
 
   std::string logged_geometry_;
 };

@@ -67,5 +67,24 @@ TEST(EventRows, TheFirstNonfiniteIsPinnedAfterTheListDroppedIt) {
   EXPECT_EQ(rows[0].newest->step, 5);
 }
 
+// The events pane shows and copies a dump's path whole: the probe's sentence was cut to
+// "wrote keel-dumps/step-200-non..." where the pane was narrow.
+TEST(EventRows, ADumpsPathIsReadWholeFromItsEvent) {
+  const std::string path = "/home/u/run (copy)/keel-dumps/step-200-nonfinite";
+  EXPECT_EQ(dump_path(event(200, "dump", "wrote " + path + " (123456 bytes, 0.42 s)")), path);
+  EXPECT_EQ(dump_path(event(200, "dump", "wrote " + path)), path) << "no sizes: the rest is the path";
+  EXPECT_EQ(dump_path(event(200, "dump_failed", "wrote " + path + " (1 bytes, 0 s)")), "");
+  EXPECT_EQ(dump_path(event(200, "skip", "update skipped")), "");
+
+  RunModel run("r", 0, ModelConfig{});
+  run.add_event(event(200, "first_nonfinite", "non-finite gradient values", "fc1.weight"));
+  run.add_event(event(200, "dump", "wrote /d/step-200-nonfinite (10 bytes, 0.1 s)"));
+  run.add_event(event(200, "skip", "update skipped: nonfinite"));
+  run.add_event(event(900, "dump", "wrote /d/step-900-manual (10 bytes, 0.1 s)"));
+  EXPECT_EQ(dump_path_at(run.events(), 200), "/d/step-200-nonfinite");
+  EXPECT_EQ(dump_path_at(run.events(), 900), "/d/step-900-manual");
+  EXPECT_EQ(dump_path_at(run.events(), 201), "");
+}
+
 }  // namespace
 }  // namespace keel::app

@@ -51,6 +51,53 @@ TEST(AppState, PanningBackToTheNewestStepResumesFollowing) {
   EXPECT_TRUE(state.follow_live());
 }
 
+// Issue 29: attached at step 1,320, the NaN of step 200 was one row in the events pane and
+// nowhere in the plots. Going to it moves the shared view there; a step already in view leaves
+// a live view live.
+TEST(AppState, RevealingAStepOutOfViewCentresItAndStopsFollowing) {
+  AppState state;
+  state.begin_frame(0, 1320);
+  ASSERT_GT(state.view_first(), 200);
+  state.reveal_step(200);
+  state.begin_frame(0, 1321);
+  EXPECT_FALSE(state.follow_live());
+  EXPECT_LE(state.view_first(), 200);
+  EXPECT_GE(state.view_last(), 200);
+  EXPECT_DOUBLE_EQ((state.view_first() + state.view_last()) / 2, 200);
+  EXPECT_EQ(state.step_before_history(), -1) << "step 200 is held";
+  state.begin_frame(0, 1400);
+  EXPECT_DOUBLE_EQ((state.view_first() + state.view_last()) / 2, 200) << "once: the user may pan away";
+
+  AppState live;
+  live.begin_frame(0, 1000);
+  live.reveal_step(900);
+  live.begin_frame(0, 1001);
+  EXPECT_TRUE(live.follow_live()) << "a step in view moves nothing";
+  EXPECT_DOUBLE_EQ(live.view_last(), 1001);
+}
+
+// A step older than the history kept cannot be shown: the view goes to the oldest steps held
+// and the step is named, for the pane to say where its history is; moving the view forgets it.
+TEST(AppState, RevealingAStepBeforeTheHistoryKeptSaysSo) {
+  AppState state;
+  state.begin_frame(1904, 6000);
+  state.reveal_step(200);
+  state.begin_frame(1904, 6001);
+  EXPECT_EQ(state.step_before_history(), 200);
+  EXPECT_FALSE(state.follow_live());
+  EXPECT_DOUBLE_EQ(state.view_first(), 1904) << "the oldest span held, not its edge";
+  EXPECT_DOUBLE_EQ(state.view_last(), 1904 + AppState::kDefaultSpanSteps);
+  state.pan(100);
+  EXPECT_EQ(state.step_before_history(), -1);
+
+  state.reveal_step(100);
+  state.begin_frame(1904, 6002);
+  EXPECT_EQ(state.step_before_history(), 100);
+  state.reveal_step(3000);
+  state.begin_frame(1904, 6003);
+  EXPECT_EQ(state.step_before_history(), -1) << "a step held";
+}
+
 TEST(AppState, SelectionFollowsTheLayerNameAcrossRuns) {
   AppState state;
   testing::internal::CaptureStdout();

@@ -52,6 +52,8 @@ TEST(ControlState, EachControlShowsWhatBecameOfItsLastCommand) {
   done.ack.bytes = 3 * 1024 * 1024;
   state.update(done);
   EXPECT_EQ(status_text(*state.latest("dump")), "dump at step 90: /dumps/step-90 (3 MB)");
+  EXPECT_EQ(state.log()[0].path, "/dumps/step-90") << "the events pane copies it whole";
+  EXPECT_EQ(state.log()[1].path, "") << "a skip has no path";
 
   state.submitted("dump", 3, dump);
   CommandStatus refused = answered(3, dump, CommandState::kRefused, -1);
@@ -59,6 +61,7 @@ TEST(ControlState, EachControlShowsWhatBecameOfItsLastCommand) {
   state.update(refused);
   EXPECT_EQ(status_text(*state.latest("dump")), "refused: at most one dump per 100 steps");
   EXPECT_EQ(state.log()[0].step, -1);
+  EXPECT_EQ(state.log()[0].path, "") << "a refused dump wrote nothing";
   EXPECT_EQ(state.log().size(), 3u);
 }
 

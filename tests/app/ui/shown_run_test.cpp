@@ -62,6 +62,29 @@ TEST(ShownRun, ARunJoiningTheShownOnesRankDoesNotTakeThePanesOver) {
   EXPECT_EQ(state.shown_run_key()->model, "discriminator");
 }
 
+// Two ranks, the NaN on rank 1: the strip named rank 1 while the panes showed rank 0, with no
+// red and no selection. Until the user picks a rank, the panes show the first bad one.
+TEST(ShownRun, NoRankChosenShowsTheRankThatWentNonfiniteFirst) {
+  Model model;
+  AppState state;
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    wire::RunDescription d = rank0("job", "", 0);
+    d.rank = rank;
+    model.ingest(d);
+  }
+  EXPECT_EQ(Dashboard::shown_run(model, state)->rank(), 0) << "nothing wrong yet: the lowest rank";
+  wire::Event nan;
+  nan.kind = "first_nonfinite";
+  nan.run = "job";
+  nan.rank = 1;
+  nan.step = 30;
+  nan.seq = 1;
+  model.ingest(nan);
+  EXPECT_EQ(Dashboard::shown_run(model, state)->rank(), 1);
+  state.show_rank(0);   // the user's choice stands
+  EXPECT_EQ(Dashboard::shown_run(model, state)->rank(), 0);
+}
+
 TEST(ShownRun, OneRunPerRankIsNotPinned) {
   Model model;
   AppState state;
