@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <variant>
 
@@ -37,6 +39,45 @@ int wait_ms(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 200));
 }
 
+// The newest `limit` step records of an answer that holds more, with the run descriptions
+// among them and the one the first of them was published under, in the order they came.
+class NewestSteps {
+ public:
+  explicit NewestSteps(int64_t limit) : limit_(limit) {}
+
+  void add(keel::wire::Message message) {
+    const bool step = std::holds_alternative<keel::wire::StepRecord>(message);
+    held_.push_back(std::move(message));
+    if (!step || ++steps_ <= limit_) return;
+    // Drops the oldest step and what came before it, keeping the description in force.
+    while (true) {
+      const bool oldest_step = std::holds_alternative<keel::wire::StepRecord>(held_.front());
+      if (!oldest_step) in_force_ = std::move(held_.front());
+      held_.pop_front();
+      if (oldest_step) break;
+    }
+    --steps_;
+  }
+
+  // Hands everything held to `print`, oldest first, and forgets it.
+  template <class Print>
+  void flush(Print&& print) {
+    // A description held first supersedes the one before it.
+    const bool described = !held_.empty() && !std::holds_alternative<keel::wire::StepRecord>(held_.front());
+    if (in_force_ && !described) print(*in_force_);
+    for (const keel::wire::Message& message : held_) print(message);
+    held_.clear();
+    in_force_.reset();
+    steps_ = 0;
+  }
+
+ private:
+  int64_t limit_;
+  int64_t steps_ = 0;
+  std::deque<keel::wire::Message> held_;
+  std::optional<keel::wire::Message> in_force_;
+};
+
 }  // namespace
 
 int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& err) {
@@ -52,7 +93,13 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
   LayerNames names;
   TablePrinter table;
   bool described = false;
+  int64_t printed = 0, first_step = 0, last_step = 0;
   auto print = [&](const keel::wire::Message& message) {
+    if (const auto* run = std::get_if<keel::wire::RunDescription>(&message)) names.learn(*run);
+    if (const auto* record = std::get_if<keel::wire::StepRecord>(&message)) {
+      if (printed++ == 0) first_step = record->step;
+      last_step = record->step;
+    }
     out << (options.json ? to_json_line(message, names) + "\n" : table.format(message, names));
   };
   try {
@@ -62,7 +109,6 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
       ReceiveResult received = subscriber.receive(wait_ms(deadline));
       const auto* run = std::get_if<keel::wire::RunDescription>(&received.message);
       if (received.status != ReceiveStatus::kMessage || run == nullptr) continue;
-      names.learn(*run);
       print(received.message);
       described = true;
       break;
@@ -82,14 +128,25 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
   command.rank = -1;
   command.id = 1;
   command.kind = "history";
-  command.count = options.count;
+  // The probe sends all the events it keeps only with its whole ring, and otherwise those of
+  // the steps it sends (PROTOCOL §6). The event a user asks history for, the run's first
+  // non-finite step, is most often older than the newest N steps: so the whole ring is asked
+  // for, and its newest `count` steps are printed.
+  command.count = kWholeRing;
+  const bool trimmed = options.count < kWholeRing;
+  NewestSteps newest(options.count);
+  bool flushed = false;
+  auto flush = [&] {
+    if (!flushed) newest.flush(print);
+    flushed = true;
+  };
   const std::unique_ptr<CommandSocket> socket =
       send_request(command_endpoint, options.auth, command, err);
   if (!socket) return 1;
 
   // Silence, not the whole answer, is bounded: a large ring keeps arriving for a while.
   Clock::time_point deadline = Clock::now() + duration_of(options.timeout_secs);
-  int64_t printed = 0, first_step = 0, last_step = 0, events = 0;
+  int64_t received = 0, events = 0;
   while (Clock::now() < deadline) {
     ReceiveResult reply = socket->receive(wait_ms(deadline));
     if (reply.status == ReceiveStatus::kDecodeError) {
@@ -98,41 +155,46 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
     }
     if (reply.status != ReceiveStatus::kMessage) continue;
     deadline = Clock::now() + duration_of(options.timeout_secs);
-    if (const auto* record = std::get_if<keel::wire::StepRecord>(&reply.message)) {
-      if (printed == 0) first_step = record->step;
-      last_step = record->step;
-      ++printed;
-      print(reply.message);
+    // Steps, with the descriptions where the history spans a change of layers (the records
+    // after one have its layers).
+    const bool step = std::holds_alternative<keel::wire::StepRecord>(reply.message);
+    if (step || std::holds_alternative<keel::wire::RunDescription>(reply.message)) {
+      received += step ? 1 : 0;
+      if (trimmed) {
+        newest.add(std::move(reply.message));
+      } else {
+        print(reply.message);
+      }
       continue;
     }
-    if (const auto* run = std::get_if<keel::wire::RunDescription>(&reply.message)) {
-      // The history spans a change of layers: the records after it have these.
-      names.learn(*run);
-      print(reply.message);
-      continue;
-    }
+    // The events follow the steps, oldest first.
     if (std::holds_alternative<keel::wire::Event>(reply.message)) {
+      flush();
       ++events;
       print(reply.message);
       continue;
     }
     const auto* ack = std::get_if<keel::wire::Ack>(&reply.message);
     if (ack == nullptr || (ack->id != command.id && ack->id != 0)) continue;
+    flush();
     out.flush();
     if (!ack->ok) {
       err << "keel-cli: the probe refused the history request: " << ack->error << '\n';
       return 1;
     }
-    err << "keel-cli: " << printed << " steps from the probe's history";
+    err << "keel-cli: " << printed;
+    err << (printed < received ? " of the " + std::to_string(received) + " steps in" : " steps from");
+    err << " the probe's history";
     if (printed > 0) err << " (" << first_step << ".." << last_step << ")";
     if (events > 0) err << " and " << events << " events";
-    if (ack->count != printed) err << "; the probe sent " << ack->count;
+    if (ack->count != received) err << "; the probe sent " << ack->count;
     err << '\n';
     return 0;
   }
+  flush();
   out.flush();
   err << "keel-cli: no answer from " << command_endpoint << " for " << seconds_text(options.timeout_secs)
-      << " s (after " << printed << " steps)\n";
+      << " s (after " << received << " steps)\n";
   return 2;
 }
 
@@ -148,9 +210,10 @@ CliCommand add_history_command(CLI::App& app) {
                       "Command (ROUTER) endpoint of the probe, instead of deriving it from --endpoint")
       ->type_name("ENDPOINT");
   add_client_auth_options(*history, options->auth);
-  history->add_option("-n,--count", options->count, "Most recent N steps (default: all the probe keeps)")
+  history->add_option("-n,--count", options->count,
+                      "Most recent N steps (default: all the probe keeps); the events are all it keeps, whatever N")
       ->type_name("N")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(CLI::Range(int64_t{1}, kWholeRing));
   history->add_option("-t,--timeout", options->timeout_secs,
                       "Exit 2 when the probe is silent for SECS seconds before its answer ends")
       ->type_name("SECS")

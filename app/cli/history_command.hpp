@@ -7,8 +7,11 @@
 // the telemetry endpoint for the run description (the probe sends it to every new
 // subscriber) so layers print by name, then sends the same `history` request the dashboard
 // sends (PROTOCOL §6) to the command endpoint (port + 1, or --command-endpoint).
-// Output: like `keel-cli tail`: the run description, then the step records oldest first, as a
-// table or (--json) one JSON object per line. A one-line summary goes to stderr.
+// Output: like `keel-cli tail`: the run description, then the step records oldest first, then
+// every event the probe keeps (by default its last 1,024), as a table or (--json) one JSON object per
+// line. --count N prints the newest N steps, and still every event: the one a user looks for,
+// the run's first non-finite step, is most often older than they are. A one-line summary goes
+// to stderr.
 // Exit status: 0 when the probe answered, 1 when it refused or an endpoint is invalid, 2 when
 // the probe fell silent for --timeout seconds before its ack.
 // Threads: main thread only.
@@ -23,10 +26,13 @@
 
 namespace keel::app {
 
+// The largest history count (PROTOCOL §6): every step the probe keeps, and every event.
+constexpr int64_t kWholeRing = int64_t{1} << 20;
+
 struct HistoryOptions {
   std::string endpoint;          // telemetry endpoint; "" = keel::wire::kDefaultPubEndpoint
   std::string command_endpoint;  // overrides the one derived from `endpoint`
-  int64_t count = 1 << 20;       // most recent steps wanted; the probe sends what its ring holds
+  int64_t count = kWholeRing;    // most recent steps printed, 1..kWholeRing
   double timeout_secs = 10;
   // How long to listen for the run description before printing without layer names.
   double describe_wait_secs = 2;

@@ -1,8 +1,10 @@
 // keel-cli's control commands against a fake probe command socket: `history` prints the ring
-// like `tail` (and exits 1 on refusal, 2 on silence), `send dump` prints the ack with its path
+// like `tail`, its newest N steps with every event the probe keeps (and exits 1 on refusal, 2
+// on silence), `send dump` prints the ack with its path
 // and size as one JSON line, `send policy` passes the policy's name and state.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -73,7 +75,101 @@ TEST(HistoryCli, PrintsTheRingOldestFirstAsJsonLines) {
   EXPECT_NE(err.str().find("5 steps from the probe's history (3..7)"), std::string::npos) << err.str();
   ASSERT_EQ(server.received().size(), 1u);
   EXPECT_EQ(server.received()[0].kind, "history");
-  EXPECT_EQ(server.received()[0].count, 100);
+  EXPECT_EQ(server.received()[0].count, kWholeRing) << "the events come only with the whole ring";
+}
+
+// A probe's ring of steps first..last, with a change of layers before `relayout` (-1: none),
+// answered as the probe answers (PROTOCOL §6): the events it keeps follow the steps, all of
+// them for the whole ring and only those of the steps sent for a shorter answer.
+FakeCommandServer::Handler ring_with_events(int64_t first, int64_t last, int64_t relayout,
+                                            std::vector<wire::Event> events) {
+  return [=](const wire::Command& c) -> std::vector<wire::Message> {
+    if (c.kind != "history") return {};
+    const int64_t sent_first = std::max(first, last - c.count + 1);
+    std::vector<wire::Message> replies;
+    wire::RunDescription before = test_support::sample_run();
+    wire::RunDescription after = before;
+    after.layers[0].name = "fc1.weight_v2";
+    replies.push_back(sent_first < relayout || relayout < 0 ? before : after);
+    for (int64_t s = sent_first; s <= last; ++s) {
+      if (s == relayout && s != sent_first) replies.push_back(after);
+      replies.push_back(test_support::sample_step(s));
+    }
+    for (const wire::Event& event : events) {
+      if (sent_first == first || event.step >= sent_first) replies.push_back(event);
+    }
+    wire::Ack ack = FakeCommandServer::ack_for(c, true, last);
+    ack.count = last - sent_first + 1;
+    replies.push_back(ack);
+    return replies;
+  };
+}
+
+wire::Event event_at(int64_t step, const std::string& kind) {
+  wire::Event event;
+  event.step = step;
+  event.kind = kind;
+  event.layer = "fc1.weight";
+  event.detail = kind + " at step " + std::to_string(step);
+  return event;
+}
+
+// The README's `history --count 100 --json` printed no events: the probe sends only those of
+// the steps it sends, and the first non-finite step was older than the newest 100.
+TEST(HistoryCli, CountPrintsTheNewestStepsAndEveryEventTheProbeKeeps) {
+  ProbeLikeServer server(ring_with_events(0, 99, -1, {event_at(20, "first_nonfinite"), event_at(98, "spike")}));
+  HistoryOptions options = options_for(server);
+  options.json = true;
+  options.count = 3;
+  std::ostringstream out, err;
+  EXPECT_EQ(run_history(options, out, err), 0) << err.str();
+  std::vector<std::string> types;
+  std::vector<int64_t> steps;
+  for (const std::string& line : lines_of(out.str())) {
+    const nlohmann::json json = nlohmann::json::parse(line);
+    types.push_back(json["type"]);
+    if (json["type"] != "run") steps.push_back(json["step"]);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"run", "step", "step", "step", "event", "event"})) << out.str();
+  EXPECT_EQ(steps, (std::vector<int64_t>{97, 98, 99, 20, 98}));
+  EXPECT_NE(err.str().find("3 of the 100 steps in the probe's history (97..99) and 2 events"), std::string::npos)
+      << err.str();
+
+  options.json = false;
+  std::ostringstream table, table_err;
+  EXPECT_EQ(run_history(options, table, table_err), 0) << table_err.str();
+  EXPECT_NE(table.str().find("event first_nonfinite        step 20"), std::string::npos) << table.str();
+  for (const char* row : {"\n      97    0 ", "\n      98    0 ", "\n      99    0 "}) {
+    EXPECT_NE(table.str().find(row), std::string::npos) << row << " in\n" << table.str();
+  }
+  EXPECT_EQ(table.str().find("\n      96    0 "), std::string::npos) << table.str();
+  ASSERT_EQ(server.received().size(), 2u);
+  EXPECT_EQ(server.received()[0].count, kWholeRing) << "the events come only with the whole ring";
+}
+
+// The newest steps of a ring that spans a change of layers come with the description each
+// was published under, in its place, and are named by it.
+TEST(HistoryCli, TheNewestStepsKeepTheDescriptionsTheyWerePublishedUnder) {
+  ProbeLikeServer server(ring_with_events(0, 99, 50, {}));
+  HistoryOptions options = options_for(server);
+  options.json = true;
+  auto names_by_step = [&](int64_t count) {
+    options.count = count;
+    std::ostringstream out, err;
+    EXPECT_EQ(run_history(options, out, err), 0) << err.str();
+    std::vector<std::string> named;   // "run" for a description, else the step's first layer
+    for (const std::string& line : lines_of(out.str())) {
+      const nlohmann::json json = nlohmann::json::parse(line);
+      named.push_back(json["type"] == "run" ? "run" : std::to_string(json["step"].get<int64_t>()) + " " +
+                                                          json["layers"][0]["name"].get<std::string>());
+    }
+    named.resize(std::min<size_t>(named.size(), 5));
+    return named;
+  };
+  EXPECT_EQ(names_by_step(2), (std::vector<std::string>{"run", "98 fc1.weight_v2", "99 fc1.weight_v2"}));
+  EXPECT_EQ(names_by_step(51), (std::vector<std::string>{"run", "49 fc1.weight", "run", "50 fc1.weight_v2",
+                                                         "51 fc1.weight_v2"}))
+      << "the first five";
 }
 
 TEST(HistoryCli, RefusalExitsWith1AndSilenceWith2) {
