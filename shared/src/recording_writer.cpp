@@ -3,6 +3,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -290,6 +291,16 @@ bool RecordingWriter::flush() {
   s.pending_messages = 0;
   s.flushed_chunk_open = s.chunk_open;
   s.flushed_chunk_offset = s.chunk_offset;
+  return true;
+}
+
+bool RecordingWriter::rename(const std::string& to) {
+  State& s = *state_;
+  if (::rename(s.path.c_str(), to.c_str()) != 0) {
+    s.fail("cannot rename " + s.path + " to " + to + ": " + std::strerror(errno));
+    return false;
+  }
+  s.path = to;
   return true;
 }
 

@@ -30,6 +30,7 @@ inline keel::probe::ProbeOptions listening() {
   o.endpoint = "tcp://127.0.0.1:*";
   o.describe_interval_secs = 60;   // only subscriptions and describe commands send one
   o.dump_on_nonfinite = false;      // dump_test.cpp turns it on, with a directory of its own
+  o.record_dir = "";                // recording_probe_test.cpp records, in a directory of its own
   return o;
 }
 

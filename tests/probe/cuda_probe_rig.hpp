@@ -99,6 +99,7 @@ inline keel::probe::ProbeOptions quiet_options() {
   keel::probe::ProbeOptions options;
   options.endpoint = "";
   options.dump_on_nonfinite = false;
+  options.record_dir = "";
   return options;
 }
 

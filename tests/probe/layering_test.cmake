@@ -1,6 +1,7 @@
 # The probe's layering, checked on its sources (cmake -P, with -DPROBE_SRC=<repo>/probe/src):
 #   transport <- dump,   transport <- layout,   cuda <- reduce,   everything <- step
-# origin/ (the tracer of where a NaN was born, and the state a re-run starts from) stands alone.
+# origin/ (the tracer of where a NaN was born, and the state a re-run starts from) stands alone,
+# and so does record/ (the flight recorder: keel_wire only, fed by the publisher through a tap).
 # The transport (publisher, command server, their CURVE guard) includes no torch, so it builds
 # and is fuzzed with only keel_wire and libzmq; the reductions never reach the transport, the
 # dumps or the step; only step/ (the Probe itself) sees every stage. A file that reaches
@@ -10,18 +11,20 @@ if(NOT PROBE_SRC)
   message(FATAL_ERROR "pass -DPROBE_SRC=<repository>/probe/src")
 endif()
 
-set(probe_folders transport dump reduce layout step cuda origin)
+set(probe_folders transport dump reduce layout step cuda origin record)
 set(allowed_transport transport)
 set(allowed_dump dump transport)
 set(allowed_reduce reduce cuda)
 set(allowed_layout layout transport)
-set(allowed_step step transport dump reduce layout cuda origin)
+set(allowed_step step transport dump reduce layout cuda origin record)
 set(allowed_origin origin)
+set(allowed_record record)
 set(allowed_cuda cuda)
 # Headers a folder must not include. keel/probe/probe.hpp includes torch; the transport takes
 # AttachError from keel/probe/attach_error.hpp.
 set(forbidden_transport "torch/" "ATen/" "c10/" "keel/probe/probe.hpp")
 set(forbidden_cuda "torch/" "ATen/" "c10/")
+set(forbidden_record "torch/" "ATen/" "c10/" "keel/probe/probe.hpp")
 
 include(${CMAKE_CURRENT_LIST_DIR}/../layering_check.cmake)
 set(violations "")

@@ -1,5 +1,6 @@
-// ProbeOptions for probe tests that need no socket: nothing published, no command socket, and
-// no automatic dump (dumps have their own tests, dump_test.cpp; none lands in the cwd).
+// ProbeOptions for probe tests that need no socket: nothing published, no command socket, no
+// automatic dump and no recording (dumps and recordings have their own tests, dump_test.cpp
+// and recording_probe_test.cpp; nothing lands in the cwd).
 #pragma once
 
 #include "keel/probe/probe.hpp"
@@ -10,6 +11,7 @@ inline keel::probe::ProbeOptions quiet() {
   keel::probe::ProbeOptions o;
   o.endpoint = "";
   o.dump_on_nonfinite = false;
+  o.record_dir = "";
   return o;
 }
 

@@ -83,6 +83,7 @@ void Probe::Impl::begin_step() {
   events_published_ = 0;
   report_finished_dumps();
   report_subscription_resets();
+  report_record_drops();
   report_refusals();
   // Before anything reads the policies: a command changes them from this step on. Answered
   // now rather than after the step: the decision is made, and the round trip stays within
@@ -294,6 +295,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     raise_events(outcome, r.stats_ok);
     record_.dropped = publisher_ ? publisher_->dropped() : 0;
     record_.probe_errors = probe_errors_;
+    record_.record_dropped = recorder_ ? recorder_->dropped() : 0;
     record_.stamp_unix_ns = unix_ns();
     record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
     if (publisher_) {

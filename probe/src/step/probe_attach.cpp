@@ -115,34 +115,43 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
   check_model_name(options_);
   use_user_keys_by_default(options_);
   check_command_security(options_);
-  if (!options_.endpoint.empty()) {
+  start_recording();
+  if (!options_.endpoint.empty() || recorder_) {
     PublisherOptions po;
     po.endpoint = options_.endpoint;
     po.queue_capacity = options_.queue_capacity;
     po.send_high_water_mark = options_.send_high_water_mark;
     po.describe_interval = std::chrono::milliseconds(static_cast<int64_t>(options_.describe_interval_secs * 1000));
-    po.history_steps = options_.history_steps;
+    // Without a socket nobody asks for the history: only the recorder reads the messages.
+    po.history_steps = options_.endpoint.empty() ? 0 : options_.history_steps;
     if (options_.authenticate_telemetry) {
       po.secret_key = options_.command_secret_key;
       po.allowed_client_keys = options_.allowed_client_keys;
     }
-    publisher_ = std::make_unique<Publisher>(po, description_);
-    const std::string command_at = options_.accept_commands ? command_endpoint_of(options_.endpoint) : std::string();
-    if (!command_at.empty()) {
-      CommandServerOptions co;
-      co.endpoint = command_at;
-      co.rank = options_.rank;
-      co.run = description_.run_id;
-      co.model = description_.model;
-      co.secret_key = options_.command_secret_key;
-      co.allowed_client_keys = options_.allowed_client_keys;
-      if (options_.history_steps > 0) {
-        Publisher* publisher = publisher_.get();
-        co.history = [publisher] { return publisher->history(); };
-        co.event_history = [publisher] { return publisher->event_history(); };
-      }
-      commands_ = std::make_unique<CommandServer>(co);
+    if (recorder_) {
+      FlightRecorder* recorder = recorder_.get();
+      po.tap = [recorder](const wire::Message& message, const FlightRecorder::Payload& payload) {
+        recorder->record(message, payload);
+      };
     }
+    publisher_ = std::make_unique<Publisher>(po, description_);
+  }
+  const std::string command_at =
+      options_.accept_commands && !options_.endpoint.empty() ? command_endpoint_of(options_.endpoint) : std::string();
+  if (!command_at.empty()) {
+    CommandServerOptions co;
+    co.endpoint = command_at;
+    co.rank = options_.rank;
+    co.run = description_.run_id;
+    co.model = description_.model;
+    co.secret_key = options_.command_secret_key;
+    co.allowed_client_keys = options_.allowed_client_keys;
+    if (options_.history_steps > 0) {
+      Publisher* publisher = publisher_.get();
+      co.history = [publisher] { return publisher->history(); };
+      co.event_history = [publisher] { return publisher->event_history(); };
+    }
+    commands_ = std::make_unique<CommandServer>(co);
   }
   dumps_ = std::make_unique<CheckpointWriter>();
   step_ = options_.first_step;
@@ -190,6 +199,7 @@ const wire::RunDescription& Probe::description() const { return impl_->descripti
 const std::vector<wire::Event>& Probe::last_events() const { return impl_->events_; }
 const ProbeTiming& Probe::last_timing() const { return impl_->timing_; }
 uint64_t Probe::dropped() const { return impl_->publisher_ ? impl_->publisher_->dropped() : 0; }
+std::string Probe::recording_path() const { return impl_->recorder_ ? impl_->recorder_->path() : std::string(); }
 std::string Probe::bound_endpoint() const {
   return impl_->publisher_ ? impl_->publisher_->bound_endpoint() : std::string();
 }

@@ -30,6 +30,7 @@
 #include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
 #include "origin/rerun_point.hpp"
+#include "record/flight_recorder.hpp"
 #include "spike_detector.hpp"
 #include "step_cause.hpp"
 #include "step_health.hpp"
@@ -109,6 +110,10 @@ class Probe::Impl {
   bool buffer_nonfinite_last_step_ = false;
   GradScaler* scaler_ = nullptr;
   wire::RunDescription description_;
+  // Before publisher_: destroyed after it, so the publisher's last drain is still recorded.
+  std::unique_ptr<FlightRecorder> recorder_;
+  // Why the run is not recorded, when record_dir asked for it: told once, at the first step.
+  std::string recording_failure_;
   std::unique_ptr<Publisher> publisher_;
   std::unique_ptr<CommandServer> commands_;
   // After commands_: destroyed first, it may still answer a dump's command while finishing.
@@ -166,6 +171,8 @@ class Probe::Impl {
   bool scaler_out_of_step_ = false;
   uint64_t probe_errors_ = 0;
   uint64_t subscription_resets_seen_ = 0;
+  uint64_t record_dropped_seen_ = 0;
+  std::optional<Clock::time_point> last_record_dropped_event_;
   wire::StepRecord record_;
   std::vector<wire::Event> events_;
   size_t events_published_ = 0;       // events_[0, this) went out with a record already
@@ -299,6 +306,10 @@ class Probe::Impl {
   std::string dump_refusal() const;
   void report_finished_dumps();
   void report_subscription_resets();
+  // Starts the flight recorder (probe_record.cpp); recording_failure_ says why when it cannot.
+  void start_recording();
+  // "record_dropped" events: the recording could not start, or lost records since the last.
+  void report_record_drops();
   // auth_refused events for the clients the command and telemetry sockets refused.
   void report_refusals();
 };

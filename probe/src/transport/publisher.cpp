@@ -35,6 +35,10 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
   // Records published before any change are of these layers (the seq of a description a
   // subscriber is sent is its own; this copy has none: 0).
   layout_before_history_ = std::make_shared<const std::vector<char>>(wire::encode(sent_description_));
+  if (options_.endpoint.empty()) {
+    thread_ = std::thread([this] { run(); });
+    return;
+  }
   try {
     if (!options_.secret_key.empty()) {
       // The handler must be bound before the socket it guards accepts a connection.
@@ -151,10 +155,9 @@ std::vector<KeptMessage> Publisher::history() const {
   return out;
 }
 
-void Publisher::keep_in_history(const char* topic, const std::vector<char>& payload) {
+void Publisher::keep_in_history(const char* topic, Payload kept) {
   // Allocated outside the lock; a reader (history request, dump) may still hold the payload
   // that falls out of the ring, so it is never recycled in place.
-  auto kept = std::make_shared<const std::vector<char>>(payload);
   const bool is_step = topic == std::string_view(wire::kTopicStep);
   std::lock_guard<std::mutex> lock(history_mutex_);
   history_.emplace_back(topic, std::move(kept));
@@ -178,6 +181,7 @@ std::vector<Publisher::Payload> Publisher::event_history() const {
 }
 
 bool Publisher::send(const char* topic, const std::vector<char>& payload) {
+  if (options_.endpoint.empty()) return true;   // nowhere to send: the tap is the reader
   auto& s = socket_->socket;
   try {
     const std::string_view topic_view(topic);
@@ -208,19 +212,22 @@ void Publisher::drain() {
     if (const auto* description = std::get_if<wire::RunDescription>(&slot)) sent_description_ = *description;
     wire::encode(slot, scratch_);
     if (!send(wire::topic_of(slot), scratch_)) send_dropped_.fetch_add(1, std::memory_order_relaxed);
+    // One shared copy serves the history ring and the tap; none is made when neither wants it.
+    const bool is_event = std::holds_alternative<wire::Event>(slot);
+    const bool kept = options_.history_steps > 0 && (!is_event || options_.history_events > 0);
+    Payload payload;
+    if (kept || options_.tap) payload = std::make_shared<const std::vector<char>>(scratch_);
     // Events are kept only beside a step ring: history requests are served only then.
-    if (options_.history_steps > 0) {
-      if (std::holds_alternative<wire::Event>(slot)) {
-        if (options_.history_events > 0) {
-          Payload payload = std::make_shared<const std::vector<char>>(scratch_);
-          std::lock_guard<std::mutex> lock(history_mutex_);
-          if (event_history_.size() >= options_.history_events) event_history_.pop_front();
-          event_history_.push_back(std::move(payload));
-        }
+    if (kept) {
+      if (is_event) {
+        std::lock_guard<std::mutex> lock(history_mutex_);
+        if (event_history_.size() >= options_.history_events) event_history_.pop_front();
+        event_history_.push_back(payload);
       } else {
-        keep_in_history(wire::topic_of(slot), scratch_);
+        keep_in_history(wire::topic_of(slot), payload);
       }
     }
+    if (options_.tap) options_.tap(slot, payload);
     tail_.store(tail + 1, std::memory_order_release);
   }
 }
@@ -267,6 +274,15 @@ void Publisher::reset_connections() {
 }
 
 void Publisher::run() {
+  if (options_.endpoint.empty()) {
+    // No socket to poll or describe to: the queue is drained for the tap alone.
+    while (!stop_.load(std::memory_order_relaxed)) {
+      drain();
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    drain();
+    return;
+  }
   auto next_describe = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     bool new_subscriber = false;

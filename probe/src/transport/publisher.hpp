@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,8 @@
 namespace keel::probe {
 
 struct PublisherOptions {
+  // "" binds no socket: the thread still encodes every message for the tap (a run recorded
+  // but not published).
   std::string endpoint;
   size_t queue_capacity = 256;
   int send_high_water_mark = 1000;
@@ -56,6 +59,10 @@ struct PublisherOptions {
   std::string secret_key;
   std::vector<std::string> allowed_client_keys;
   std::chrono::milliseconds refusal_report_interval{60000};
+  // Called on the publisher thread with every description, step record and event taken from
+  // the queue, in order, and its payload as encoded (shared, immutable): the flight recorder.
+  // Not called for the periodic re-sends of the description. Must not block.
+  std::function<void(const wire::Message&, const std::shared_ptr<const std::vector<char>>&)> tap;
 };
 
 class Publisher {
@@ -149,7 +156,7 @@ class Publisher {
   wire::RunDescription sent_description_;
 
   // Keeps a published step record or description for history() (publisher thread).
-  void keep_in_history(const char* topic, const std::vector<char>& payload);
+  void keep_in_history(const char* topic, Payload payload);
 
   mutable std::mutex history_mutex_;
   std::deque<KeptMessage> history_;   // steps, and the descriptions between them

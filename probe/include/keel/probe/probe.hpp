@@ -118,6 +118,17 @@ struct ProbeOptions {
   // writes its own checkpoints to. A dump is about the size of the model and optimizer state.
   int64_t dump_max_count = 32;
   int64_t dump_min_free_bytes = int64_t{2} << 30;   // 2 GiB
+  // The flight recorder (shared/PROTOCOL.md §10): every run description, step record and
+  // event also goes to one file per run and rank under this directory (created when needed),
+  // "<run_id>[-<model>]-rank<R>.keelrec", which `keel --open` and `keel-cli summary|export`
+  // read. A thread of its own writes it: a full or slow disk loses records (counted in every
+  // record's record_dropped, told as a "record_dropped" event), never slows a step. A file
+  // that cannot be created leaves the run unrecorded, told the same way. "" records nothing.
+  std::string record_dir = "keel-runs";
+  // The file's bound on disk. Past it, older step records are thinned: one in 2, then 4, 8, ...
+  // is kept, with every step within 64 of an event and the newest 4,096 steps; descriptions and
+  // events are never dropped.
+  uint64_t record_max_bytes = uint64_t{1} << 30;   // 1 GiB
   // update_ratio of a layer off the CPU whose optimizer keeps no rule to rebuild its update
   // (any but AdamW, Adam and SGD, docs/DESIGN.md §8) takes a copy of the weights on their
   // device, as large as they are. Off by default: such a run reports no update_ratio. The CPU
@@ -222,6 +233,8 @@ class Probe {
   // Messages dropped because the publisher's queue was full (per-subscriber losses show as
   // seq gaps on that subscriber).
   uint64_t dropped() const;
+  // The absolute path of the run's recording (ProbeOptions::record_dir); "" when none.
+  std::string recording_path() const;
   // Where the publisher is bound (resolves a "tcp://127.0.0.1:*" wildcard port).
   std::string bound_endpoint() const;
   // Where the command socket is bound: the telemetry port + 1, or a port of its own when the

@@ -49,6 +49,9 @@ class RecordingWriter {
   // Writes everything appended since the last flush to the file. False when a write failed:
   // those messages are lost (added to lost_messages()) and error() says why.
   bool flush();
+  // Moves the file to `to` (rename(2): atomic, replacing a file there) and goes on writing it
+  // there. False with error() set when the rename fails; the file is then where it was.
+  bool rename(const std::string& to);
   // Flushes, closes the open chunk (fills in its header) and the file. Idempotent.
   bool close();
 
