@@ -150,6 +150,8 @@ std::string format_ack(const wire::Ack& ack) {
   const std::string verdict = ack.ok ? "ok" : "refused";
   std::string out = printf_string("ack   %-22s id %" PRIu64 "  rank %d  step %" PRId64,
                                   verdict.c_str(), ack.id, ack.rank, ack.step);
+  // The updates a skip covers, the steps a history answer sent.
+  if (ack.count > 0) out += "  count " + std::to_string(ack.count);
   if (!ack.path.empty()) {
     out += "  path " + terminal_safe(ack.path) + "  bytes " + std::to_string(ack.bytes);
   }
@@ -170,7 +172,10 @@ std::string TablePrinter::format(const wire::Message& message, const LayerNames&
     header_due_ = true;
     out = format_run(*run);
   } else if (const auto* step = std::get_if<wire::StepRecord>(&message)) {
-    if (header_due_) out = step_table_header() + "\n";
+    if (header_due_ || (lines_per_header_ > 0 && lines_since_header_ >= lines_per_header_)) {
+      out = step_table_header() + "\n";
+      lines_since_header_ = 0;
+    }
     header_due_ = false;
     out += format_step(*step, names);
   } else if (const auto* event = std::get_if<wire::Event>(&message)) {
@@ -180,7 +185,9 @@ std::string TablePrinter::format(const wire::Message& message, const LayerNames&
   } else if (const auto* ack = std::get_if<wire::Ack>(&message)) {
     out = format_ack(*ack);
   }
-  return out + "\n";
+  out += "\n";
+  lines_since_header_ += std::count(out.begin(), out.end(), '\n');
+  return out;
 }
 
 }  // namespace keel::app

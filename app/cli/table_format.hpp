@@ -40,17 +40,24 @@ struct WorstLayer {
 // nothing when the record has no layers or grad_norm is not in its metric_mask.
 std::optional<WorstLayer> worst_layer(const keel::wire::StepRecord& step);
 
-// Adds the step table's column header where a reader needs it: before the first step and
-// again after each run description (which pushes the previous header off screen). A run
+// Adds the step table's column header where a reader needs it: before the first step, again
+// after each run description (which pushes the previous header off screen) and, given
+// `lines_per_header`, before the first step row once that many lines have followed the last
+// header, as vmstat repeats its own so a screenful always shows one. A run
 // description the probe re-sends unchanged (every 2 s) is printed once per run (run_id, model,
 // rank): its layer table was over half of `keel-cli tail`'s output, and two probes of one
 // process, both rank 0, would otherwise print theirs in turn every time.
 class TablePrinter {
  public:
+  // `lines_per_header`: 0 repeats the header only after a new description.
+  explicit TablePrinter(int lines_per_header = 0) : lines_per_header_(lines_per_header) {}
+
   // Newline-terminated text for one message; "" for a description printed already.
   std::string format(const keel::wire::Message& message, const LayerNames& names);
 
  private:
+  int lines_per_header_;
+  int64_t lines_since_header_ = 0;   // the header's own line included
   bool header_due_ = true;
   std::map<wire::RunKey, std::string> printed_runs_;   // the last description printed (seq 0)
 };

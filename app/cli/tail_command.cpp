@@ -1,5 +1,8 @@
 #include "cli/tail_command.hpp"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -53,7 +56,23 @@ std::string seconds_text(double seconds) {
   return out.str();
 }
 
+// Lines that fit between two headers so that one is always on screen: the terminal's rows
+// less the line the cursor waits on; vmstat's 24-row screen when stdout is no terminal.
+int lines_per_screen() {
+  winsize size{};
+  const int rows = ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_row > 0 ? size.ws_row : 24;
+  return std::max(rows - 1, 2);
+}
+
 }  // namespace
+
+bool tail_prints(const keel::wire::Message& message, const TailOptions& options) {
+  if (std::holds_alternative<keel::wire::Event>(message)) return true;
+  if (options.events_only) return false;
+  const auto* step = std::get_if<keel::wire::StepRecord>(&message);
+  if (step == nullptr || options.every <= 1) return true;
+  return step->step % static_cast<int64_t>(options.every) == 0;
+}
 
 int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
   std::vector<std::string> endpoints = options.endpoints;
@@ -70,8 +89,8 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
   const auto timeout = std::chrono::milliseconds(
       std::max<int64_t>(1, std::llround(options.timeout_secs * 1000.0)));
   LayerNames names;
-  TablePrinter table;
-  uint64_t printed = 0;
+  TablePrinter table(options.lines_per_header);
+  uint64_t printed = 0, received_messages = 0;
   std::string refusal_told;
   Clock::time_point deadline = Clock::now() + timeout;
 
@@ -79,10 +98,10 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       err << "keel-cli: nothing received from " << joined(endpoints);
-      if (printed == 0) {
+      if (received_messages == 0) {
         err << " within " << seconds_text(options.timeout_secs) << " s";
       } else {
-        err << " for " << seconds_text(options.timeout_secs) << " s after message " << printed;
+        err << " for " << seconds_text(options.timeout_secs) << " s after message " << received_messages;
       }
       if (subscriber->decode_errors() > 0) {
         err << " (" << subscriber->decode_errors() << " undecodable messages dropped)";
@@ -110,6 +129,11 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
     if (const auto* run = std::get_if<keel::wire::RunDescription>(&received.message)) {
       names.learn(*run);
     }
+    // Silence is measured in messages received, printed or not: --every 1000 on a slow run
+    // is not a run that stopped.
+    deadline = Clock::now() + timeout;
+    ++received_messages;
+    if (!tail_prints(received.message, options)) continue;
     if (options.json) {
       out << to_json_line(received.message, names) << '\n';
     } else {
@@ -119,7 +143,6 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
     out.flush();
     ++printed;
     if (options.count > 0 && printed >= options.count) return 0;
-    deadline = Clock::now() + timeout;
   }
   return 0;
 }
@@ -141,9 +164,18 @@ CliCommand add_tail_command(CLI::App& app) {
       ->check(greater_than_zero())
       ->capture_default_str();
   tail->add_flag("--json", options->json, "One JSON object per message per line");
+  CLI::Option* every =
+      tail->add_option("--every", options->every,
+                       "Print the steps whose number is a multiple of N (every rank's same steps); events always")
+          ->type_name("N")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  tail->add_flag("--events-only", options->events_only,
+                 "Print only events (non-finite steps, skips, spikes, dumps, ...), no steps")
+      ->excludes(every);
   add_client_auth_options(*tail, options->auth);
   return CliCommand{tail, [options] {
                       install_interrupt_handler();
+                      options->lines_per_header = lines_per_screen();
                       return run_tail(*options, std::cout, std::cerr);
                     }};
 }

@@ -1,7 +1,9 @@
 #include "cli/table_format.hpp"
 
 #include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -133,6 +135,29 @@ TEST(TableFormat, EventCommandAndAckAreOneLineEach) {
   EXPECT_TRUE(contains(format_ack(ack), "disk full"));
 }
 
+// The dump's path is what the user copies next: the ack and the dump event print it whole,
+// however long, and a skip's ack says how many updates it covers.
+TEST(TableFormat, ADumpPathIsPrintedInFullAndASkipAckHasItsCount) {
+  const std::string path = "/scratch/" + std::string(200, 'x') + "/keel-dumps/step-200-nonfinite-blocks.1.mlp";
+  wire::Ack ack;
+  ack.ok = true;
+  ack.step = 200;
+  ack.path = path;
+  ack.bytes = 4494787;
+  EXPECT_TRUE(contains(format_ack(ack), "path " + path + "  bytes 4494787")) << format_ack(ack);
+  wire::Event event;
+  event.kind = "dump";
+  event.step = 200;
+  event.detail = "wrote " + path + " (4494787 bytes, 0.01 s)";
+  EXPECT_TRUE(contains(format_event(event), event.detail)) << format_event(event);
+
+  wire::Ack skip;
+  skip.ok = true;
+  skip.step = 40;
+  skip.count = 2;
+  EXPECT_TRUE(contains(format_ack(skip), "step 40  count 2")) << format_ack(skip);
+}
+
 TEST(TableFormat, NetworkTextCannotEmitTerminalEscapes) {
   wire::Event event;
   event.kind = "x";
@@ -151,6 +176,39 @@ TEST(TableFormat, PrinterRepeatsTheHeaderAfterEachRunDescription) {
   text += printer.format(sample_step(3), names);
   EXPECT_EQ(count_of(text, "worst layer"), 2u);
   EXPECT_EQ(text.back(), '\n');
+}
+
+// `keel-cli tail` prints many step rows a second: a header printed once scrolled away within a
+// second. Like vmstat's, it comes back before the first step row once a screenful of lines
+// (events among them, a cause taking a line of its own) followed it.
+TEST(TableFormat, PrinterRepeatsTheHeaderEveryScreenfulOfLines) {
+  TablePrinter printer(4);
+  LayerNames names;
+  std::string text;
+  for (int64_t i = 0; i < 10; ++i) text += printer.format(sample_step(i), names);
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 14u) << text;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(contains(lines[i], "worst layer"), i % 4 == 0) << "line " << i << ":\n" << text;
+  }
+
+  TablePrinter with_events(4);
+  wire::Event event;
+  event.kind = "first_nonfinite";
+  event.cause = wire::Cause{};
+  event.cause->kind = "forward";
+  text = with_events.format(sample_step(0), names);   // header and a row: 2 lines
+  text += with_events.format(event, names);           // 2 more
+  EXPECT_EQ(count_of(text, "worst layer"), 1u);
+  text += with_events.format(sample_step(1), names);
+  EXPECT_EQ(count_of(text, "worst layer"), 2u) << text;
+
+  TablePrinter once;   // 0: only after a new description
+  text.clear();
+  for (int64_t i = 0; i < 100; ++i) text += once.format(sample_step(i), names);
+  EXPECT_EQ(count_of(text, "worst layer"), 1u);
 }
 
 // `keel-cli tail` met the probe's re-sent description every 2 s, and reprinted the whole

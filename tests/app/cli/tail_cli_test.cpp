@@ -275,6 +275,81 @@ TEST(TailCli, TableIsTheDefault) {
   EXPECT_FALSE(contains(text, "{\"type\""));
 }
 
+// A run stepping every cycle, described now and then, with an event every tenth step.
+void steps_and_events(TestPublisher& publisher, int i) {
+  if (i % 25 == 0) publisher.send(sample_run());
+  publisher.send(sample_step(i));
+  if (i % 10 == 3) {
+    wire::Event spike;
+    spike.kind = "spike";
+    spike.step = i;
+    publisher.send(spike);
+  }
+}
+
+// A trainer steps tens of times a second: --every N keeps one step in N, the same steps on
+// every rank, and never drops an event.
+TEST(TailCli, EveryPrintsTheStepsThatAreMultiplesOfNAndEveryEvent) {
+  BackgroundPublisher publisher(steps_and_events);
+  CliProcess cli({"tail", "-e", publisher.endpoint(), "--json", "--every", "5", "--count", "30"});
+  ASSERT_TRUE(cli.started());
+  const std::vector<std::string> lines = cli.read_all_lines(10s);
+  EXPECT_EQ(cli.wait_exit(10s), 0);
+  ASSERT_EQ(lines.size(), 30u);
+  std::vector<int64_t> steps, events;
+  for (const std::string& line : lines) {
+    const nlohmann::json json = nlohmann::json::parse(line);
+    if (json["type"] == "step") steps.push_back(json["step"]);
+    if (json["type"] == "event") events.push_back(json["step"]);
+  }
+  ASSERT_GE(steps.size(), 5u);
+  for (int64_t step : steps) EXPECT_EQ(step % 5, 0) << "step " << step;
+  for (size_t i = 1; i < steps.size(); ++i) EXPECT_EQ(steps[i], steps[i - 1] + 5) << "none of them left out";
+  ASSERT_GE(events.size(), 3u);
+  for (int64_t step : events) EXPECT_EQ(step % 10, 3) << "every event, whatever its step";
+}
+
+TEST(TailCli, EventsOnlyPrintsNothingButEvents) {
+  BackgroundPublisher publisher(steps_and_events);
+  CliProcess json({"tail", "-e", publisher.endpoint(), "--json", "--events-only", "--count", "3"});
+  ASSERT_TRUE(json.started());
+  const std::vector<std::string> lines = json.read_all_lines(10s);
+  EXPECT_EQ(json.wait_exit(10s), 0);
+  ASSERT_EQ(lines.size(), 3u);
+  for (const std::string& line : lines) EXPECT_EQ(nlohmann::json::parse(line)["type"], "event") << line;
+
+  CliProcess table({"tail", "-e", publisher.endpoint(), "--events-only", "--count", "3"});
+  ASSERT_TRUE(table.started());
+  const std::vector<std::string> rows = table.read_all_lines(10s);
+  EXPECT_EQ(table.wait_exit(10s), 0);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const std::string& row : rows) EXPECT_EQ(row.rfind("event spike", 0), 0u) << row;
+
+  CliProcess both({"tail", "-e", publisher.endpoint(), "--events-only", "--every", "5"});
+  ASSERT_TRUE(both.started());
+  EXPECT_NE(both.wait_exit(10s), 0) << "--every has no steps to thin under --events-only";
+  EXPECT_TRUE(contains(both.read_stderr(1s), "excludes")) << "says why";
+}
+
+// The table's column header scrolled away after the first screenful and never came back. As
+// vmstat's does, it comes back every screenful: 24 lines when the output is not a terminal.
+TEST(TailCli, TheTableRepeatsItsHeaderEveryScreenful) {
+  BackgroundPublisher publisher(run_then_steps);
+  CliProcess cli({"tail", "-e", publisher.endpoint(), "-n", "80"});
+  ASSERT_TRUE(cli.started());
+  const std::vector<std::string> lines = cli.read_all_lines(10s);
+  EXPECT_EQ(cli.wait_exit(10s), 0);
+  std::vector<size_t> headers;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (contains(lines[i], "worst layer")) headers.push_back(i);
+  }
+  ASSERT_GE(headers.size(), 3u);
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  for (size_t i = 1; i < headers.size(); ++i) EXPECT_LE(headers[i] - headers[i - 1], 23u) << text;
+  EXPECT_LE(lines.size() - headers.back(), 23u) << text;
+}
+
 TEST(TailCli, SilenceAfterTheFirstMessageExitsWithStatus2) {
   BackgroundPublisher publisher(run_then_steps);
   CliProcess cli({"tail", "-e", publisher.endpoint(), "--json", "--timeout", "1"});
