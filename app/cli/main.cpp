@@ -6,8 +6,11 @@
 
 #include "cli/command.hpp"
 #include "cli/history_command.hpp"
+#include "cli/export_command.hpp"
 #include "cli/keygen_command.hpp"
+#include "cli/record_command.hpp"
 #include "cli/send_command.hpp"
+#include "cli/summary_command.hpp"
 #include "cli/tail_command.hpp"
 
 int main(int argc, char** argv) {
@@ -20,6 +23,9 @@ int main(int argc, char** argv) {
       keel::app::add_send_command(app),
       keel::app::add_history_command(app),
       keel::app::add_keygen_command(app),
+      keel::app::add_record_command(app),
+      keel::app::add_summary_command(app),
+      keel::app::add_export_command(app),
   };
 
   CLI11_PARSE(app, argc, argv);

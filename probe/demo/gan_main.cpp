@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   d_options.endpoint = "tcp://127.0.0.1:6411";
   g_options.endpoint = "tcp://127.0.0.1:6413";
   std::string dump_dir = "keel-dumps";
+  std::string record_dir = "keel-runs";
   app.add_option("--steps", steps, "training steps (0 = run until interrupted)")->capture_default_str();
   app.add_option("--discriminator-endpoint", d_options.endpoint, "the discriminator probe's telemetry endpoint")
       ->capture_default_str();
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", log_every, "print both losses every N steps (0 = never)")->capture_default_str();
   app.add_option("--poison-batch", poison_step, "STEP: the discriminator's real batch is 1e30 at that step");
   app.add_option("--dump-dir", dump_dir, "directory both probes write dumps into")->capture_default_str();
+  app.add_option("--record-dir", record_dir, "directory both probes record their runs into; \"\" records nothing")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
     d_options.model = "discriminator";
     g_options.model = "generator";
     d_options.dump_dir = g_options.dump_dir = dump_dir;
+    d_options.record_dir = g_options.record_dir = record_dir;
     keel::probe::Probe d_probe(*discriminator, d_opt, d_options);
     keel::probe::Probe g_probe(*generator, g_opt, g_options);
     std::printf("keel-demo-gan: discriminator on %s (run %s), generator on %s (run %s)\n",

@@ -17,12 +17,13 @@
 
 namespace {
 
-// "STEP:VALUE" -> (step, value); throws CLI::ValidationError with the flag name.
+// "STEP:VALUE" -> (step, value); throws CLI::ValidationError with the flag name and the form
+// it takes, as its help spells it ("STEP:LAYER").
 template <class T>
-std::pair<int64_t, T> parse_at_step(const std::string& flag, const std::string& text) {
+std::pair<int64_t, T> parse_at_step(const std::string& flag, const std::string& form, const std::string& text) {
   const auto colon = text.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
-    throw CLI::ValidationError(flag, "expected STEP:VALUE, got '" + text + "'");
+    throw CLI::ValidationError(flag, "expected " + form + ", got '" + text + "'");
   }
   try {
     size_t used = 0;
@@ -37,7 +38,7 @@ std::pair<int64_t, T> parse_at_step(const std::string& flag, const std::string& 
       return {step, value};
     }
   } catch (const std::logic_error&) {
-    throw CLI::ValidationError(flag, "expected STEP:VALUE, got '" + text + "'");
+    throw CLI::ValidationError(flag, "expected " + form + ", got '" + text + "'");
   }
 }
 
@@ -98,6 +99,9 @@ int main(int argc, char** argv) {
   app.add_option("--dump-every", options.dump_nonfinite_every, "at most one automatic dump per N steps")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--dump-dir", options.dump_dir, "directory the probe writes dumps into")->capture_default_str();
+  app.add_option("--record-dir", options.record_dir,
+                 "directory the probe records the run into (keel --open, keel-cli summary FILE); \"\" records nothing")
+      ->capture_default_str();
   app.add_option("--dump-interval", options.dump_min_interval_secs, "at most one commanded dump per SECS seconds")
       ->capture_default_str();
   app.add_option("--dump-max", options.dump_max_count, "dumps this run writes, at most")
@@ -131,17 +135,17 @@ int main(int argc, char** argv) {
   keel::demo::Faults faults;
   try {
     if (!inject_nan.empty()) {
-      auto [step, layer] = parse_at_step<std::string>("--inject-nan", inject_nan);
+      auto [step, layer] = parse_at_step<std::string>("--inject-nan", "STEP:LAYER", inject_nan);
       faults.nan_step = step;
       faults.nan_layer = layer;
     }
     if (!inject_spike.empty()) {
-      auto [step, factor] = parse_at_step<double>("--inject-spike", inject_spike);
+      auto [step, factor] = parse_at_step<double>("--inject-spike", "STEP:FACTOR", inject_spike);
       faults.spike_step = step;
       faults.spike_factor = factor;
     }
     if (!lr_spike.empty()) {
-      auto [step, factor] = parse_at_step<double>("--lr-spike", lr_spike);
+      auto [step, factor] = parse_at_step<double>("--lr-spike", "STEP:FACTOR", lr_spike);
       faults.lr_spike_step = step;
       faults.lr_spike_factor = factor;
     }

@@ -498,8 +498,14 @@ bool reference_in_place(msgpack::type::object_type, size_t, void*) { return true
 
 }  // namespace
 
-DecodeResult decode(const void* data, size_t size) {
+namespace {
+
+// decode() and decode_first(): `consumed`, when given, takes the first payload's size and
+// allows bytes after it.
+DecodeResult decode_payload(const void* data, size_t size, size_t* consumed) {
   DecodeResult result;
+  // Of payloads written back to back, the first is at most the size limit.
+  if (consumed) size = std::min(size, kMaxPayloadBytes);
   if (size == 0 || data == nullptr) {
     result.error = "empty payload";
     return result;
@@ -525,7 +531,8 @@ DecodeResult decode(const void* data, size_t size) {
       result.error = "truncated payload: the msgpack data ends before the message does";
       return result;
     }
-    if (handle.get().type == msgpack::type::MAP && offset != size) {
+    if (consumed) *consumed = offset;
+    if (!consumed && handle.get().type == msgpack::type::MAP && offset != size) {
       result.error = std::to_string(size - offset) + " trailing bytes after the message map";
       return result;
     }
@@ -561,6 +568,15 @@ DecodeResult decode(const void* data, size_t size) {
   }
   if (!result.ok) result.message = Message{};
   return result;
+}
+
+}  // namespace
+
+DecodeResult decode(const void* data, size_t size) { return decode_payload(data, size, nullptr); }
+
+DecodeResult decode_first(const void* data, size_t size, size_t& consumed) {
+  consumed = 0;
+  return decode_payload(data, size, &consumed);
 }
 
 }  // namespace keel::wire

@@ -96,6 +96,14 @@ class ChildProcess {
   // Every line read so far (by wait_for).
   const std::string& output() const { return output_; }
 
+  // SIGKILL: the process ends at once, wherever it is (a crash, the OOM killer).
+  void kill_now() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
   void stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGTERM);

@@ -51,6 +51,10 @@ struct DecodeResult {
 
 // Decodes one payload. Never trusts a length field beyond `size`.
 DecodeResult decode(const void* data, size_t size);
+// Decodes the first of payloads written back to back (a dump's telemetry.msgpack), as
+// decode() does one; `consumed` is set to its size (0 when it did not parse), where the next
+// one starts.
+DecodeResult decode_first(const void* data, size_t size, size_t& consumed);
 
 // Default endpoints: the probe binds the PUB socket on the first, commands on the next port.
 inline constexpr const char* kDefaultPubEndpoint = "tcp://127.0.0.1:5557";
