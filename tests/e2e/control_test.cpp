@@ -71,6 +71,7 @@ TEST(Control, SkipSentByKeelCliIsAcknowledgedAndShowsInTheTelemetry) {
   EXPECT_NE(ack["id"].get<uint64_t>(), 0u);
   const int64_t skipped = ack["step"].get<int64_t>();
   ASSERT_GT(skipped, 0);
+  EXPECT_EQ(ack["count"], 1) << "the updates the skip covers: " << ack_line;
 
   // A refusal travels the same way and exits 1.
   std::string refusal_line;

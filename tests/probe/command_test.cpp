@@ -48,6 +48,7 @@ TEST(Commands, SkipCountTwoSkipsTheAcknowledgedStepAndTheNextThenApplies) {
   const Ack ack = rig.step_until_ack(client);
   ASSERT_TRUE(ack.ok) << ack.error;
   EXPECT_EQ(ack.id, 42u);
+  EXPECT_EQ(ack.count, 2) << "the ack says how many updates the skip covers";
   const int64_t s = ack.step;
   ASSERT_GE(s, 3);
   while (static_cast<int64_t>(rig.seen.size()) < s + 3) rig.step();
@@ -88,6 +89,7 @@ TEST(Commands, SkipAtAStepSkipsExactlyThatStepAndRefusesAStepAlreadyTrained) {
   const Ack ack = rig.step_until_ack(client);
   ASSERT_TRUE(ack.ok) << ack.error;
   EXPECT_EQ(ack.step, 40);
+  EXPECT_EQ(ack.count, 2) << "steps 40 and 41";
   while (rig.seen.size() < 45) rig.step();
   for (int64_t k = 3; k < 45; ++k) {
     const bool named = k == 40 || k == 41;
@@ -102,6 +104,7 @@ TEST(Commands, SkipAtAStepSkipsExactlyThatStepAndRefusesAStepAlreadyTrained) {
   const Ack refused = rig.step_until_ack(client);
   EXPECT_FALSE(refused.ok);
   EXPECT_EQ(refused.step, -1);
+  EXPECT_EQ(refused.count, 0) << "a refused skip covers no update";
   EXPECT_NE(refused.error.find("already trained"), std::string::npos) << refused.error;
   Command far = command(9, "skip");
   far.at_step = int64_t(rig.seen.size()) + 2000000;
@@ -213,6 +216,8 @@ TEST(Commands, PendingSkipsAreCappedAndQueueAfterEachOther) {
   const Ack b = rig.step_until_ack(client);
   ASSERT_TRUE(b.ok) << b.error;
   EXPECT_EQ(b.step, a.step + 1000);
+  EXPECT_EQ(a.count, 1000);
+  EXPECT_EQ(b.count, 1) << "its own updates, not those still pending before it";
   // Each alone is within the limit; together they would pass it.
   Command too_many = command(3, "skip");
   too_many.count = keel::probe::kMaxSkipCount;
@@ -220,6 +225,7 @@ TEST(Commands, PendingSkipsAreCappedAndQueueAfterEachOther) {
   const Ack c = rig.step_until_ack(client);
   EXPECT_FALSE(c.ok);
   EXPECT_EQ(c.step, -1);
+  EXPECT_EQ(c.count, 0);
   EXPECT_NE(c.error.find("pending"), std::string::npos) << c.error;
   for (const auto& [step, seen] : rig.seen) {
     EXPECT_EQ(seen.outcome.skip_reason, step >= a.step ? "command" : "") << "step " << step;

@@ -51,6 +51,7 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
     }
     for (int64_t s = command.at_step; s < command.at_step + command.count; ++s) scheduled_skips_.insert(s);
     ack.step = command.at_step;
+    ack.count = command.count;
   } else if (command.kind == "skip") {
     if (command_skips_left_ + command.count > kMaxSkipCount) {
       ack.error = "skip would leave " + std::to_string(command_skips_left_ + command.count) +
@@ -59,6 +60,7 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
     }
     // Queued behind a skip still running, so the first skipped step of this one comes after.
     ack.step = step_ + command_skips_left_;
+    ack.count = command.count;
     command_skips_left_ += command.count;
   } else if (command.kind == "dump") {
     const auto now = Clock::now();
