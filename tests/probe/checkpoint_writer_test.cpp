@@ -63,6 +63,38 @@ TEST(CheckpointWriter, WritesEveryFileUnderTheFinalNameAndCountsTheBytes) {
   EXPECT_EQ(again.path, (dir / "step-12-command-2").string());
 }
 
+// Runs a test in `dir` and goes back to where it was, also when an assertion fails.
+class InDirectory {
+ public:
+  explicit InDirectory(const fs::path& dir) : before_(fs::current_path()) { fs::current_path(dir); }
+  ~InDirectory() { fs::current_path(before_); }
+
+ private:
+  fs::path before_;
+};
+
+// keel-demo's default dump directory is "keel-dumps", relative to the trainer's working
+// directory: the result names the absolute directory written, the one a user can copy from a
+// client anywhere, whether the dump was written or not.
+TEST(CheckpointWriter, ARelativeDirectoryIsReportedAsTheAbsolutePathWritten) {
+  keel::test::TempDir tmp("dump-relative");
+  const fs::path root = fs::canonical(tmp.path());
+  InDirectory in_tmp(tmp.path());
+  fs::create_directories("runs/a");
+  const CheckpointResult r = write_checkpoint(job_in("./runs/a/../dumps", "step-12-command"));
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.path, (root / "runs" / "dumps" / "step-12-command").string());
+  EXPECT_TRUE(fs::exists(fs::path(r.path) / "model.pt"));
+
+  std::ofstream("in-the-way") << "a file where the dump directory should be";
+  const CheckpointResult failed = write_checkpoint(job_in("in-the-way/dumps", "step-13-command"));
+  EXPECT_FALSE(failed.ok);
+  EXPECT_EQ(failed.path, (root / "in-the-way" / "dumps" / "step-13-command").string());
+  EXPECT_NE(failed.error.find("cannot create dump directory " + (root / "in-the-way" / "dumps").string()),
+            std::string::npos)
+      << failed.error;
+}
+
 // Two writers in one process (two probes, a GAN's generator and discriminator, both dumping
 // step N's first non-finite step) built in one temporary directory named after the pid, and
 // tore each other's dumps. Each write builds in its own.

@@ -52,6 +52,16 @@ std::string read_text(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
+// Runs a test in `dir` and goes back to where it was, also when an assertion fails.
+class InDirectory {
+ public:
+  explicit InDirectory(const fs::path& dir) : before_(fs::current_path()) { fs::current_path(dir); }
+  ~InDirectory() { fs::current_path(before_); }
+
+ private:
+  fs::path before_;
+};
+
 // The first event of `kind` any step raised so far, stepping on until one is raised (dump
 // results come back on a later step).
 const keel::wire::Event* step_until_event(Rig& rig, const std::string& kind) {
@@ -280,6 +290,26 @@ TEST(Dump, AnUnwritableDumpDirectoryIsAnEventAndAnErrorAckAndTrainingGoesOn) {
   ASSERT_TRUE(failed);
   EXPECT_NE(failed->detail.find("cannot create dump directory"), std::string::npos) << failed->detail;
   for (const auto& [step, seen] : rig.seen) EXPECT_TRUE(seen.outcome.applied) << "step " << step;
+}
+
+// A relative dump directory (keel-demo's default "keel-dumps") is resolved against the
+// trainer's working directory, and the ack and the dump event name the absolute path: the
+// user reads them in a dashboard or a shell somewhere else and copies the path from there.
+TEST(Dump, ARelativeDumpDirectoryIsReportedAsAnAbsolutePath) {
+  TempDir tmp("dump-relative");
+  InDirectory in_tmp(tmp.path());
+  Rig rig(dumping_into("keel-dumps"));
+  rig.step();
+  Client client(rig.probe.bound_command_endpoint());
+  client.send(command(31, "dump"));
+  const Ack ack = rig.step_until_ack(client);
+  ASSERT_TRUE(ack.ok) << ack.error;
+  const fs::path expected = fs::canonical(tmp.path()) / "keel-dumps" / ("step-" + std::to_string(ack.step) + "-command");
+  EXPECT_EQ(ack.path, expected.string());
+  EXPECT_TRUE(fs::exists(expected / "model.pt"));
+  const keel::wire::Event* written = step_until_event(rig, "dump");
+  ASSERT_NE(written, nullptr);
+  EXPECT_EQ(written->detail.rfind("wrote " + expected.string() + " (", 0), 0u) << written->detail;
 }
 
 // The job ends (the probe is destroyed) while the automatic dump of its last step is still

@@ -98,12 +98,22 @@ std::string sanitize_label(const std::string& label) {
   return out;
 }
 
+std::string absolute_dir(const std::string& dir) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(dir, ec);
+  if (ec) return dir;
+  // Canonical rather than only lexically normal: "runs/link/../dumps" is not "runs/dumps"
+  // when link is a symbolic link, and the path reported must be the one written.
+  const fs::path canonical = fs::weakly_canonical(absolute, ec);
+  return (ec ? absolute.lexically_normal() : canonical).string();
+}
+
 CheckpointResult write_checkpoint(const CheckpointJob& job) {
   const auto start = std::chrono::steady_clock::now();
   CheckpointResult result;
   result.token = job.token;
   result.step = job.step;
-  const fs::path dir(job.dir);
+  const fs::path dir(absolute_dir(job.dir));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {

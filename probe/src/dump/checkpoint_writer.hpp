@@ -35,7 +35,9 @@ struct CheckpointResult {
   uint64_t token = 0;
   int64_t step = 0;
   bool ok = false;
-  std::string path;     // the final directory (ok) or the one it would have had
+  // The final directory (ok) or the one it would have had, always absolute (absolute_dir):
+  // the ack and the dump event are read by a client in another directory or on another host.
+  std::string path;
   int64_t bytes = 0;    // sum of the files' sizes
   std::string error;    // why it failed, a sentence
   double write_secs = 0;
@@ -56,6 +58,12 @@ struct CheckpointJob {
 
 // Writes `job` now, on the calling thread. Used by the writer thread and by the benchmark.
 CheckpointResult write_checkpoint(const CheckpointJob& job);
+
+// `dir` as an absolute path without "." or ".." parts, against the working directory at the
+// time of the call; `dir` unchanged when that cannot be read (it was deleted). write_checkpoint
+// writes into absolute_dir(job.dir), so a trainer that changes directory later still dumps
+// where it reports.
+std::string absolute_dir(const std::string& dir);
 
 // A label usable inside a file name: letters, digits, '.', '_' and '-' kept, anything else
 // becomes '_', leading dots dropped (no hidden or "..") and at most 64 characters.

@@ -135,7 +135,9 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   CheckpointJob job;
   job.token = ++next_dump_token_;
   job.step = record_step_;
-  job.dir = options_.dump_dir;
+  // Resolved now, on the training thread: the path the ack and the events report is where the
+  // dump goes even if the trainer changes directory before the writer thread gets to it.
+  job.dir = absolute_dir(options_.dump_dir);
   job.name = checkpoint_name(why);
   CommandServer* commands = commands_.get();
   const uint64_t ticket = request ? request->ticket : 0;
@@ -174,7 +176,7 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   CheckpointResult failed;
   failed.step = record_step_;
   failed.error = error;
-  failed.path = (std::filesystem::path(options_.dump_dir) / job.name).string();
+  failed.path = (std::filesystem::path(job.dir) / job.name).string();
   job.on_written(failed);
 }
 
