@@ -1,6 +1,6 @@
 // keel-demo with an injected NaN, tailed by keel-cli over tcp loopback: every step record
 // carries every layer, the event names the layer and step, that step is skipped, and the
-// loss stays finite afterwards.
+// loss stays finite afterwards. A malformed fault flag says the form it takes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "background_tail.hpp"
@@ -106,6 +107,22 @@ TEST(DemoTail, InjectedNanIsReportedSkippedAndTrainingRecovers) {
   }
   EXPECT_TRUE(first);
   EXPECT_TRUE(skip);
+}
+
+// A fault flag given without its colon says the form it takes, as its help spells it:
+// `--inject-nan 200` once answered "expected STEP:VALUE" for a flag that takes STEP:LAYER.
+TEST(DemoFlags, AMalformedFaultFlagNamesTheFormItTakes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--inject-nan", "STEP:LAYER"}, {"--inject-spike", "STEP:FACTOR"}, {"--lr-spike", "STEP:FACTOR"}};
+  for (const auto& [flag, form] : cases) {
+    keel::e2e::ChildProcess demo({KEEL_DEMO_PATH, flag, "200", "--endpoint", ""});
+    const std::string line = demo.wait_for("expected ", 60);
+    EXPECT_NE(demo.wait_exit(), 0) << flag;
+    EXPECT_NE(line.find("expected " + form + ", got '200'"), std::string::npos) << flag << ": " << line;
+  }
+  keel::e2e::ChildProcess bad_factor({KEEL_DEMO_PATH, "--inject-spike", "200:ten", "--endpoint", ""});
+  EXPECT_NE(bad_factor.wait_for("expected STEP:FACTOR, got '200:ten'", 60), "");
+  EXPECT_NE(bad_factor.wait_exit(), 0);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Late attach end to end: the real keel-demo has trained past step 500 when a client attaches.
 // The dashboard's own network thread and model (Receiver + Model) then hold the steps from
 // before it attached, from the probe's ring, joined to the live stream with no gap and no
-// duplicate; `keel-cli history` prints the same ring.
+// duplicate; `keel-cli history` prints the same ring, and the events older than the steps it
+// prints.
 #include <sys/wait.h>
 
 #include <chrono>
@@ -24,10 +25,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using keel::e2e::ChildProcess;
 
-// A tiny model (about 180 steps/s here), so step 500 comes within seconds.
+// A tiny model (about 180 steps/s here), so step 500 comes within seconds; its NaN at step 20
+// is long out of the newest steps by then, as a run's first non-finite step is by morning.
+constexpr int64_t kNanStep = 20;
 std::vector<std::string> demo_args(const std::string& endpoint) {
   return {KEEL_DEMO_PATH, "--steps", "0", "--endpoint", endpoint, "--width", "16", "--layers", "1",
-          "--context", "16", "--batch", "2", "--threads", "1", "--log-every", "100"};
+          "--context", "16", "--batch", "2", "--threads", "1", "--log-every", "100",
+          "--inject-nan", std::to_string(kNanStep) + ":tok.weight", "--no-dump-nonfinite"};
 }
 
 class LateAttach : public testing::Test {
@@ -92,10 +96,15 @@ TEST_F(LateAttach, KeelCliHistoryPrintsTheRingOldestFirst) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   std::istringstream lines(out);
   std::vector<int64_t> steps;
-  bool described = false;
+  bool described = false, first_nonfinite = false;
   for (std::string line; std::getline(lines, line);) {
     const nlohmann::json message = nlohmann::json::parse(line);
     if (message["type"] == "run") described = true;
+    if (message["type"] == "event" && message["kind"] == "first_nonfinite") {
+      first_nonfinite = true;
+      EXPECT_EQ(message["step"], kNanStep);
+      EXPECT_EQ(message["layer"], "tok.weight");
+    }
     if (message["type"] == "step") {
       steps.push_back(message["step"].get<int64_t>());
       // Layers are printed by name: the description came first.
@@ -103,6 +112,7 @@ TEST_F(LateAttach, KeelCliHistoryPrintsTheRingOldestFirst) {
     }
   }
   EXPECT_TRUE(described);
+  EXPECT_TRUE(first_nonfinite) << "the run's first non-finite step, older than the 200 steps printed";
   ASSERT_EQ(steps.size(), 200u);
   EXPECT_GE(steps.front(), 300);
   for (size_t i = 1; i < steps.size(); ++i) ASSERT_EQ(steps[i], steps[i - 1] + 1) << "at " << i;
