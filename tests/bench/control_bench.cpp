@@ -94,6 +94,7 @@ RoundTrip measure_command_round_trip(double steps_per_s, int samples) {
   keel::demo::Trainer trainer{keel::demo::TrainerConfig{}};
   keel::probe::ProbeOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
+  options.record_dir = "";   // recording_bench.cpp measures the recorder
   keel::probe::Probe probe(*trainer.model(), trainer.optimizer(), options);
   const auto interval = std::chrono::duration<double>(1.0 / steps_per_s);
 
@@ -167,6 +168,7 @@ DumpSpeed measure_dump_speed(const std::string& dir, int repeats) {
   keel::demo::Trainer trainer{keel::demo::TrainerConfig{}};
   keel::probe::ProbeOptions options;
   options.endpoint = "";
+  options.record_dir = "";
   keel::probe::Probe probe(*trainer.model(), trainer.optimizer(), options);
   for (int64_t step = 0; step < 3; ++step) probed_step(trainer, probe, step);   // AdamW state exists
   fs::create_directories(dir);
@@ -214,6 +216,7 @@ ControlOverhead measure_control_overhead(int rounds) {
   keel::demo::Trainer with_trainer(config), without_trainer(config);
   keel::probe::ProbeOptions with_control;
   with_control.endpoint = "tcp://127.0.0.1:*";
+  with_control.record_dir = "";   // the ring and the command socket alone
   keel::probe::ProbeOptions without_control = with_control;
   without_control.history_steps = 0;
   without_control.accept_commands = false;

@@ -26,6 +26,7 @@ probe::ProbeOptions quiet() {
   probe::ProbeOptions o;
   o.endpoint = "";
   o.dump_on_nonfinite = false;
+  o.record_dir = "";
   return o;
 }
 

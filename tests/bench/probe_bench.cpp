@@ -29,6 +29,7 @@
 #include "reduce_bandwidth.hpp"
 #include "telemetry_bench.hpp"
 #include "origin_bench.hpp"
+#include "recording_bench.hpp"
 #include "training_thread_bench.hpp"
 #include "trainer.hpp"
 
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
   app.add_option("--reduce-mb", reduce_mb, "gradient bytes for the bandwidth test")->capture_default_str();
   std::string dump_dir = "keel-bench-dumps";
   app.add_option("--dump-dir", dump_dir, "scratch directory for the dump throughput test")->capture_default_str();
+  std::string record_dir = "keel-bench-runs";
+  app.add_option("--record-dir", record_dir, "scratch directory for the recording test")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (pairs <= 0) pairs = quick ? 30 : 100;
   const int warmup = 5;
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
   keel::demo::Faults no_faults;
   keel::probe::ProbeOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
+  options.record_dir = record_dir;   // the defaults record: into the scratch directory
   keel::probe::Probe probe(*probed.model(), probed.optimizer(), options);
   std::vector<torch::Tensor> copies;
 
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
   const double buffers_us = buffer_check_us(quick ? 11 : 31, buffers);
   const std::vector<keel::bench::TrainingThreadCost> thread_costs = keel::bench::measure_training_thread(pairs);
   const keel::bench::OriginCost origin = keel::bench::measure_origin_cost(pairs);
+  const keel::bench::RecordingCost recording = keel::bench::measure_recording_cost(pairs, record_dir);
   // keel-demo's 42 layers, and a deep model's 2,000.
   std::vector<keel::bench::TelemetryCost> telemetry;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -229,6 +234,18 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12.1f\n", "dump throughput (MB/s)", dump.dump_mb_per_s);
   std::printf("%-44s %12.1f\n", "plain write + fsync of the same bytes (MB/s)", dump.write_mb_per_s);
   std::printf("%-44s %12.2f\n", "dump / plain write", dump.ratio);
+  std::printf("the flight recorder (keel-demo's model, recording on vs off, %lld steps)\n",
+              static_cast<long long>(recording.steps));
+  std::printf("%-44s %12.2f\n", "  median step, recording on (ms)", recording.step_on_ms);
+  std::printf("%-44s %12.2f\n", "  median step, recording off (ms)", recording.step_off_ms);
+  std::printf("%-44s %12.2f\n", "  recording on over off, A/B (%)", recording.step_pct);
+  std::printf("%-44s %12.1f\n", "  probe time per step, on (us)", recording.probe_on_us);
+  std::printf("%-44s %12.1f\n", "  probe time per step, off (us)", recording.probe_off_us);
+  std::printf("%-44s %12.3f\n", "  training thread, on - off / step (%)", recording.training_thread_pct);
+  std::printf("%-44s %12llu\n", "  file bytes", static_cast<unsigned long long>(recording.file_bytes));
+  std::printf("%-44s %12.2f\n", "  bytes on disk per layer-step (6 metrics)", recording.bytes_per_layer_step);
+  std::printf("%-44s %12.2f\n", "  bytes on disk per sample (one metric)", recording.bytes_per_sample);
+  std::printf("%-44s %12llu\n", "  messages the recorder dropped", static_cast<unsigned long long>(recording.dropped));
   std::printf("where a NaN was born: the closure form and its re-run (keel-demo's model)\n");
   std::printf("%-44s %12.2f\n", "  median step, no probe (ms)", origin.plain_ms);
   std::printf("%-44s %12.2f\n", "  median step, probe.step(loss) (ms)", origin.probe_ms);

@@ -23,6 +23,7 @@ struct Configuration {
 std::vector<Configuration> configurations() {
   probe::ProbeOptions quiet;
   quiet.dump_on_nonfinite = false;   // nothing here blows up; no dump directory is made
+  quiet.record_dir = "";
   std::vector<Configuration> out;
   Configuration none{"no telemetry", quiet};
   out.push_back(none);
@@ -38,6 +39,11 @@ std::vector<Configuration> configurations() {
   watched.name = "+ watch(logits) (keel-demo's loop)";
   watched.watch_logits = true;
   out.push_back(watched);
+  // The defaults: the flight recorder too (its writes are on its own thread).
+  Configuration recorded = watched;
+  recorded.name = "+ flight recorder";
+  recorded.options.record_dir = "keel-bench-runs";
+  out.push_back(recorded);
   return out;
 }
 

@@ -4,7 +4,8 @@
 // keel-demo's trainer runs one probe per configuration, each adding one part of the probe's
 // work to the last: no telemetry (the step's own bookkeeping: layout and buffer checks, plan,
 // decision, record building), then a publisher, then the command socket and the history ring
-// (the defaults), then a watched tensor (keel-demo's logits). The configurations step in turn,
+// (the defaults), then a watched tensor (keel-demo's logits), then the flight recorder (into
+// ./keel-bench-runs/). The configurations step in turn,
 // round by round, so they share the machine's noise; each row is the median over its steps of
 // ProbeTiming's probe_us - reduce_us (the probe's own time outside the reductions).
 // Threads: the caller's.
