@@ -19,7 +19,10 @@ bool settled(const CommandStatus& status) {
 }  // namespace
 
 AppCore::AppCore(const std::vector<std::string>& endpoints, AppCoreOptions options)
-    : options_(std::move(options)), receiver_(endpoints, options_.receiver) {}
+    : options_(std::move(options)) {
+  if (!endpoints.empty()) receiver_ = std::make_unique<Receiver>(endpoints, options_.receiver);
+  if (!options_.recordings.empty()) recordings_ = std::make_unique<RecordingLoader>(options_.recordings);
+}
 
 void AppCore::frame(ui::Dashboard& dashboard) {
   const FrameInput& input = ingest();
@@ -29,11 +32,15 @@ void AppCore::frame(ui::Dashboard& dashboard) {
 
 const FrameInput& AppCore::ingest() {
   inbox_.clear();
-  receiver_.drain(inbox_);
+  if (recordings_) recordings_->drain(inbox_);
+  if (receiver_) receiver_->drain(inbox_);
   for (const keel::wire::Message& message : inbox_) model_.ingest(message);
 
-  input_.links = receiver_.endpoint_states();
-  input_.queue_dropped = receiver_.queue_dropped();
+  if (receiver_) {
+    input_.links = receiver_->endpoint_states();
+    input_.queue_dropped = receiver_->queue_dropped();
+  }
+  if (recordings_) input_.recordings = recordings_->states();
   input_.sent = std::move(sent_);
   sent_.clear();
   gather_command_updates();

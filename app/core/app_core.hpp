@@ -2,7 +2,7 @@
 //
 // What it is for: views draw and post intents; they own no socket (docs/DESIGN.md §1, checked by
 // tests/app/layering_test.cmake). AppCore
-// owns the Receiver (telemetry in), the CommandClient (commands out, started at the first
+// owns the Receiver (telemetry in), the RecordingLoader (runs kept on disk), the CommandClient (commands out, started at the first
 // command) and the Model, and does each frame's work between NewFrame and Render:
 //   1. ingest(): drain what the Receiver decoded into the Model, and gather the FrameInput: the
 //      links, the commands sent last frame with their ids, and the command statuses that changed;
@@ -28,6 +28,7 @@
 #include "model/model.hpp"
 #include "net/command_client.hpp"
 #include "net/receiver.hpp"
+#include "net/recording_loader.hpp"
 #include "ui/dashboard.hpp"
 #include "values/command_intent.hpp"
 #include "values/frame_input.hpp"
@@ -39,11 +40,15 @@ struct AppCoreOptions {
   // Used when the first intent starts the CommandClient (so a dashboard nobody clicks in runs no
   // command thread).
   CommandClientOptions commands;
+  // Runs kept on disk to show (`keel --open`): recordings or dumps' telemetry.msgpack, read on
+  // a thread of their own into the same model (net/recording_loader.hpp).
+  std::vector<std::string> recordings;
 };
 
 class AppCore {
  public:
-  // Connects to every endpoint. Throws std::invalid_argument for one ZeroMQ rejects.
+  // Connects to every endpoint (none: no network thread at all) and starts reading the
+  // recordings. Throws std::invalid_argument for an endpoint ZeroMQ rejects.
   AppCore(const std::vector<std::string>& endpoints, AppCoreOptions options = {});
   AppCore(const AppCore&) = delete;
   AppCore& operator=(const AppCore&) = delete;
@@ -72,7 +77,8 @@ class AppCore {
   void gather_command_updates();
 
   AppCoreOptions options_;
-  Receiver receiver_;
+  std::unique_ptr<Receiver> receiver_;          // null without endpoints
+  std::unique_ptr<RecordingLoader> recordings_;  // null without recordings
   std::unique_ptr<CommandClient> commands_;
   Model model_;
   std::vector<keel::wire::Message> inbox_;

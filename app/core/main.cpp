@@ -1,4 +1,5 @@
-// keel: the live training-stability dashboard (one window; see DESIGN §4).
+// keel: the live training-stability dashboard (one window; see DESIGN §4), and the viewer of
+// runs kept on disk (--open: a recording or a dump's telemetry, read into the same views).
 //
 // The main loop, once per frame: wait as FramePacer says (input, new data, or the idle
 // interval), let AppCore do the frame's work (telemetry into the model, the dashboard drawn,
@@ -33,6 +34,7 @@ constexpr double kScreenshotGiveUpSecs = 120.0;
 
 struct Options {
   std::vector<std::string> endpoints;
+  std::vector<std::string> recordings;
   std::string screenshot_path;
   double screenshot_after_secs = 0;
   std::string select_layer;
@@ -48,6 +50,10 @@ int main(int argc, char** argv) {
   cli.add_option("--connect", options.endpoints,
                  "probe endpoint to subscribe to (repeat for several ranks; default " +
                      std::string(keel::wire::kDefaultPubEndpoint) + ")");
+  cli.add_option("--open", options.recordings,
+                 "show a run kept on disk: a recording (keel-runs/*.keelrec) or a dump's telemetry.msgpack; "
+                 "repeat for several (with no --connect, nothing live is shown)")
+      ->check(CLI::ExistingFile);
   cli.add_option("--screenshot", options.screenshot_path,
                  "write the window as PNG once data is shown, then exit");
   cli.add_option("--screenshot-after", options.screenshot_after_secs,
@@ -64,7 +70,9 @@ int main(int argc, char** argv) {
   cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
   CLI11_PARSE(cli, argc, argv);
   keel::app::ui::set_verbose_log(verbose);
-  if (options.endpoints.empty()) options.endpoints.push_back(keel::wire::kDefaultPubEndpoint);
+  if (options.endpoints.empty() && options.recordings.empty()) {
+    options.endpoints.push_back(keel::wire::kDefaultPubEndpoint);
+  }
 
   try {
     keel::app::ui::Window window("keel", options.width, options.height);
@@ -75,6 +83,7 @@ int main(int argc, char** argv) {
     core_options.receiver.auth = auth;
     core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
     core_options.commands.auth = auth;
+    core_options.recordings = options.recordings;
     // Declared after the window and the pacer: its threads are stopped before they go away.
     keel::app::AppCore core(options.endpoints, core_options);
     keel::app::ui::Dashboard dashboard;
@@ -92,16 +101,23 @@ int main(int argc, char** argv) {
       if (!options.screenshot_path.empty()) {
         const keel::app::RunModel* run =
             keel::app::ui::Dashboard::shown_run(core.model(), dashboard.state().shown_rank());
-        if (run && run->has_steps()) ++frames_with_data;
+        // An opened file is shown whole: the screenshot waits until every file is read.
+        const auto& files = core.input().recordings;
+        const bool files_read = std::all_of(files.begin(), files.end(),
+                                            [](const keel::app::RecordingState& r) { return r.done; });
+        if (run && run->has_steps() && files_read) ++frames_with_data;
         const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
         const bool ready = frames_with_data >= kFramesBeforeScreenshot &&
                            elapsed >= options.screenshot_after_secs;
         // A refused client gets nothing however long it waits: its screenshot shows why.
         const auto& links = core.input().links;
         const bool refused = !run && elapsed >= options.screenshot_after_secs &&
-                             std::any_of(links.begin(), links.end(), [](const keel::app::EndpointState& link) {
-                               return link.state == keel::app::LinkState::kRefused;
-                             });
+                             (std::any_of(links.begin(), links.end(),
+                                          [](const keel::app::EndpointState& link) {
+                                            return link.state == keel::app::LinkState::kRefused;
+                                          }) ||
+                              std::any_of(files.begin(), files.end(),
+                                          [](const keel::app::RecordingState& r) { return !r.error.empty(); }));
         if (ready || refused || elapsed > kScreenshotGiveUpSecs) {
           int width = 0, height = 0;
           window.framebuffer_size(width, height);

@@ -98,6 +98,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
   }
   log_backfills(input.links);
   log_refusals(input.links);
+  log_recordings(input.recordings, run);
 
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -106,7 +107,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
                                  ImGuiWindowFlags_NoSavedSettings |
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("keel", nullptr, flags);
-  draw_status_bar(input.links, input.queue_dropped, model, run);
+  draw_status_bar(input, model, run);
   if (const RunModel* picked = run_picker_.draw(model, run)) state_.show_run(picked->key());
   ImGui::Separator();
   controls_.draw(model, run, input);
@@ -224,6 +225,22 @@ void Dashboard::log_refusals(const std::vector<EndpointState>& links) {
     if (links[i].refusal == logged_refusals_[i]) continue;
     logged_refusals_[i] = links[i].refusal;
     if (!links[i].refusal.empty()) std::fprintf(stderr, "keel: refused: %s\n", links[i].refusal.c_str());
+  }
+}
+
+void Dashboard::log_recordings(const std::vector<RecordingState>& recordings, const RunModel* run) {
+  // Files are read one after another: the first not yet logged is the next to end.
+  while (logged_recordings_ < recordings.size() && recordings[logged_recordings_].done) {
+    const RecordingState& r = recordings[logged_recordings_++];
+    if (!r.error.empty()) {
+      std::fprintf(stderr, "keel: %s\n", r.error.c_str());
+      continue;
+    }
+    for (const std::string& problem : r.problems) std::fprintf(stderr, "keel: %s: %s\n", r.path.c_str(), problem.c_str());
+    verbose_log("keel: opened %s: %llu messages, %zu problems; shown run steps %lld to %lld", r.path.c_str(),
+                static_cast<unsigned long long>(r.messages), r.problems.size(),
+                run && run->has_steps() ? static_cast<long long>(run->first_step()) : -1LL,
+                run && run->has_steps() ? static_cast<long long>(run->last_step()) : -1LL);
   }
 }
 

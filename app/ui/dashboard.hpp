@@ -63,6 +63,9 @@ class Dashboard {
   void log_backfills(const std::vector<EndpointState>& links);
   // Always, to stderr: a probe that refuses this client's keys is why nothing arrives.
   void log_refusals(const std::vector<EndpointState>& links);
+  // Once each opened file is read: to stderr when it could not be (with why), and to the
+  // verbose log what it held and which steps the shown run then spans.
+  void log_recordings(const std::vector<RecordingState>& recordings, const RunModel* run);
   void draw_panes(const Model& model, const RunModel& run);
 
   AppState state_;
@@ -75,6 +78,7 @@ class Dashboard {
   std::string pending_select_;
   RunPicker run_picker_;
   std::string logged_shown_;   // the shown run's identity as last printed (log_shown_run)
+  size_t logged_recordings_ = 0;   // opened files whose end was logged (they end in order)
   const RunModel* logged_run_ = nullptr;
   uint64_t logged_event_seq_ = 0;
   bool logged_any_event_ = false;

@@ -25,10 +25,35 @@ void separator() {
   ImGui::SameLine();
 }
 
+// Each opened file: its state in colour, its name, and what had to be skipped on hover.
+void draw_recordings(const std::vector<RecordingState>& recordings, bool after_links) {
+  for (size_t i = 0; i < recordings.size(); ++i) {
+    const RecordingState& r = recordings[i];
+    if (i > 0 || after_links) ImGui::SameLine();
+    const char* state = !r.error.empty() ? "unreadable" : !r.done ? "loading" : r.problems.empty() ? "read" : "damaged";
+    const LinkState colour = !r.error.empty() ? LinkState::kRefused
+                             : !r.done        ? LinkState::kConnecting
+                             : r.problems.empty() ? LinkState::kLive
+                                                  : LinkState::kStale;
+    ImGui::TextColored(state_colour(colour), "%s", state);
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::Text("%s: %llu messages, %llu bytes", r.path.c_str(), static_cast<unsigned long long>(r.messages),
+                  static_cast<unsigned long long>(r.file_bytes));
+      if (!r.error.empty()) ImGui::Text("%s", r.error.c_str());
+      for (const std::string& problem : r.problems) ImGui::Text("skipped: %s", problem.c_str());
+      ImGui::EndTooltip();
+    }
+    ImGui::SameLine();
+    ImGui::TextUnformatted(r.path.c_str());
+  }
+}
+
 }  // namespace
 
-void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dropped,
-                     const Model& model, const RunModel* run) {
+void draw_status_bar(const FrameInput& input, const Model& model, const RunModel* run) {
+  const std::vector<EndpointState>& links = input.links;
+  const uint64_t queue_dropped = input.queue_dropped;
   uint64_t decode_errors = 0;
   for (size_t i = 0; i < links.size(); ++i) {
     const EndpointState& link = links[i];
@@ -49,9 +74,21 @@ void draw_status_bar(const std::vector<EndpointState>& links, uint64_t queue_dro
     ImGui::SameLine();
     ImGui::TextUnformatted(link.endpoint.c_str());
   }
+  draw_recordings(input.recordings, !links.empty());
 
   separator();
   if (!run) {
+    // A file that cannot be read is why nothing shows: said in full.
+    const auto unreadable = std::find_if(input.recordings.begin(), input.recordings.end(),
+                                         [](const RecordingState& r) { return !r.error.empty(); });
+    if (unreadable != input.recordings.end()) {
+      ImGui::TextColored(state_colour(LinkState::kRefused), "%s", unreadable->error.c_str());
+      return;
+    }
+    if (links.empty()) {
+      ImGui::TextDisabled("reading the recording");
+      return;
+    }
     // A refused link is why nothing arrives: said in full where the user looks first.
     const auto refused = std::find_if(links.begin(), links.end(),
                                       [](const EndpointState& link) { return link.state == LinkState::kRefused; });

@@ -12,6 +12,7 @@
 #include "values/command_intent.hpp"
 #include "values/command_status.hpp"
 #include "values/endpoint_state.hpp"
+#include "values/recording_state.hpp"
 
 namespace keel::app {
 
@@ -23,6 +24,8 @@ struct FrameInput {
   std::vector<SentCommand> sent;
   // Statuses that changed since the last frame (pending -> acknowledged, a late ack, ...).
   std::vector<CommandStatus> command_updates;
+  // Files opened with --open, in the order given, and how far each has been read.
+  std::vector<RecordingState> recordings;
 };
 
 }  // namespace keel::app

@@ -1,0 +1,84 @@
+// The morning after, in a real X server: a keel-demo run nobody watched, whose NaN was born at
+// step 2,000, opened from its recording with `keel --open`. The whole run is there, the
+// dashboard goes to the unsafe step with its layer selected and its cause shown, and the
+// screenshot holds the non-finite cells. A file that is no recording is refused in words.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "child_process.hpp"
+
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb_image.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using keel::e2e::ChildProcess;
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("keel-open-gui-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(OpenGui, ARunNobodyWatchedOpensWholeOnItsFirstNonFiniteStepWithItsCause) {
+  const fs::path dir = scratch("night");
+  {
+    // The night: no dashboard, no socket, only the recording.
+    ChildProcess demo({KEEL_DEMO_PATH, "--steps", "2100", "--endpoint", "", "--log-every", "0", "--cause",
+                       "attention:2000", "--record-dir", (dir / "runs").string(), "--dump-dir",
+                       (dir / "dumps").string()});
+    ASSERT_EQ(demo.wait_exit(), 0) << demo.output();
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir / "runs")) files.push_back(entry.path());
+  ASSERT_EQ(files.size(), 1u);
+
+  // The morning.
+  const std::string png = (dir / "open.png").string();
+  ChildProcess keel({KEEL_PATH, "--verbose", "--open", files[0].string(), "--screenshot", png});
+  const std::string opened = keel.wait_for("keel: opened", 120);
+  EXPECT_NE(opened.find("shown run steps 0 to 2099"), std::string::npos) << keel.output();
+  EXPECT_NE(opened.find(", 0 problems"), std::string::npos) << opened;
+  const std::string selected = keel.find_or_wait_for("keel: selected layer", 30);
+  EXPECT_NE(selected.find("keel: selected layer blocks.1.attn.qkv.weight step 2000"), std::string::npos)
+      << keel.output();
+  const std::string cause = keel.find_or_wait_for("keel: cause", 30);
+  EXPECT_NE(cause.find("keel: cause forward module blocks.1.attn.qkv step 2000: "), std::string::npos)
+      << keel.output();
+  ASSERT_FALSE(keel.find_or_wait_for("keel: screenshot", 120).empty()) << keel.output();
+  EXPECT_EQ(keel.wait_exit(), 0) << keel.output();
+
+  int width = 0, height = 0, channels = 0;
+  unsigned char* pixels = stbi_load(png.c_str(), &width, &height, &channels, 3);
+  ASSERT_NE(pixels, nullptr) << "cannot read " << png;
+  // The unsafe step is in view: the heatmap's non-finite colour (255, 32, 64) is on screen.
+  int nonfinite = 0;
+  for (int i = 0; i < width * height; ++i) {
+    const unsigned char* p = pixels + size_t(i) * 3;
+    nonfinite += p[0] == 0xFF && p[1] == 0x20 && p[2] == 0x40;
+  }
+  stbi_image_free(pixels);
+  EXPECT_GT(nonfinite, 20) << "no non-finite cell in view: " << png;
+}
+
+TEST(OpenGui, AFileThatIsNoRecordingIsRefusedInWords) {
+  const fs::path dir = scratch("notes");
+  const fs::path notes = dir / "notes.txt";
+  { std::FILE* f = std::fopen(notes.c_str(), "w"); std::fputs("not a run", f); std::fclose(f); }
+  ChildProcess keel({KEEL_PATH, "--open", notes.string(), "--screenshot", (dir / "refused.png").string()});
+  EXPECT_EQ(keel.wait_exit(), 2);
+  keel.wait_for("no such line", 1);
+  EXPECT_NE(keel.output().find("neither a keel recording nor a dump's telemetry"), std::string::npos)
+      << keel.output();
+  EXPECT_TRUE(fs::exists(dir / "refused.png"));
+}
+
+}  // namespace
