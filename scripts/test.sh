@@ -11,7 +11,8 @@
 #   --sanitize=thread   ThreadSanitizer build in build-tsan/
 # A sanitizer build compiles and runs only the tests of code that parses bytes or runs
 # threads (the list below, RELIABILITY.md says why): the wire codec and its mutation tests,
-# the fuzz corpora, the app's receiver, subscriber, command client and model, the whole
+# the fuzz corpora (a recording's reader among them), the flight recorder's thread, the
+# app's receiver, subscriber, command client and model, the whole
 # dashboard drawn headless (keel_dashboard_vertices_tests), and the probe's publisher,
 # command server and reductions. The end-to-end, GUI, install and benchmark
 # targets train real models for minutes, and under a sanitizer would cost CI far more than
@@ -54,6 +55,7 @@ fi
 
 sanitized_targets=(
   keel_wire_tests keel_command_path_tests keel_fuzz_decode_replay keel_fuzz_command_replay
+  keel_fuzz_recording_replay keel_flight_recorder_tests
   keel_app_model_tests keel_app_net_tests keel_app_core_tests keel_cli_tests keel_ui_tests
   keel_probe_tests keel_fused_reduce_tests keel_dashboard_vertices_tests
 )
