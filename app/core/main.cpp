@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
                      std::string(keel::wire::kDefaultPubEndpoint) + ")");
   cli.add_option("--open", options.recordings,
                  "show a run kept on disk: a recording (keel-runs/*.keelrec) or a dump's telemetry.msgpack; "
-                 "repeat for several (with no --connect, nothing live is shown)")
+                 "repeat for several: runs on one rank are overlaid in the loss and grad norm charts "
+                 "(with no --connect, nothing live is shown)")
       ->check(CLI::ExistingFile);
   cli.add_option("--screenshot", options.screenshot_path,
                  "write the window as PNG once data is shown, then exit");

@@ -59,16 +59,19 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
   plot_series(others.empty() ? "loss" : "loss of each run", cell,
               losses, false, state, skipped);
   ImGui::SameLine();
-  const SeriesHistory& buffers = run.global_series(GlobalSeries::kBufferAbsmax);
-  if (!buffers.empty()) {
-    plot_series("global grad norm; buffers' max |b|", cell,
-                {{&run.global_series(GlobalSeries::kGradNorm), "grad norm", kNormColour},
-                 {&buffers, "buffers", kAbsmaxColour}},
-                true, state, skipped);
-  } else {
-    plot_series("global grad norm", cell, {{&run.global_series(GlobalSeries::kGradNorm), "grad norm", kNormColour}},
-                true, state, skipped);
+  // The global grad norm the same way: each run's under its name, in the loss chart's colours,
+  // so two runs compared (yesterday's and today's with the fix) line up on one step axis.
+  std::vector<SeriesSpec> norms{
+      {&run.global_series(GlobalSeries::kGradNorm), others.empty() ? "grad norm" : labels[0].c_str(), kNormColour}};
+  for (size_t i = 0; i < others.size(); ++i) {
+    norms.push_back({&others[i]->global_series(GlobalSeries::kGradNorm), labels[i + 1].c_str(),
+                     kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped)});
   }
+  const SeriesHistory& buffers = run.global_series(GlobalSeries::kBufferAbsmax);
+  if (!buffers.empty()) norms.push_back({&buffers, "buffers", kAbsmaxColour});
+  const char* norm_title = others.empty() ? (buffers.empty() ? "global grad norm" : "global grad norm; buffers' max |b|")
+                                          : "global grad norm of each run";
+  plot_series(norm_title, cell, norms, true, state, skipped);
 
   // A run without a loss scaler has no loss-scale samples; show the step time instead of an
   // empty chart, so the slot still says something about the run.

@@ -5,8 +5,9 @@
 // y, with skipped updates marked in every chart) and the magnitudes of the first watched
 // tensor (logits: absmax and z, the mean logsumexp that z-loss penalises). Where other runs
 // share the shown run's rank (the other models of the job: a GAN's generator beside its
-// discriminator), their losses are overlaid on its loss chart, each named by its model and
-// with its own skipped updates marked in its colour.
+// discriminator; or another run opened beside it, yesterday's and today's with the fix), their
+// losses and global grad norms are overlaid on its charts, each named by its model (else its
+// run id) and with its own skipped updates marked in its colour.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
 
