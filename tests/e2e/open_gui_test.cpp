@@ -1,7 +1,8 @@
 // The morning after, in a real X server: a keel-demo run nobody watched, whose NaN was born at
 // step 2,000, opened from its recording with `keel --open`. The whole run is there, the
 // dashboard goes to the unsafe step with its layer selected and its cause shown, and the
-// screenshot holds the non-finite cells. A file that is no recording is refused in words.
+// screenshot holds the non-finite cells. Two runs opened together are overlaid. A file that is
+// no recording is refused in words.
 #include <unistd.h>
 
 #include <cstdio>
@@ -67,6 +68,65 @@ TEST(OpenGui, ARunNobodyWatchedOpensWholeOnItsFirstNonFiniteStepWithItsCause) {
   }
   stbi_image_free(pixels);
   EXPECT_GT(nonfinite, 20) << "no non-finite cell in view: " << png;
+}
+
+struct HeatmapGeometry {
+  float x0 = 0, x1 = 0, y0 = 0, row = 0;
+  int layers = 0;
+};
+
+bool parse_geometry(const std::string& line, HeatmapGeometry& g) {
+  const size_t at = line.find("keel: heatmap");
+  return at != std::string::npos &&
+         std::sscanf(line.c_str() + at, "keel: heatmap x0 %f x1 %f y0 %f row %f layers %d", &g.x0, &g.x1, &g.y0,
+                     &g.row, &g.layers) == 5;
+}
+
+// Yesterday's run (its learning rate blown up at step 200) and today's, opened together: the
+// other run's colour (the first of the overlay colours, 110, 230, 230) traces its loss in the
+// left chart and its grad norm in the right one, above the heatmap.
+TEST(OpenGui, TwoRunsOpenedTogetherAreOverlaidInTheLossAndGradNormCharts) {
+  const fs::path dir = scratch("two");
+  for (const char* day : {"yesterday", "today"}) {
+    std::vector<std::string> argv = {KEEL_DEMO_PATH, "--steps", "300", "--endpoint", "", "--log-every", "0",
+                                     "--record-dir", (dir / day).string(), "--dump-dir", (dir / "dumps").string()};
+    if (std::string(day) == "yesterday") argv.insert(argv.end(), {"--cause", "lr:200"});
+    ChildProcess demo(argv);
+    ASSERT_EQ(demo.wait_exit(), 0) << demo.output();
+  }
+  std::vector<std::string> argv = {KEEL_PATH, "--verbose", "--screenshot", (dir / "two.png").string()};
+  for (const char* day : {"yesterday", "today"}) {
+    for (const auto& entry : fs::directory_iterator(dir / day)) {
+      argv.push_back("--open");
+      argv.push_back(entry.path().string());
+    }
+  }
+  ASSERT_EQ(argv.size(), 8u);
+  ChildProcess keel(argv);
+  HeatmapGeometry g;
+  ASSERT_TRUE(parse_geometry(keel.wait_for("keel: heatmap", 120), g)) << keel.output();
+  ASSERT_FALSE(keel.find_or_wait_for("keel: screenshot", 120).empty()) << keel.output();
+  EXPECT_EQ(keel.wait_exit(), 0) << keel.output();
+
+  int width = 0, height = 0, channels = 0;
+  unsigned char* pixels = stbi_load((dir / "two.png").c_str(), &width, &height, &channels, 3);
+  ASSERT_NE(pixels, nullptr);
+  const auto other_run_pixels = [&](int x_begin, int x_end) {
+    int count = 0;
+    for (int y = 0; y < int(g.y0) && y < height; ++y) {
+      for (int x = x_begin; x < x_end && x < width; ++x) {
+        const unsigned char* p = pixels + (size_t(y) * size_t(width) + size_t(x)) * 3;
+        count += p[0] == 110 && p[1] == 230 && p[2] == 230;
+      }
+    }
+    return count;
+  };
+  const int middle = int((g.x0 + g.x1) / 2);
+  const int in_loss = other_run_pixels(0, middle);
+  const int in_grad_norm = other_run_pixels(middle, int(g.x1));
+  stbi_image_free(pixels);
+  EXPECT_GT(in_loss, 50) << "the other run's loss is not drawn";
+  EXPECT_GT(in_grad_norm, 50) << "the other run's grad norm is not drawn";
 }
 
 TEST(OpenGui, AFileThatIsNoRecordingIsRefusedInWords) {

@@ -67,7 +67,7 @@ class FlightRecorder {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   // Why the last messages were lost ("cannot write ...: No space left on device"); "" if none.
   std::string failure() const;
-  // Step records thinning has removed so far, and the current stride of the thinned part.
+  // Step records thinning has removed so far.
   uint64_t thinned_steps() const { return thinned_steps_.load(std::memory_order_relaxed); }
   // Bytes the file holds now (after the last flush).
   uint64_t file_bytes() const { return file_bytes_.load(std::memory_order_relaxed); }
