@@ -173,6 +173,38 @@ TEST(FlightRecorder, PastItsBoundItThinsOlderStepsAndKeepsEventsTheirNeighboursA
   }
 }
 
+// A wide model records so much a step that its newest 4,096 steps alone would outgrow the
+// bound: the steps kept whole shrink to a quarter of it, and the file stays bounded.
+TEST(FlightRecorder, StepsTooLargeForTheRecentWindowAreThinnedWithinTheBound) {
+  const std::string path = temp_path("wide");
+  std::string error;
+  FlightRecorderOptions options;
+  options.path = path;
+  options.max_bytes = 512 << 10;
+  options.writer.chunk_target_bytes = 32 << 10;
+  uint64_t peak = 0, thinned = 0;
+  const int64_t steps = 600;
+  {
+    auto recorder = FlightRecorder::start(options, error);
+    ASSERT_TRUE(recorder) << error;
+    for (int64_t s = 0; s < steps; ++s) {
+      hand_over(*recorder, step_record(s, 512));   // about 12 KB a step
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      peak = std::max(peak, recorder->file_bytes());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    peak = std::max(peak, recorder->file_bytes());
+    thinned = recorder->thinned_steps();
+    EXPECT_EQ(recorder->dropped(), 0u) << recorder->failure();
+  }
+  EXPECT_GT(thinned, 0u);
+  EXPECT_LE(peak, options.max_bytes + (128 << 10));
+  const Read read = read_back(path);
+  EXPECT_EQ(read.steps.size() + thinned, static_cast<size_t>(steps));
+  ASSERT_FALSE(read.steps.empty());
+  EXPECT_EQ(read.steps.back(), steps - 1);
+}
+
 TEST(FlightRecorder, AQueueThatCannotBeEmptiedDropsStepRecordsCountedAndKeepsEvents) {
   const std::string path = temp_path("flood");
   std::string error;

@@ -27,7 +27,11 @@ std::unique_ptr<FlightRecorder> FlightRecorder::start(const FlightRecorderOption
 }
 
 FlightRecorder::FlightRecorder(const FlightRecorderOptions& options, std::unique_ptr<wire::RecordingWriter> writer)
-    : options_(options), path_(options.path), writer_(std::move(writer)), last_step_(options.first_step) {
+    : options_(options),
+      path_(options.path),
+      writer_(std::move(writer)),
+      next_thin_at_(options.max_bytes),
+      last_step_(options.first_step) {
   file_bytes_.store(writer_->file_bytes(), std::memory_order_relaxed);
   thread_ = std::thread([this] { run(); });
 }
@@ -111,7 +115,7 @@ void FlightRecorder::write(std::deque<Queued>& batch) {
   writer_->flush();
   lost(refused + writer_->lost_messages() - lost_before, writer_->error());
   file_bytes_.store(writer_->file_bytes(), std::memory_order_relaxed);
-  if (options_.max_bytes > 0 && writer_->file_bytes() > options_.max_bytes) thin();
+  if (options_.max_bytes > 0 && writer_->file_bytes() > next_thin_at_) thin();
 }
 
 void FlightRecorder::thin() {
@@ -124,11 +128,10 @@ void FlightRecorder::thin() {
     std::remove(copy_path.c_str());   // left by a recorder killed while thinning
     auto copy = wire::RecordingWriter::create(copy_path, options_.writer, error);
     if (!copy) break;
-    const int64_t newest = reader->chunks().back().last_step;
     ThinRule rule;
     rule.stride = stride_ * 2;
     rule.event_window = options_.event_window;
-    rule.keep_from_step = newest - options_.recent_steps + 1;
+    rule.keep_from_step = newest_kept_whole(*reader);
     const ThinResult result = thin_recording(*reader, *copy, rule);
     if (!result.ok || result.removed_steps == 0) {
       // A full disk, or nothing left that may be thinned: the file goes on as it is.
@@ -150,6 +153,25 @@ void FlightRecorder::thin() {
     thinned_steps_.fetch_add(result.removed_steps, std::memory_order_relaxed);
     file_bytes_.store(writer_->file_bytes(), std::memory_order_relaxed);
   }
+  next_thin_at_ = std::max<uint64_t>(options_.max_bytes, 2 * writer_->file_bytes());
+}
+
+int64_t FlightRecorder::newest_kept_whole(const wire::RecordingReader& reader) const {
+  // The newest recent_steps, or fewer where their chunks would take more than a quarter of
+  // the bound (a model of 50,000 layers records megabytes a step): read off the index.
+  const auto& chunks = reader.chunks();
+  const int64_t newest = chunks.back().last_step;
+  int64_t from = newest - options_.recent_steps + 1;
+  uint64_t bytes = 0;
+  for (size_t i = chunks.size(); i-- > 0;) {
+    bytes += wire::recording::kChunkHeaderBytes + chunks[i].stored_bytes;
+    if (chunks[i].first_step <= from) break;
+    if (bytes > options_.max_bytes / 4) {
+      from = std::max(from, chunks[i].first_step);
+      break;
+    }
+  }
+  return from;
 }
 
 }  // namespace keel::probe

@@ -8,9 +8,11 @@
 // up to its last flushed record.
 // Bounded disk: past max_bytes the file is thinned in place (thin_recording.hpp): older step
 // records are kept one in `stride` (2, 4, 8, ... as the run grows), every step near an event
-// and the newest steps are kept whole, and no description or event is ever dropped. The
-// thinned copy is written beside the file and renamed over it, so the file is whole at every
-// moment.
+// and the newest steps (recent_steps, or as many as fit in a quarter of max_bytes) are kept
+// whole, and no description or event is ever dropped. The thinned copy is written beside the
+// file and renamed over it, so the file is whole at every moment. Where what may not be
+// dropped outgrows the bound (an event storm), the next thinning waits until the file has
+// doubled, so a file that cannot shrink is not rewritten at every batch.
 // Bounded memory: at most queue_messages messages (queue_bytes bytes) wait for the thread;
 // a step record beyond that is dropped and counted (dropped()); descriptions and events may
 // go past the count by as many again, since a record read under the wrong layers is worse
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "keel/wire/recording_reader.hpp"
 #include "keel/wire/recording_writer.hpp"
 
 namespace keel::probe {
@@ -83,12 +86,15 @@ class FlightRecorder {
   void write(std::deque<Queued>& batch);
   // Thins the file until it holds at most half of max_bytes, or no step is left to thin.
   void thin();
+  // The first step thinning keeps whole (recent_steps, bounded by a quarter of max_bytes).
+  int64_t newest_kept_whole(const wire::RecordingReader& reader) const;
   void lost(uint64_t messages, const std::string& why);
 
   FlightRecorderOptions options_;
   const std::string path_;
   std::unique_ptr<wire::RecordingWriter> writer_;   // the recorder thread's
   int64_t stride_ = 1;                              // recorder thread: of the thinned part
+  uint64_t next_thin_at_;                           // recorder thread: file bytes that thin
   int64_t last_step_;                               // producer: of the last record or event
 
   mutable std::mutex mutex_;

@@ -126,8 +126,8 @@ struct ProbeOptions {
   // that cannot be created leaves the run unrecorded, told the same way. "" records nothing.
   std::string record_dir = "keel-runs";
   // The file's bound on disk. Past it, older step records are thinned: one in 2, then 4, 8, ...
-  // is kept, with every step within 64 of an event and the newest 4,096 steps; descriptions and
-  // events are never dropped.
+  // is kept, with every step within 64 of an event and the newest 4,096 steps (as many as fit in
+  // a quarter of the bound); descriptions and events are never dropped.
   uint64_t record_max_bytes = uint64_t{1} << 30;   // 1 GiB
   // update_ratio of a layer off the CPU whose optimizer keeps no rule to rebuild its update
   // (any but AdamW, Adam and SGD, docs/DESIGN.md §8) takes a copy of the weights on their
