@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "cli/layer_names.hpp"
+#include "cli/table_format.hpp"
 #include "keel/wire/layer_metrics.hpp"
 #include "keel/wire/messages.hpp"
 #include "net/recording_file.hpp"
@@ -26,16 +27,8 @@ std::string csv_field(const std::string& text) {
   return out + "\"";
 }
 
-std::string value_text(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", value);
-  return text;
-}
-
 void row(std::ostream& out, int64_t step, const std::string& layer, const char* metric, double value) {
-  out << step << ',' << layer << ',' << metric << ',' << value_text(value) << '\n';
+  out << step << ',' << layer << ',' << metric << ',' << format_value(value, 9) << '\n';
 }
 
 void write_event(std::ostream& out, const wire::Event& e) {

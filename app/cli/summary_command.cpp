@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/layer_names.hpp"
+#include "cli/table_format.hpp"
 #include "keel/wire/messages.hpp"
 #include "net/recording_file.hpp"
 
@@ -18,11 +19,7 @@ namespace keel::app {
 
 namespace {
 
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.4g", value);
-  return text;
-}
+std::string number(double value) { return format_value(value, 4); }
 
 std::string utc(int64_t unix_ms) {
   const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
@@ -47,7 +44,7 @@ std::string duration(double seconds) {
 
 std::string counts(const std::map<std::string, uint64_t>& by_kind) {
   std::string out;
-  for (const auto& [kind, n] : by_kind) out += (out.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+  for (const auto& [kind, n] : by_kind) out += (out.empty() ? "" : ", ") + terminal_safe(kind) + " " + std::to_string(n);
   return out;
 }
 
@@ -122,17 +119,18 @@ int run_summary(const std::string& path, std::ostream& out, std::ostream& err) {
     err << "keel-cli: " << error << '\n';
     return 1;
   }
-  for (const std::string& problem : report.problems) err << "keel-cli: warning: " << problem << '\n';
+  for (const std::string& problem : report.problems) err << "keel-cli: warning: " << terminal_safe(problem) << '\n';
 
   if (s.run) {
     const wire::RunDescription& r = *s.run;
-    out << "run      " << r.run_id << (r.model.empty() ? "" : " (model " + r.model + ")") << ", rank " << r.rank
-        << " of " << r.world_size << ", " << r.layers.size() << " layers on " << r.device << ", torch "
-        << r.torch_version << ", keel " << r.keel_version << '\n';
+    out << "run      " << terminal_safe(r.run_id) << (r.model.empty() ? "" : " (model " + terminal_safe(r.model) + ")")
+        << ", rank " << r.rank << " of " << r.world_size << ", " << r.layers.size() << " layers on "
+        << terminal_safe(r.device) << ", torch " << terminal_safe(r.torch_version) << ", keel "
+        << terminal_safe(r.keel_version) << '\n';
   } else {
     out << "run      (no run description in the file)\n";
   }
-  out << "file     " << path << " (" << report.kind << ", " << report.file_bytes << " bytes, " << report.messages
+  out << "file     " << terminal_safe(path) << " (" << report.kind << ", " << report.file_bytes << " bytes, " << report.messages
       << " messages" << (report.undecodable ? ", " + std::to_string(report.undecodable) + " undecodable" : "")
       << ")\n";
   if (s.steps == 0) {
@@ -151,10 +149,11 @@ int run_summary(const std::string& path, std::ostream& out, std::ostream& err) {
   out << "skips    " << skipped << (skipped ? " (" + counts(s.skips) + ")" : "") << '\n';
   if (s.first_nonfinite) {
     const wire::Event& e = *s.first_nonfinite;
-    out << "first non-finite  step " << e.step << (e.layer.empty() ? "" : " in " + e.layer) << ": " << e.detail
-        << '\n';
+    out << "first non-finite  step " << e.step << (e.layer.empty() ? "" : " in " + terminal_safe(e.layer)) << ": "
+        << terminal_safe(e.detail) << '\n';
     out << "cause    "
-        << (e.cause ? (e.cause->sentence.empty() ? e.cause->kind : e.cause->sentence) : "not classified") << '\n';
+        << terminal_safe(e.cause ? (e.cause->sentence.empty() ? e.cause->kind : e.cause->sentence) : "not classified")
+        << '\n';
   } else {
     out << "first non-finite  none recorded\n";
     out << "cause    -\n";
@@ -168,7 +167,7 @@ int run_summary(const std::string& path, std::ostream& out, std::ostream& err) {
   out << "loudest  ";
   if (loud.empty()) out << "(no grad norms recorded)";
   for (size_t i = 0; i < std::min<size_t>(3, loud.size()); ++i) {
-    out << (i ? ", " : "") << loud[i].first << " " << number(loud[i].second.grad_norm) << " (step "
+    out << (i ? ", " : "") << terminal_safe(loud[i].first) << " " << number(loud[i].second.grad_norm) << " (step "
         << loud[i].second.step << ")";
   }
   out << '\n';

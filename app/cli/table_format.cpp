@@ -27,17 +27,6 @@ std::string printf_string(const char* format, ...) {
   return out;
 }
 
-// Names and details come from the network; an escape sequence in them must not reach the
-// terminal as one.
-std::string terminal_safe(const std::string& text) {
-  std::string out = text;
-  for (char& c : out) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) c = '?';
-  }
-  return out;
-}
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -50,6 +39,15 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 constexpr const char* kStepRowFormat = "%8s %4s %12s %12s  %-20s %9s %8s  %s";
 
 }  // namespace
+
+std::string terminal_safe(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) c = '?';
+  }
+  return out;
+}
 
 std::string format_value(double value, int significant_digits) {
   if (std::isnan(value)) return "nan";

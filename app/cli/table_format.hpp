@@ -29,6 +29,10 @@ std::string format_event(const keel::wire::Event& event);
 std::string format_command(const keel::wire::Command& command);
 std::string format_ack(const keel::wire::Ack& ack);
 
+// Names and details come from the network or a file: control characters (an escape
+// sequence) become '?' so none reaches the terminal as one.
+std::string terminal_safe(const std::string& text);
+
 // `value` with `significant_digits` (printf %g), or "nan" / "inf" / "-inf".
 std::string format_value(double value, int significant_digits);
 

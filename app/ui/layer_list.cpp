@@ -43,17 +43,6 @@ ImU32 health_colour(const RunModel& run, size_t layer) {
   return IM_COL32(80, 200, 100, 255);
 }
 
-std::vector<std::string> split_path(const std::string& name) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = name.find('.', start);
-    parts.push_back(name.substr(start, dot - start));
-    if (dot == std::string::npos) return parts;
-    start = dot + 1;
-  }
-}
-
 // Sorts NaN last whichever the direction: a missing value is never "the largest".
 bool less_by(const RunModel& run, LayerMetric metric, bool ascending, int a, int b) {
   const float va = run.latest(size_t(a), metric), vb = run.latest(size_t(b), metric);
@@ -203,7 +192,7 @@ void LayerList::draw(const RunModel& run, AppState& state) {
     // whether each is expanded; leaves under a collapsed node are skipped.
     std::vector<std::pair<std::string, bool>> open;
     for (int layer : layers) {
-      const std::vector<std::string> parts = split_path(run.layer_name(size_t(layer)));
+      const std::vector<std::string> parts = dotted_parts(run.layer_name(size_t(layer)));
       const size_t nodes = parts.size() - leaf_parts(parts);
       size_t common = 0;
       while (common < open.size() && common < nodes && open[common].first == parts[common]) {

@@ -5,17 +5,6 @@
 namespace keel::app::ui {
 namespace {
 
-std::vector<std::string> parts_of(const std::string& name) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = name.find('.', start);
-    parts.push_back(name.substr(start, dot - start));
-    if (dot == std::string::npos) return parts;
-    start = dot + 1;
-  }
-}
-
 // The offset in `name` just after its first `count` dotted components and their dots.
 size_t after_parts(const std::string& name, size_t count) {
   size_t at = 0;
@@ -28,6 +17,17 @@ size_t after_parts(const std::string& name, size_t count) {
 }
 
 }  // namespace
+
+std::vector<std::string> dotted_parts(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = name.find('.', start);
+    parts.push_back(name.substr(start, dot - start));
+    if (dot == std::string::npos) return parts;
+    start = dot + 1;
+  }
+}
 
 std::string elide_middle(const std::string& text, float max_width, const TextWidth& width,
                          const std::string& ellipsis) {
@@ -47,10 +47,10 @@ std::string elide_middle(const std::string& text, float max_width, const TextWid
 
 size_t shared_leading_parts(const std::vector<std::string>& names) {
   if (names.empty()) return 0;
-  const std::vector<std::string> first = parts_of(names.front());
+  const std::vector<std::string> first = dotted_parts(names.front());
   size_t shared = first.size() - 1;
   for (size_t i = 1; i < names.size() && shared > 0; ++i) {
-    const std::vector<std::string> parts = parts_of(names[i]);
+    const std::vector<std::string> parts = dotted_parts(names[i]);
     size_t same = 0;
     while (same < shared && same + 1 < parts.size() && parts[same] == first[same]) ++same;
     shared = same;

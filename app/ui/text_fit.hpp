@@ -23,6 +23,9 @@ using TextWidth = std::function<float(const std::string&)>;
 std::string elide_middle(const std::string& text, float max_width, const TextWidth& width,
                          const std::string& ellipsis);
 
+// A dotted name's components: "blocks.0.mlp.fc.weight" -> blocks, 0, mlp, fc, weight.
+std::vector<std::string> dotted_parts(const std::string& name);
+
 // How many leading dotted components every name of `names` shares, never counting a name's
 // last component ("blocks.0.mlp.fc.weight" and "blocks.2.mlp.proj.bias": 1).
 size_t shared_leading_parts(const std::vector<std::string>& names);

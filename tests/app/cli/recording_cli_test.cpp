@@ -199,6 +199,24 @@ TEST(RecordingCli, ADumpsTelemetryReadsWithItsRunDescription) {
   EXPECT_EQ(lines[8].find("loudest  blocks.0.mlp.fc.weight 42"), 0u) << lines[8];
 }
 
+// A recording is a file from anywhere: an escape sequence in a name must not reach the
+// terminal as one.
+TEST(RecordingCli, SummaryPrintsNoControlCharacterFromTheFile) {
+  const fs::path path = scratch("escape.keelrec");
+  std::string error;
+  auto writer = wire::RecordingWriter::create(path.string(), {}, error);
+  ASSERT_TRUE(writer) << error;
+  wire::RunDescription r = run();
+  r.run_id = "night\x1b]2;owned\x07-run";
+  const std::vector<char> payload = wire::encode(r);
+  ASSERT_TRUE(writer->append(FrameKind::run, 0, payload.data(), payload.size()));
+  ASSERT_TRUE(writer->close());
+  std::ostringstream out, err;
+  ASSERT_EQ(run_summary(path.string(), out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("night?]2;owned?-run"), std::string::npos) << out.str();
+  for (char c : out.str()) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << int(c);
+}
+
 TEST(RecordingCli, AFileThatIsNeitherIsRefusedInWords) {
   const fs::path path = scratch("notes.txt");
   { std::ofstream(path) << "these are not the bytes you are looking for"; }
