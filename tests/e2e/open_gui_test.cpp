@@ -32,10 +32,12 @@ fs::path scratch(const std::string& name) {
 TEST(OpenGui, ARunNobodyWatchedOpensWholeOnItsFirstNonFiniteStepWithItsCause) {
   const fs::path dir = scratch("night");
   {
-    // The night: no dashboard, no socket, only the recording.
+    // The night: no dashboard, no socket, only the recording. A narrow model on one thread
+    // (the same 42 layers and names, 5 s instead of a minute for 2,100 steps).
     ChildProcess demo({KEEL_DEMO_PATH, "--steps", "2100", "--endpoint", "", "--log-every", "0", "--cause",
                        "attention:2000", "--record-dir", (dir / "runs").string(), "--dump-dir",
-                       (dir / "dumps").string()});
+                       (dir / "dumps").string(), "--batch", "2", "--context", "32", "--width", "32",
+                       "--threads", "1"});
     ASSERT_EQ(demo.wait_exit(), 0) << demo.output();
   }
   std::vector<fs::path> files;
@@ -48,13 +50,17 @@ TEST(OpenGui, ARunNobodyWatchedOpensWholeOnItsFirstNonFiniteStepWithItsCause) {
   const std::string opened = keel.wait_for("keel: opened", 120);
   EXPECT_NE(opened.find("shown run steps 0 to 2099"), std::string::npos) << keel.output();
   EXPECT_NE(opened.find(", 0 problems"), std::string::npos) << opened;
-  const std::string selected = keel.find_or_wait_for("keel: selected layer", 30);
-  EXPECT_NE(selected.find("keel: selected layer blocks.1.attn.qkv.weight step 2000"), std::string::npos)
-      << keel.output();
-  const std::string cause = keel.find_or_wait_for("keel: cause", 30);
-  EXPECT_NE(cause.find("keel: cause forward module blocks.1.attn.qkv step 2000: "), std::string::npos)
-      << keel.output();
   ASSERT_FALSE(keel.find_or_wait_for("keel: screenshot", 120).empty()) << keel.output();
+  // While the file loads, earlier events (the narrow model's grad-norm spikes) may be
+  // selected first; the selection the screenshot shows is the last one made.
+  const std::string output = keel.output();
+  const size_t selected_at = output.rfind("keel: selected layer");
+  ASSERT_NE(selected_at, std::string::npos) << output;
+  EXPECT_EQ(output.substr(selected_at, output.find('\n', selected_at) - selected_at),
+            "keel: selected layer blocks.1.attn.qkv.weight step 2000")
+      << output;
+  EXPECT_NE(output.find("keel: cause forward module blocks.1.attn.qkv step 2000: "), std::string::npos)
+      << output;
   EXPECT_EQ(keel.wait_exit(), 0) << keel.output();
 
   int width = 0, height = 0, channels = 0;
@@ -89,7 +95,8 @@ TEST(OpenGui, TwoRunsOpenedTogetherAreOverlaidInTheLossAndGradNormCharts) {
   const fs::path dir = scratch("two");
   for (const char* day : {"yesterday", "today"}) {
     std::vector<std::string> argv = {KEEL_DEMO_PATH, "--steps", "300", "--endpoint", "", "--log-every", "0",
-                                     "--record-dir", (dir / day).string(), "--dump-dir", (dir / "dumps").string()};
+                                     "--record-dir", (dir / day).string(), "--dump-dir", (dir / "dumps").string(),
+                                     "--batch", "2", "--context", "32", "--width", "32", "--threads", "1"};
     if (std::string(day) == "yesterday") argv.insert(argv.end(), {"--cause", "lr:200"});
     ChildProcess demo(argv);
     ASSERT_EQ(demo.wait_exit(), 0) << demo.output();
