@@ -1,8 +1,11 @@
 #include "core/app_core.hpp"
 
+#include <algorithm>
 #include <iterator>
 #include <optional>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "keel/wire/codec.hpp"
 
@@ -16,12 +19,31 @@ bool settled(const CommandStatus& status) {
          status.answered_late;
 }
 
+// What a message kept for replay is counted as: a step record's values, and the message.
+size_t replay_cost(const keel::wire::Message& message) {
+  size_t bytes = sizeof message;
+  if (const auto* record = std::get_if<keel::wire::StepRecord>(&message)) {
+    bytes += record->layer_values.size() * sizeof(float);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 AppCore::AppCore(const std::vector<std::string>& endpoints, AppCoreOptions options)
     : options_(std::move(options)) {
   if (!endpoints.empty()) receiver_ = std::make_unique<Receiver>(endpoints, options_.receiver);
-  if (!options_.recordings.empty()) recordings_ = std::make_unique<RecordingLoader>(options_.recordings);
+  open_recordings(options_.recordings);
+}
+
+void AppCore::open_recordings(const std::vector<std::string>& paths) {
+  if (paths.empty()) return;
+  if (!recordings_) {
+    RecordingLoaderOptions loader;
+    loader.model = model_.config();
+    recordings_ = std::make_unique<RecordingLoader>(loader);
+  }
+  recordings_->open(paths);
 }
 
 void AppCore::frame(ui::Dashboard& dashboard) {
@@ -32,9 +54,9 @@ void AppCore::frame(ui::Dashboard& dashboard) {
 
 const FrameInput& AppCore::ingest() {
   inbox_.clear();
-  if (recordings_) recordings_->drain(inbox_);
   if (receiver_) receiver_->drain(inbox_);
   for (const keel::wire::Message& message : inbox_) model_.ingest(message);
+  if (recordings_) adopt_recordings();
 
   if (receiver_) {
     input_.links = receiver_->endpoint_states();
@@ -45,6 +67,54 @@ const FrameInput& AppCore::ingest() {
   sent_.clear();
   gather_command_updates();
   return input_;
+}
+
+void AppCore::adopt_recordings() {
+  const bool reading = !recordings_->finished();
+  if (reading) {
+    for (const keel::wire::Message& message : inbox_) keep_for_replay(message);
+  }
+  loaded_.clear();
+  recordings_->take(loaded_);
+  for (LoadedRecording& loaded : loaded_) {
+    // What the file holds of each run, by sequence number: a kept live message after that is
+    // new to the file's run. A run's messages carry one publisher's sequence, the file's too.
+    std::map<keel::wire::RunKey, uint64_t> last_seq;
+    for (size_t i = 0; i < loaded.model->run_count(); ++i) {
+      const RunModel& run = loaded.model->run(i);
+      uint64_t& seq = last_seq[run.key()];
+      seq = std::max(seq, run.last_seq());
+    }
+    if (model_.adopt_runs(std::move(*loaded.model)) == 0) continue;
+    for (const keel::wire::Message& message : replay_) {
+      const auto replayed = std::visit(
+          [&](const auto& m) -> bool {
+            using T = std::decay_t<decltype(m)>;
+            if constexpr (std::is_same_v<T, keel::wire::StepRecord> || std::is_same_v<T, keel::wire::Event> ||
+                          std::is_same_v<T, keel::wire::RunDescription>) {
+              const auto seq = last_seq.find(keel::wire::run_key_of(m));
+              return seq != last_seq.end() && m.seq > seq->second;
+            } else {
+              return false;
+            }
+          },
+          message);
+      if (replayed) model_.ingest(message);
+    }
+  }
+  if (!reading) {
+    replay_.clear();
+    replay_bytes_ = 0;
+  }
+}
+
+void AppCore::keep_for_replay(const keel::wire::Message& message) {
+  replay_.push_back(message);
+  replay_bytes_ += replay_cost(message);
+  while (replay_bytes_ > options_.replay_bytes && !replay_.empty()) {
+    replay_bytes_ -= std::min(replay_bytes_, replay_cost(replay_.front()));
+    replay_.pop_front();
+  }
 }
 
 void AppCore::gather_command_updates() {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,7 +29,7 @@
 #include "model/model.hpp"
 #include "net/command_client.hpp"
 #include "net/receiver.hpp"
-#include "net/recording_loader.hpp"
+#include "core/recording_loader.hpp"
 #include "ui/dashboard.hpp"
 #include "values/command_intent.hpp"
 #include "values/frame_input.hpp"
@@ -41,8 +42,11 @@ struct AppCoreOptions {
   // command thread).
   CommandClientOptions commands;
   // Runs kept on disk to show (`keel --open`): recordings or dumps' telemetry.msgpack, read on
-  // a thread of their own into the same model (net/recording_loader.hpp).
+  // a thread of their own into models the AppCore adopts (core/recording_loader.hpp).
   std::vector<std::string> recordings;
+  // Live messages kept while a file is read, to be given again to the runs it brings
+  // (open_recordings()), at most this many bytes (an estimate: a step record's values).
+  size_t replay_bytes = size_t{64} << 20;
 };
 
 class AppCore {
@@ -62,6 +66,12 @@ class AppCore {
   // Submits each intent; the next ingest() reports the id each one went out with (in order),
   // then whatever becomes of it.
   void carry_out(std::vector<CommandIntent> intents);
+  // Reads more files into the model (File > Open, a dropped file, a live run's own
+  // recording). A run the model already holds (the same identity and start) is replaced by
+  // the file's when that starts earlier or holds as many steps (Model::adopt_runs()), and the
+  // live messages that arrived while the file was read are given to it again, so a live run
+  // read back from its recording goes on live with its whole history.
+  void open_recordings(const std::vector<std::string>& paths);
 
   const Model& model() const { return model_; }
   // What the last ingest() took and gathered.
@@ -75,10 +85,17 @@ class AppCore {
     bool answered_late = false;
   };
   void gather_command_updates();
+  // Adopts the models the loader built, then replays the kept live messages into their runs.
+  void adopt_recordings();
+  void keep_for_replay(const keel::wire::Message& message);
 
   AppCoreOptions options_;
   std::unique_ptr<Receiver> receiver_;          // null without endpoints
-  std::unique_ptr<RecordingLoader> recordings_;  // null without recordings
+  std::unique_ptr<RecordingLoader> recordings_;  // null until a file is opened
+  std::vector<LoadedRecording> loaded_;
+  // Live messages since the loader last had nothing to read (oldest first), and their bytes.
+  std::deque<keel::wire::Message> replay_;
+  size_t replay_bytes_ = 0;
   std::unique_ptr<CommandClient> commands_;
   Model model_;
   std::vector<keel::wire::Message> inbox_;

@@ -49,6 +49,49 @@ bool Model::ingest(const wire::Message& message) {
   return changed;
 }
 
+size_t Model::adopt_runs(Model&& staged) {
+  size_t adopted = 0;
+  for (std::unique_ptr<RunModel>& incoming : staged.runs_) {
+    RunModel* held = nullptr;
+    for (const auto& run : runs_) {
+      const bool same = incoming->described() ? same_start(*run, incoming->description())
+                                              : run->key() == incoming->key();
+      if (same) held = run.get();
+    }
+    if (held != nullptr) {
+      const bool earlier = incoming->has_steps() && (!held->has_steps() || incoming->first_step() < held->first_step());
+      if (!earlier && incoming->counters().steps_stored < held->counters().steps_stored) continue;
+      incoming->set_segment(held->segment());
+      for (auto& entry : current_) {
+        if (entry.second == held) entry.second = incoming.get();
+      }
+      for (auto& entry : live_) {
+        if (entry.second == held) entry.second = incoming.get();
+      }
+      for (auto& run : runs_) {
+        if (run.get() == held) run = std::move(incoming);
+      }
+    } else {
+      evict_if_needed();
+      int segment = 1;
+      for (const auto& run : runs_) {
+        if (run->key() == incoming->key()) segment = std::max(segment, run->segment() + 1);
+      }
+      incoming->set_segment(segment);
+      RunModel* added = incoming.get();
+      runs_.push_back(std::move(incoming));
+      live_.try_emplace(added->key(), added);
+      current_.try_emplace(added->rank(), added);
+    }
+    ++adopted;
+  }
+  staged.runs_.clear();
+  staged.current_.clear();
+  staged.live_.clear();
+  if (adopted > 0) ++revision_;
+  return adopted;
+}
+
 RunModel& Model::run_described(const wire::RunDescription& description) {
   const wire::RunKey key = wire::run_key_of(description);
   RunModel* target = nullptr;

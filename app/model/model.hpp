@@ -58,6 +58,14 @@ class Model {
 
   // Stores one decoded message. Returns whether anything a view shows changed.
   bool ingest(const wire::Message& message);
+  // Takes over the runs of a model built elsewhere (a recording read on the loader's thread,
+  // core/recording_loader.hpp): each replaces the held run of the same identity and start
+  // (same_start()) when it starts earlier or holds at least as many steps, and is dropped
+  // otherwise; a run of an identity or start not held is added as one more run (the oldest
+  // run no rank streams is evicted past max_runs). A replaced run keeps its place: a rank
+  // streaming it streams into the new one, so a live run read back from its recording goes
+  // on live. Returns how many runs were replaced or added.
+  size_t adopt_runs(Model&& staged);
 
   // Runs in the order they started, oldest first.
   size_t run_count() const { return runs_.size(); }

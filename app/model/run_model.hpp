@@ -133,6 +133,8 @@ class RunModel {
   // 1 for the first start of this identity that the model holds, 2 for the next
   // (a job restarted under the same run_id, resumed from a checkpoint), and so on.
   int segment() const { return segment_; }
+  // Renumbers it when a Model takes it over from another (Model::adopt_runs()).
+  void set_segment(int segment) { segment_ = segment; }
   bool described() const { return described_; }
   // The last description applied (default-constructed before the first).
   const wire::RunDescription& description() const { return description_; }
@@ -190,6 +192,8 @@ class RunModel {
   // lower seq there means the probe restarted (tracking restarts with it instead of counting
   // a rewind); any other lower seq is a replay (a history reply), counted as a rewind.
   void note_seq(uint64_t seq, bool may_restart);
+  // The newest sequence number noted (0 before any): what a replay after a takeover skips.
+  uint64_t last_seq() const { return last_seq_; }
 
   size_t series_count() const;
   size_t bytes_used() const;

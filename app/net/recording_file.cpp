@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <unordered_set>
 
 #include "keel/wire/codec.hpp"
 #include "keel/wire/recording_format.hpp"
-#include "keel/wire/recording_reader.hpp"
 
 namespace keel::app {
 
@@ -43,10 +43,10 @@ bool read_whole(const std::string& path, std::vector<char>& bytes, std::string& 
   return true;
 }
 
-// Payloads back to back; false when the first does not parse (not such a file at all).
-bool read_payloads(const std::vector<char>& bytes, const std::string& name,
-                   const std::function<void(wire::Message&)>& message, RecordingFileReport& report,
-                   std::string& error) {
+// Payloads back to back, decoded into `out`; false when the first does not parse (not such a
+// file at all).
+bool read_payloads(const std::vector<char>& bytes, const std::string& name, std::vector<wire::Message>& out,
+                   RecordingFileReport& report, std::string& error) {
   size_t at = 0;
   while (at < bytes.size()) {
     size_t consumed = 0;
@@ -61,8 +61,7 @@ bool read_payloads(const std::vector<char>& bytes, const std::string& name,
       break;
     }
     if (d.ok) {
-      ++report.messages;
-      message(d.message);
+      out.push_back(std::move(d.message));
     } else {
       ++report.undecodable;
       if (report.problems.size() < 20) report.problems.push_back(name + ": a message is skipped: " + d.error);
@@ -74,35 +73,23 @@ bool read_payloads(const std::vector<char>& bytes, const std::string& name,
 
 }  // namespace
 
-bool read_recording_file(const std::string& path, const std::function<void(wire::Message&)>& message,
-                         RecordingFileReport& report, std::string& error) {
-  report = RecordingFileReport{};
+RecordingFile::~RecordingFile() = default;
+
+std::unique_ptr<RecordingFile> RecordingFile::open(const std::string& path, std::string& error) {
+  std::unique_ptr<RecordingFile> file(new RecordingFile());
+  file->path_ = path;
   if (starts_like_a_recording(path)) {
-    auto reader = wire::RecordingReader::open(path, error);
-    if (!reader) return false;
-    report.kind = "recording";
-    report.file_bytes = reader->file_bytes();
-    report.problems = reader->warnings();
-    reader->read_all(
-        [&](const wire::RecordingFrame& frame) {
-          wire::DecodeResult d = wire::decode(frame.data, frame.size);
-          if (!d.ok) {
-            ++report.undecodable;
-            if (report.problems.size() < 20) {
-              report.problems.push_back("a message at step " + std::to_string(frame.step) + " is skipped: " + d.error);
-            }
-            return;
-          }
-          ++report.messages;
-          message(d.message);
-        },
-        &report.problems);
-    return true;
+    file->reader_ = wire::RecordingReader::open(path, error);
+    if (!file->reader_) return nullptr;
+    file->kind_ = "recording";
+    file->file_bytes_ = file->reader_->file_bytes();
+    file->warnings_ = file->reader_->warnings();
+    return file;
   }
   std::vector<char> telemetry;
-  if (!read_whole(path, telemetry, error)) return false;
-  report.kind = "dump telemetry";
-  report.file_bytes = telemetry.size();
+  if (!read_whole(path, telemetry, error)) return nullptr;
+  file->kind_ = "dump telemetry";
+  file->file_bytes_ = telemetry.size();
   // The dump's run description: the telemetry's own starts with one only where the layers
   // changed within it.
   const std::filesystem::path run = std::filesystem::path(path).parent_path() / "run.msgpack";
@@ -112,9 +99,118 @@ bool read_recording_file(const std::string& path, const std::function<void(wire:
   if (std::filesystem::path(path).filename() != "run.msgpack" && std::filesystem::exists(run, ec) &&
       read_whole(run.string(), description, ignored)) {
     RecordingFileReport described;
-    if (read_payloads(description, run.string(), message, described, ignored)) report.messages += described.messages;
+    read_payloads(description, run.string(), file->telemetry_, described, ignored);
   }
-  return read_payloads(telemetry, path, message, report, error);
+  if (!read_payloads(telemetry, path, file->telemetry_, file->telemetry_report_, error)) return nullptr;
+  file->warnings_ = file->telemetry_report_.problems;
+  return file;
+}
+
+const std::vector<wire::RecordingChunk>& RecordingFile::chunks() const {
+  static const std::vector<wire::RecordingChunk> none;
+  return reader_ ? reader_->chunks() : none;
+}
+
+bool RecordingFile::hand_over(const wire::RecordingFrame& frame, const MessageFn& message,
+                              RecordingFileReport& report) const {
+  wire::DecodeResult d = wire::decode(frame.data, frame.size);
+  if (!d.ok) {
+    ++report.undecodable;
+    if (report.problems.size() < 20) {
+      report.problems.push_back("a message at step " + std::to_string(frame.step) + " is skipped: " + d.error);
+    }
+    return true;
+  }
+  ++report.messages;
+  return message(d.message);
+}
+
+void RecordingFile::read_all(const MessageFn& message, RecordingFileReport& report,
+                             const ProgressFn& progress) const {
+  report.kind = kind_;
+  report.file_bytes = file_bytes_;
+  if (!reader_) {
+    report.undecodable += telemetry_report_.undecodable;
+    report.problems.insert(report.problems.end(), warnings_.begin(), warnings_.end());
+    for (wire::Message m : telemetry_) {
+      ++report.messages;
+      if (!message(m)) return;
+    }
+    if (progress) progress(1, 1);
+    return;
+  }
+  report.problems.insert(report.problems.end(), warnings_.begin(), warnings_.end());
+  const size_t total = reader_->chunks().size();
+  for (size_t i = 0; i < total; ++i) {
+    bool go_on = true;
+    std::string error;
+    const bool whole = reader_->read_chunk(
+        i,
+        [&](const wire::RecordingFrame& frame) {
+          if (go_on) go_on = hand_over(frame, message, report);
+        },
+        error);
+    if (!whole) report.problems.push_back(error);
+    if (!go_on) return;
+    if (progress) progress(i + 1, total);
+  }
+}
+
+void RecordingFile::read_first_picture(const FirstPicturePlan& plan, const MessageFn& message,
+                                       RecordingFileReport& report, const ProgressFn& progress) const {
+  if (!reader_ || plan.whole) {
+    read_all(message, report, progress);
+    return;
+  }
+  report.kind = kind_;
+  report.file_bytes = file_bytes_;
+  StepSampler sampler(plan);
+  std::unordered_set<int64_t> event_steps;
+  for (size_t n = 0; n < plan.chunks.size(); ++n) {
+    const size_t i = plan.chunks[n];
+    if (i >= reader_->chunks().size()) break;
+    std::string error;
+    // A chunk with events is walked twice: first for the steps its events name, whose step
+    // records are then kept whatever the sampling (the first non-finite's, a skip's).
+    event_steps.clear();
+    if (reader_->chunks()[i].flags & wire::recording::kChunkHasDescriptionOrEvent) {
+      reader_->read_chunk(
+          i,
+          [&](const wire::RecordingFrame& frame) {
+            if (frame.kind == wire::recording::FrameKind::event) event_steps.insert(frame.step);
+          },
+          error);
+    }
+    bool go_on = true;
+    const bool whole = reader_->read_chunk(
+        i,
+        [&](const wire::RecordingFrame& frame) {
+          if (!go_on) return;
+          if (frame.kind == wire::recording::FrameKind::step) {
+            const bool sampled = sampler.take(frame.step);
+            if (!sampled && event_steps.count(frame.step) == 0) return;
+          }
+          go_on = hand_over(frame, message, report);
+        },
+        error);
+    if (!whole) report.problems.push_back(error);
+    if (!go_on) return;
+    if (progress) progress(n + 1, plan.chunks.size());
+  }
+}
+
+bool read_recording_file(const std::string& path, const std::function<void(wire::Message&)>& message,
+                         RecordingFileReport& report, std::string& error) {
+  report = RecordingFileReport{};
+  std::unique_ptr<RecordingFile> file = RecordingFile::open(path, error);
+  if (!file) return false;
+  file->read_all(
+      [&](wire::Message& m) {
+        message(m);
+        return true;
+      },
+      report);
+  return true;
 }
 
 }  // namespace keel::app

@@ -5,14 +5,18 @@
 #include "core/app_core.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "fake_command_server.hpp"
+#include "run_recording.hpp"
 #include "test_publisher.hpp"
 
 namespace keel::app {
@@ -171,6 +175,53 @@ TEST(AppCore, AnIntentForAnEndpointWithNoCommandSocketComesBackRefused) {
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_EQ(updates[0].state, CommandState::kRefused);
   EXPECT_FALSE(updates[0].error.empty());
+}
+
+// The dashboard attached late to a run (the ring gave it steps from 900 on) reads the rest
+// from the run's own recording: the run then holds every step from 0, the live steps that
+// arrived while the file was read included, and goes on live.
+TEST(AppCore, ALiveRunReadBackFromItsRecordingHoldsItsWholeHistoryAndGoesOnLive) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("keel-app-core-" + std::to_string(::getpid()) + ".keelrec");
+  std::filesystem::remove(path);
+  test_support::write_run_recording(path.string(), 949);
+
+  TestPublisher publisher;
+  AppCore core({publisher.endpoint()}, quiet_options());
+  int64_t next = 900;
+  const auto publish = [&] {
+    publisher.send(test_support::sample_run());
+    publisher.send(test_support::run_step(next++));
+  };
+  frames_until(core, [&](const std::vector<FrameInput>&) {
+    publish();
+    const RunModel* run = core.model().current_run(0);
+    return run != nullptr && run->has_steps();
+  });
+  const int64_t first_live = core.model().current_run(0)->first_step();
+  ASSERT_GE(first_live, 900);
+
+  core.open_recordings({path.string()});
+  frames_until(core, [&](const std::vector<FrameInput>& inputs) {
+    publish();
+    return !inputs.back().recordings.empty() && inputs.back().recordings[0].done;
+  });
+  // A few more live steps after the file is in.
+  const int64_t after = next + 5;
+  frames_until(core, [&](const std::vector<FrameInput>&) {
+    publish();
+    return core.model().current_run(0)->last_step() >= after;
+  });
+  std::filesystem::remove(path);
+
+  ASSERT_EQ(core.model().run_count(), 1u);
+  const RunModel& run = *core.model().current_run(0);
+  EXPECT_EQ(run.first_step(), 0);
+  EXPECT_GE(run.last_step(), after);
+  // Every step from 0 to the newest is there once: the file's (those the subscription lost
+  // before it was live included), then the live ones kept while it was read.
+  EXPECT_EQ(run.counters().steps_stored, static_cast<uint64_t>(run.last_step() + 1));
+  EXPECT_EQ(run.counters().duplicate_steps, 0u);
 }
 
 }  // namespace
