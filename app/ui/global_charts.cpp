@@ -1,5 +1,6 @@
 #include "ui/global_charts.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -7,6 +8,8 @@
 
 #include <imgui.h>
 
+#include "ui/distinct_labels.hpp"
+#include "ui/fonts.hpp"
 #include "ui/plot.hpp"
 
 namespace keel::app::ui {
@@ -25,6 +28,22 @@ constexpr std::array<ImU32, 4> kOtherRunColours = {IM_COL32(110, 230, 230, 255),
 std::string loss_label(const RunModel& run) {
   if (!run.model().empty()) return run.model();
   return run.run_id().empty() ? std::string("(attached mid-run)") : run.run_id();
+}
+
+// The legend labels of runs overlaid in a chart `cell_w` pixels wide titled `title`: the parts
+// of their names that differ, each short enough that all of them (and "buffers", when
+// `buffers`) fit beside the title. The labels are the same in both charts.
+std::vector<std::string> legend_labels(const std::vector<std::string>& names, float cell_w, const char* title,
+                                       bool buffers) {
+  if (names.size() < 2) return names;
+  const float font = ImGui::GetFontSize();
+  const float gap = font * 0.8f;   // plot_series' space before each legend entry
+  // begin_plot's plot area: 4.2 font widths of y labels on the left, half of one on the right.
+  float room = cell_w - font * 4.7f - ImGui::CalcTextSize(title).x - font;
+  if (buffers) room -= ImGui::CalcTextSize("buffers").x + gap;
+  const float each = std::max(font * 3.0f, room / float(names.size()) - gap);
+  return short_distinct_labels(names, each, [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; },
+                               ellipsis());
 }
 
 // The chart plots param group 0's lr; with several groups the title names each group's.
@@ -48,29 +67,36 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
   const ImVec2 cell((avail.x - spacing) * 0.5f, (avail.y - ImGui::GetStyle().ItemSpacing.y) * 0.5f);
   const SeriesHistory* skipped = &run.global_series(GlobalSeries::kSkipped);
 
+  const SeriesHistory& buffers = run.global_series(GlobalSeries::kBufferAbsmax);
+  const char* loss_title = others.empty() ? "loss" : "loss of each run";
+  const char* norm_title = others.empty() ? (buffers.empty() ? "global grad norm" : "global grad norm; buffers' max |b|")
+                                          : "global grad norm of each run";
   // Each run's loss under its name, once there are several; the labels outlive the call.
-  std::vector<std::string> labels{others.empty() ? std::string("loss") : loss_label(run)};
-  for (const RunModel* other : others) labels.push_back(loss_label(*other));
-  std::vector<SeriesSpec> losses{{&run.global_series(GlobalSeries::kLoss), labels[0].c_str(), kLossColour}};
+  std::vector<std::string> names{others.empty() ? std::string("loss") : loss_label(run)};
+  for (const RunModel* other : others) names.push_back(loss_label(*other));
+  const std::vector<std::string> labels = legend_labels(names, cell.x, norm_title, !buffers.empty());
+  // The whole name goes in the legend's tooltip where it was shortened.
+  const auto full = [&](size_t i) { return labels[i] == names[i] ? nullptr : names[i].c_str(); };
+  std::vector<SeriesSpec> losses{
+      {&run.global_series(GlobalSeries::kLoss), labels[0].c_str(), kLossColour, nullptr, full(0)}};
   for (size_t i = 0; i < others.size(); ++i) {
     losses.push_back({&others[i]->global_series(GlobalSeries::kLoss), labels[i + 1].c_str(),
-                      kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped)});
+                      kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped),
+                      full(i + 1)});
   }
-  plot_series(others.empty() ? "loss" : "loss of each run", cell,
-              losses, false, state, skipped);
+  plot_series(loss_title, cell, losses, false, state, skipped);
   ImGui::SameLine();
   // The global grad norm the same way: each run's under its name, in the loss chart's colours,
   // so two runs compared (yesterday's and today's with the fix) line up on one step axis.
-  std::vector<SeriesSpec> norms{
-      {&run.global_series(GlobalSeries::kGradNorm), others.empty() ? "grad norm" : labels[0].c_str(), kNormColour}};
+  std::vector<SeriesSpec> norms{{&run.global_series(GlobalSeries::kGradNorm),
+                                 others.empty() ? "grad norm" : labels[0].c_str(), kNormColour, nullptr,
+                                 others.empty() ? nullptr : full(0)}};
   for (size_t i = 0; i < others.size(); ++i) {
     norms.push_back({&others[i]->global_series(GlobalSeries::kGradNorm), labels[i + 1].c_str(),
-                     kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped)});
+                     kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped),
+                     full(i + 1)});
   }
-  const SeriesHistory& buffers = run.global_series(GlobalSeries::kBufferAbsmax);
   if (!buffers.empty()) norms.push_back({&buffers, "buffers", kAbsmaxColour});
-  const char* norm_title = others.empty() ? (buffers.empty() ? "global grad norm" : "global grad norm; buffers' max |b|")
-                                          : "global grad norm of each run";
   plot_series(norm_title, cell, norms, true, state, skipped);
 
   // A run without a loss scaler has no loss-scale samples; show the step time instead of an

@@ -7,7 +7,8 @@
 // share the shown run's rank (the other models of the job: a GAN's generator beside its
 // discriminator; or another run opened beside it, yesterday's and today's with the fix), their
 // losses and global grad norms are overlaid on its charts, each named by its model (else its
-// run id) and with its own skipped updates marked in its colour.
+// run id) and with its own skipped updates marked in its colour. Those names are shortened in
+// the legend to the part that tells the runs apart (distinct_labels.hpp), whole in its tooltip.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
 

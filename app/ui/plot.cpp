@@ -310,13 +310,22 @@ void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& 
 
   // Legend at the top right, in the series' colours.
   float x = frame.max.x;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  const char* legend_hovered = nullptr;   // the full name of the shortened entry under the mouse
   for (size_t i = series.size(); i-- > 0;) {
-    x -= ImGui::CalcTextSize(series[i].label).x + ImGui::GetFontSize() * 0.8f;
-    draw->AddText(ImVec2(x, frame.min.y - ImGui::GetFontSize() * 1.2f), series[i].colour,
-                  series[i].label);
+    const ImVec2 text_size = ImGui::CalcTextSize(series[i].label);
+    x -= text_size.x + ImGui::GetFontSize() * 0.8f;
+    const ImVec2 at(x, frame.min.y - ImGui::GetFontSize() * 1.2f);
+    draw->AddText(at, series[i].colour, series[i].label);
+    if (frame.hovered && series[i].full_label && mouse.x >= at.x && mouse.x < at.x + text_size.x && mouse.y >= at.y &&
+        mouse.y < at.y + text_size.y) {
+      legend_hovered = series[i].full_label;
+    }
   }
 
-  if (frame.hovered && state.cursor_step() >= 0) {
+  if (legend_hovered) {
+    ImGui::SetTooltip("%s", legend_hovered);
+  } else if (frame.hovered && state.cursor_step() >= 0) {
     const int64_t step = std::llround(frame.step_at(ImGui::GetIO().MousePos.x));
     const int column = grid.column_of(step);
     ImGui::BeginTooltip();

@@ -85,11 +85,14 @@ struct SeriesSpec {
   // Another run's skipped updates (its GlobalSeries::kSkipped), marked in this series' colour
   // where several runs share a plot; null: none of its own.
   const SeriesHistory* skipped = nullptr;
+  // The whole name when `label` is a shortened one (an overlaid run's): shown in a tooltip
+  // over its legend entry. Null: the label is whole.
+  const char* full_label = nullptr;
 };
 
 // A whole step plot over the shared view range of `state`: axes, one min/max trace per series,
 // skipped steps marked (when `skipped` is given, and each series' own `skipped`), cursors, mouse input and a hover read-out
-// of every series at the cursor step.
+// of every series at the cursor step (over a shortened legend entry: its full_label instead).
 void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& series, bool log_y,
                  AppState& state, const SeriesHistory* skipped);
 
