@@ -89,7 +89,7 @@ void AppState::set_follow_live(bool follow) {
 void AppState::zoom(double factor, double anchor_step) {
   step_before_history_ = -1;
   const double old_span = span_steps_;
-  span_steps_ = std::clamp(span_steps_ * factor, kMinSpanSteps, 1e9);
+  span_steps_ = std::clamp(span_steps_ * factor, kMinSpanSteps, kMaxSpanSteps);
   // Keep the anchor at the same place on screen.
   const double anchor_frac = old_span > 0 ? (view_last_ - anchor_step) / old_span : 0.0;
   view_last_ = anchor_step + anchor_frac * span_steps_;
@@ -102,6 +102,14 @@ void AppState::pan(double delta_steps) {
   view_last_ += delta_steps;
   if (delta_steps < 0 && view_last_ < double(latest_step_) - 0.5) follow_live_ = false;
   if (view_last_ >= double(latest_step_)) follow_live_ = true;
+  clamp_view();
+}
+
+void AppState::show_steps(double first, double last) {
+  step_before_history_ = -1;
+  span_steps_ = std::clamp(last - first, kMinSpanSteps, kMaxSpanSteps);
+  view_last_ = std::max(last, first + span_steps_);
+  follow_live_ = view_last_ >= double(latest_step_);
   clamp_view();
 }
 

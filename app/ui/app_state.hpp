@@ -30,6 +30,8 @@ class AppState {
   // Default width of the visible window when following live, in steps.
   static constexpr double kDefaultSpanSteps = 400.0;
   static constexpr double kMinSpanSteps = 8.0;
+  // Far beyond any run's length: zooming out is limited by the run, not by this.
+  static constexpr double kMaxSpanSteps = 1e9;
 
   // Selection. `layer` is an index in model order of the current run (-1: none).
   void select(int layer, const std::string& layer_name, int64_t step);
@@ -72,6 +74,10 @@ class AppState {
   void zoom(double factor, double anchor_step);
   // Pans by `delta_steps` (negative: into the past); leaves follow-live when panning back.
   void pan(double delta_steps);
+  // Shows steps [first, last] (the run scrubber's drags, "whole run"): the span is kept
+  // within [kMinSpanSteps, kMaxSpanSteps]; follows live when `last` reaches the newest step,
+  // as pan() does, and leaves it otherwise.
+  void show_steps(double first, double last);
   // Home: back to the default span, following live.
   void reset_view();
   // Brings `step` into view (an event clicked, the first non-finite, the F key): a step

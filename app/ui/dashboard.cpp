@@ -129,8 +129,8 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float spacing = ImGui::GetStyle().ItemSpacing.y;
   const float left_w = std::floor((avail.x - kSplitterPx) * left_frac_);
-  // Splitters and the spacing around them are not part of any pane.
-  const float column_h = avail.y - 2 * (kSplitterPx + 2 * spacing);
+  // Splitters and the spacing around them are not part of any pane, nor is the scrubber's line.
+  const float column_h = avail.y - 2 * (kSplitterPx + 2 * spacing) - (RunScrubber::height() + spacing);
 
   ImGui::BeginGroup();
   if (begin_pane("charts", ImVec2(left_w, std::floor(column_h * charts_frac_)))) {
@@ -142,6 +142,8 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
     draw_global_charts(run, others, state_);
   }
   ImGui::EndChild();
+  // Under the charts, as wide as the column: where their steps lie in the whole run.
+  scrubber_.draw(run, state_, left_w);
   splitter("split_charts", false, left_w, column_h, charts_frac_);
   if (begin_pane("heatmap", ImVec2(left_w, std::floor(column_h * heatmap_frac_)))) {
     ranks_.draw(model, run, state_);

@@ -1,7 +1,8 @@
 // keel app Dashboard: the one window's layout and keyboard, composing every view.
 //
 // What it is for: placing the panes (status bar and controls on top; global charts, heatmap and layer detail
-// on the left; layer list and events on the right) with draggable splitters between them,
+// on the left, the run scrubber under the charts; layer list and events on the right) with
+// draggable splitters between them,
 // choosing which run the panes show (a rank's, when several are connected: until the user
 // picks one, the rank that went non-finite first), and the keys: up/down move the layer
 // selection (in the list's order), space toggles follow-live, Home resets the view, F goes to
@@ -23,6 +24,7 @@
 #include "ui/layer_detail.hpp"
 #include "ui/ranks_view.hpp"
 #include "ui/run_picker.hpp"
+#include "ui/run_scrubber.hpp"
 #include "ui/layer_list.hpp"
 #include "values/command_intent.hpp"
 #include "values/frame_input.hpp"
@@ -77,6 +79,7 @@ class Dashboard {
   LayerDetail layer_detail_;
   std::string pending_select_;
   RunPicker run_picker_;
+  RunScrubber scrubber_;
   std::string logged_shown_;   // the shown run's identity as last printed (log_shown_run)
   size_t logged_recordings_ = 0;   // opened files whose end was logged (they end in order)
   const RunModel* logged_run_ = nullptr;
