@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include "model/rank_overview.hpp"
+#include "ui/dropped_paths.hpp"
 #include "ui/events_view.hpp"
 #include "ui/global_charts.hpp"
 #include "ui/key_presses.hpp"
@@ -76,7 +77,13 @@ const RunModel* Dashboard::shown_run(const Model& model, AppState& state) {
   return run;
 }
 
+void Dashboard::request_open(std::string path) {
+  verbose_log("keel: open requested %s", path.c_str());
+  open_requests_.push_back(std::move(path));
+}
+
 void Dashboard::draw(const Model& model, const FrameInput& input) {
+  for (std::string& path : take_dropped_paths()) request_open(std::move(path));
   const RunModel* run = shown_run(model, state_);
   if (run) {
     // A new run (or a description naming the layers) may move layers: find the selection again.
@@ -107,6 +114,9 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
                                  ImGuiWindowFlags_NoSavedSettings |
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("keel", nullptr, flags);
+  if (ctrl_letter_pressed('O')) open_dialog_.open();
+  open_dialog_.draw_button();
+  ImGui::SameLine();
   draw_status_bar(input, model, run);
   if (const RunModel* picked = run_picker_.draw(model, run)) state_.show_run(picked->key());
   ImGui::Separator();
@@ -122,6 +132,8 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
   } else {
     ImGui::TextDisabled("Waiting for telemetry. Start a trainer with the keel probe, e.g. keel-demo.");
   }
+  open_dialog_.draw_dialog();
+  for (std::string& path : open_dialog_.take_requests()) request_open(std::move(path));
   ImGui::End();
 }
 
@@ -248,7 +260,7 @@ void Dashboard::log_recordings(const std::vector<RecordingState>& recordings, co
 
 void Dashboard::handle_keys(const Model& model, const RunModel& run) {
   const ImGuiIO& io = ImGui::GetIO();
-  if (io.WantTextInput) return;
+  if (io.WantTextInput || open_dialog_.shown()) return;
   if (key_pressed(ImGuiKey_Space, false)) state_.toggle_follow_live();
   if (key_pressed(ImGuiKey_Home, false)) state_.reset_view();
   if (letter_pressed('F')) {

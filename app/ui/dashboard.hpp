@@ -6,7 +6,8 @@
 // choosing which run the panes show (a rank's, when several are connected: until the user
 // picks one, the rank that went non-finite first), and the keys: up/down move the layer
 // selection (in the list's order), space toggles follow-live, Home resets the view, F goes to
-// the first non-finite (its rank, layer and step, in every view).
+// the first non-finite (its rank, layer and step, in every view), Ctrl+O the Open dialog.
+// Files chosen there or dropped on the window become open requests for the main part.
 // Threads: the UI thread, between Window::begin_frame() and Window::render().
 // Never: touches a socket or changes the model. It reads the model and the FrameInput the main
 // part (core/AppCore) hands it, and its controls post CommandIntents for the main part to send.
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model.hpp"
@@ -26,6 +28,7 @@
 #include "ui/run_picker.hpp"
 #include "ui/run_scrubber.hpp"
 #include "ui/layer_list.hpp"
+#include "ui/open_dialog.hpp"
 #include "values/command_intent.hpp"
 #include "values/frame_input.hpp"
 
@@ -40,6 +43,11 @@ class Dashboard {
   // The commands the controls asked for since the last call, oldest first (the main part sends
   // them and reports their ids in the next FrameInput).
   std::vector<CommandIntent> take_intents() { return controls_.take_intents(); }
+
+  // The files the user asked to open since the last call, oldest first: chosen in the Open
+  // dialog (the "Open..." button, Ctrl+O) or dropped on the window. The main part opens them
+  // (views never open files); each is logged ("keel: open requested PATH").
+  std::vector<std::string> take_open_requests() { return std::exchange(open_requests_, {}); }
 
   // Shows this rank's run (the --rank option); the ranks view's clicks change it later.
   void request_rank(int32_t rank) { state_.show_rank(rank); }
@@ -69,6 +77,7 @@ class Dashboard {
   // verbose log what it held and which steps the shown run then spans.
   void log_recordings(const std::vector<RecordingState>& recordings, const RunModel* run);
   void draw_panes(const Model& model, const RunModel& run);
+  void request_open(std::string path);
 
   AppState state_;
   InstabilityFocus focus_;
@@ -80,6 +89,8 @@ class Dashboard {
   std::string pending_select_;
   RunPicker run_picker_;
   RunScrubber scrubber_;
+  OpenDialog open_dialog_;
+  std::vector<std::string> open_requests_;
   std::string logged_shown_;   // the shown run's identity as last printed (log_shown_run)
   size_t logged_recordings_ = 0;   // opened files whose end was logged (they end in order)
   const RunModel* logged_run_ = nullptr;

@@ -12,6 +12,7 @@ namespace {
 struct Press {
   int key = 0;
   bool repeat = false;
+  bool ctrl = false;
 };
 
 // Both bounded by the number of key events of one frame's wait; UI thread only.
@@ -21,8 +22,8 @@ std::vector<Press> this_frame;
 
 }  // namespace
 
-void record_key_press(int glfw_key, bool repeat) {
-  if (pending.size() < 256) pending.push_back(Press{glfw_key, repeat});
+void record_key_press(int glfw_key, bool repeat, bool ctrl) {
+  if (pending.size() < 256) pending.push_back(Press{glfw_key, repeat, ctrl});
 }
 
 void enable_key_press_log() { log_enabled = true; }
@@ -51,6 +52,13 @@ bool letter_pressed(char upper) {
   static_assert(GLFW_KEY_A == 'A' && GLFW_KEY_F == 'F' && GLFW_KEY_Z == 'Z');
   if (upper < 'A' || upper > 'Z') return false;
   return index_pressed(int(upper), false);
+}
+
+bool ctrl_letter_pressed(char upper) {
+  if (upper < 'A' || upper > 'Z') return false;
+  if (!log_enabled) return ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(int(upper), false);
+  return std::any_of(this_frame.begin(), this_frame.end(),
+                     [&](const Press& p) { return p.key == int(upper) && p.ctrl && !p.repeat; });
 }
 
 }  // namespace keel::app::ui

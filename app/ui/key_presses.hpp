@@ -13,8 +13,10 @@
 
 namespace keel::app::ui {
 
-// From the GLFW key callback: `glfw_key` went down (`repeat`: an auto-repeat while held).
-void record_key_press(int glfw_key, bool repeat);
+// From the GLFW key callback: `glfw_key` went down (`repeat`: an auto-repeat while held;
+// `ctrl`: with Control held, as the press's own modifiers say: by NewFrame a quick Ctrl+O has
+// let go of Control too, so ImGui's io.KeyCtrl no longer shows it).
+void record_key_press(int glfw_key, bool repeat, bool ctrl = false);
 // The window calls this once the callback is installed.
 void enable_key_press_log();
 // Before ImGui::NewFrame: presses recorded since the last call become this frame's.
@@ -25,5 +27,7 @@ bool key_pressed(ImGuiKey key, bool repeat = true);
 // Dear ImGui 1.86 names only the letters of its own shortcuts (A, C, V, X, Y, Z); GLFW's key
 // code of a letter is its upper-case ASCII code.
 bool letter_pressed(char upper);
+// Whether the letter key `upper` was pressed with Control held this frame (Ctrl+O), no repeats.
+bool ctrl_letter_pressed(char upper);
 
 }  // namespace keel::app::ui

@@ -10,6 +10,7 @@
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 
+#include "ui/dropped_paths.hpp"
 #include "ui/fonts.hpp"
 #include "ui/gl_image_texture.hpp"
 #include "ui/key_presses.hpp"
@@ -76,10 +77,14 @@ Window::Window(const std::string& title, int width, int height) {
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
   // After the backend's own callbacks: ours records each press, then hands the event on.
   glfwSetKeyCallback(window_, [](GLFWwindow* window, int key, int scancode, int action, int mods) {
-    if (action == GLFW_PRESS || action == GLFW_REPEAT) record_key_press(key, action == GLFW_REPEAT);
+    if (action == GLFW_PRESS || action == GLFW_REPEAT) {
+      record_key_press(key, action == GLFW_REPEAT, (mods & GLFW_MOD_CONTROL) != 0);
+    }
     ImGui_ImplGlfw_KeyCallback(window, key, scancode, action, mods);
   });
   enable_key_press_log();
+  // A file dropped on the window is a request to open it, taken by the dashboard next frame.
+  glfwSetDropCallback(window_, [](GLFWwindow*, int count, const char** paths) { record_dropped_paths(count, paths); });
   ImGui_ImplOpenGL3_Init(glsl);
   install_image_texture_factory(&gl_image_texture_factory());
 }

@@ -58,4 +58,18 @@ TEST_F(KeyPresses, ALetterIsReadByItsGlfwCode) {
   EXPECT_FALSE(keel::app::ui::letter_pressed('F')) << "holding F goes there once";
 }
 
+// Ctrl+O opens the Open dialog: xdotool's ctrl+o lets go of Control before the frame begins,
+// so the press carries its modifier; a plain O is not Ctrl+O, nor Ctrl+P.
+TEST_F(KeyPresses, ALetterWithControlIsReadFromThePressItself) {
+  record_key_press('O', false, true);
+  record_key_press('P', false, false);
+  begin_frame_key_presses();
+  EXPECT_TRUE(keel::app::ui::ctrl_letter_pressed('O'));
+  EXPECT_FALSE(keel::app::ui::ctrl_letter_pressed('P')) << "P came without Control";
+  record_key_press('O', false, false);
+  begin_frame_key_presses();
+  EXPECT_FALSE(keel::app::ui::ctrl_letter_pressed('O')) << "a plain O is not Ctrl+O";
+  EXPECT_TRUE(keel::app::ui::letter_pressed('O'));
+}
+
 }  // namespace
