@@ -50,6 +50,7 @@ void AppCore::frame(ui::Dashboard& dashboard) {
   const FrameInput& input = ingest();
   dashboard.draw(model_, input);
   carry_out(dashboard.take_intents());
+  open_recordings(dashboard.take_open_requests());
 }
 
 const FrameInput& AppCore::ingest() {

@@ -7,7 +7,8 @@
 //   1. ingest(): drain what the Receiver decoded into the Model, and gather the FrameInput: the
 //      links, the commands sent last frame with their ids, and the command statuses that changed;
 //   2. the Dashboard draws the Model with that input, and its controls post CommandIntents;
-//   3. carry_out(): submit the posted intents to the CommandClient.
+//   3. carry_out(): submit the posted intents to the CommandClient, and open the files the
+//      views asked for (File > Open, a dropped file, a live run's recording).
 // The command path reads one way: view -> intent -> AppCore -> net; what became of a command
 // comes back the other way, in the next frame's FrameInput. keel's main loop and keel-bench-app's
 // step-to-pixel loop both call frame(), so the benchmark times the app's own frame.

@@ -117,7 +117,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
   if (ctrl_letter_pressed('O')) open_dialog_.open();
   open_dialog_.draw_button();
   ImGui::SameLine();
-  draw_status_bar(input, model, run);
+  draw_status_bar(input, model, run, &open_requests_);
   if (const RunModel* picked = run_picker_.draw(model, run)) state_.show_run(picked->key());
   ImGui::Separator();
   controls_.draw(model, run, input);

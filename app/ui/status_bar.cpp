@@ -1,9 +1,14 @@
 #include "ui/status_bar.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
 #include <string>
 
 #include <imgui.h>
+
+#include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
 namespace {
@@ -25,12 +30,16 @@ void separator() {
   ImGui::SameLine();
 }
 
-// Each opened file: its state in colour, its name, and what had to be skipped on hover.
+// Each opened file: its state in colour, its name, and on hover how it was read and what had
+// to be skipped. A large recording shows its first picture (a sample) while the rest is read.
 void draw_recordings(const std::vector<RecordingState>& recordings, bool after_links) {
   for (size_t i = 0; i < recordings.size(); ++i) {
     const RecordingState& r = recordings[i];
     if (i > 0 || after_links) ImGui::SameLine();
-    const char* state = !r.error.empty() ? "unreadable" : !r.done ? "loading" : r.problems.empty() ? "read" : "damaged";
+    char reading[64];
+    std::snprintf(reading, sizeof reading, "%s %.0f%%", r.first_picture ? "first picture, reading" : "loading",
+                  100.0 * r.progress);
+    const char* state = !r.error.empty() ? "unreadable" : !r.done ? reading : r.problems.empty() ? "read" : "damaged";
     const LinkState colour = !r.error.empty() ? LinkState::kRefused
                              : !r.done        ? LinkState::kConnecting
                              : r.problems.empty() ? LinkState::kLive
@@ -38,8 +47,14 @@ void draw_recordings(const std::vector<RecordingState>& recordings, bool after_l
     ImGui::TextColored(state_colour(colour), "%s", state);
     if (ImGui::IsItemHovered()) {
       ImGui::BeginTooltip();
-      ImGui::Text("%s: %llu messages, %llu bytes", r.path.c_str(), static_cast<unsigned long long>(r.messages),
-                  static_cast<unsigned long long>(r.file_bytes));
+      ImGui::Text("%s: %llu bytes", r.path.c_str(), static_cast<unsigned long long>(r.file_bytes));
+      if (r.first_picture) {
+        ImGui::Text("first picture in %.2f s: one step record in %lld, every event and the steps events name",
+                    r.first_picture_secs, static_cast<long long>(r.sample_stride));
+      }
+      if (r.done && r.error.empty()) {
+        ImGui::Text("read whole in %.2f s: %llu messages", r.whole_secs, static_cast<unsigned long long>(r.messages));
+      }
       if (!r.error.empty()) ImGui::Text("%s", r.error.c_str());
       for (const std::string& problem : r.problems) ImGui::Text("skipped: %s", problem.c_str());
       ImGui::EndTooltip();
@@ -49,9 +64,44 @@ void draw_recordings(const std::vector<RecordingState>& recordings, bool after_l
   }
 }
 
+// A live run whose probe records on this machine, with history older than the ring gave: a
+// button that reads the rest from its recording (AppCore gives the run the file's steps and
+// keeps it live). Whether the file is here is asked once per path.
+void offer_recording(const RunModel& run, const std::vector<RecordingState>& recordings,
+                     std::vector<std::string>* open_requests) {
+  const std::string& path = run.description().recording;
+  if (open_requests == nullptr || path.empty() || !run.has_steps() || run.first_step() <= 0) return;
+  if (std::any_of(recordings.begin(), recordings.end(), [&](const RecordingState& r) { return r.path == path; })) {
+    return;
+  }
+  static std::map<std::string, bool> here;
+  const auto known = here.find(path);
+  const bool exists = known != here.end() ? known->second : (here[path] = std::filesystem::exists(path));
+  if (!exists) return;
+  separator();
+  const std::string label = "load steps before " + std::to_string(run.first_step()) + " from the recording";
+  if (ImGui::SmallButton(label.c_str())) {
+    open_requests->push_back(path);
+    verbose_log("keel: open requested %s", path.c_str());
+  }
+  // Where the button is, when it first shows or moves, for a test or a script to click.
+  static ImVec4 logged;
+  const ImVec2 min = ImGui::GetItemRectMin(), max = ImGui::GetItemRectMax();
+  if (logged.x != min.x || logged.y != min.y || logged.z != max.x || logged.w != max.y) {
+    logged = ImVec4(min.x, min.y, max.x, max.y);
+    verbose_log("keel: offer recording x0 %.0f y0 %.0f x1 %.0f y1 %.0f", min.x, min.y, max.x, max.y);
+  }
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip("The probe keeps its last steps for a dashboard that attaches late; the run's recording\n"
+                      "holds all of them: %s",
+                      path.c_str());
+  }
+}
+
 }  // namespace
 
-void draw_status_bar(const FrameInput& input, const Model& model, const RunModel* run) {
+void draw_status_bar(const FrameInput& input, const Model& model, const RunModel* run,
+                     std::vector<std::string>* open_requests) {
   const std::vector<EndpointState>& links = input.links;
   const uint64_t queue_dropped = input.queue_dropped;
   uint64_t decode_errors = 0;
@@ -116,6 +166,7 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
                         run->segment() - 1);
     }
   }
+  offer_recording(*run, input.recordings, open_requests);
   separator();
   std::string ranks;
   for (int32_t rank : model.ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);

@@ -2,7 +2,8 @@
 // step 2,000, opened from its recording with `keel --open`. The whole run is there, the
 // dashboard goes to the unsafe step with its layer selected and its cause shown, and the
 // screenshot holds the non-finite cells. Two runs opened together are overlaid. A file that is
-// no recording is refused in words.
+// no recording is refused in words. A dashboard attached late to a live run reads the rest of
+// it from the run's recording when the status bar's offer is clicked.
 #include <unistd.h>
 
 #include <cstdio>
@@ -134,6 +135,50 @@ TEST(OpenGui, TwoRunsOpenedTogetherAreOverlaidInTheLossAndGradNormCharts) {
   stbi_image_free(pixels);
   EXPECT_GT(in_loss, 50) << "the other run's loss is not drawn";
   EXPECT_GT(in_grad_norm, 50) << "the other run's grad norm is not drawn";
+}
+
+// The probe keeps 64 steps for a late dashboard; the run is at step 200 and more when the
+// dashboard attaches. Clicked, the status bar's offer reads the run's own recording: the run
+// then holds every step from 0, and it is still the live run (one run, newer steps coming).
+TEST(OpenGui, ALateDashboardReadsTheRestOfALiveRunFromItsRecording) {
+  const fs::path dir = scratch("late");
+  const int port = keel::e2e::free_port_pair();
+  ASSERT_GT(port, 0);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  ChildProcess demo({KEEL_DEMO_PATH, "--steps", "0", "--pace", "40", "--history", "64", "--endpoint", endpoint,
+                     "--log-every", "100", "--record-dir", (dir / "runs").string(), "--dump-dir",
+                     (dir / "dumps").string(), "--batch", "2", "--context", "32", "--width", "32", "--threads", "1"},
+                    keel::e2e::kBackgroundNiceness);
+  ASSERT_FALSE(demo.wait_for("step    200", 60).empty()) << demo.output();
+
+  ChildProcess keel({KEEL_PATH, "--verbose", "--connect", endpoint});
+  const std::string offer = keel.wait_for("keel: offer recording", 60);
+  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  ASSERT_EQ(std::sscanf(offer.c_str() + offer.find("keel: offer"), "keel: offer recording x0 %f y0 %f x1 %f y1 %f",
+                        &x0, &y0, &x1, &y1), 4)
+      << keel.output();
+  const std::string window = keel::e2e::run_command("xdotool search --sync --limit 1 --name '^keel$'");
+  ASSERT_FALSE(window.empty());
+  // As the control test clicks: focus, move, click a moment later; again if unseen.
+  std::string requested;
+  for (int attempt = 0; attempt < 4 && requested.empty(); ++attempt) {
+    keel::e2e::run_command("xdotool windowfocus --sync " + window + " mousemove --window " + window + " " +
+                           std::to_string(int((x0 + x1) / 2)) + " " + std::to_string(int((y0 + y1) / 2)) +
+                           " sleep 0.3 click 1");
+    requested = keel.wait_for("keel: open requested", 5);
+  }
+  ASSERT_FALSE(requested.empty()) << keel.output();
+  EXPECT_NE(requested.find((dir / "runs").string()), std::string::npos) << requested;
+
+  const std::string opened = keel.wait_for("keel: opened", 60);
+  long long first = -1, last = -1;
+  ASSERT_EQ(std::sscanf(opened.c_str() + opened.find("shown run steps"), "shown run steps %lld to %lld", &first, &last),
+            2)
+      << keel.output();
+  EXPECT_EQ(first, 0) << opened;
+  EXPECT_GE(last, 200) << opened;
+  EXPECT_EQ(keel.output().find("keel: shown", keel.output().find("keel: opened")), std::string::npos)
+      << "the shown run changed: the recording's run is not the live one\n" << keel.output();
 }
 
 TEST(OpenGui, AFileThatIsNoRecordingIsRefusedInWords) {
