@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("--record-dir", options.record_dir,
                  "directory the probe records the run into (keel --open, keel-cli summary FILE); \"\" records nothing")
       ->capture_default_str();
+  app.add_option("--record-mantissa-bits", options.record_mantissa_bits,
+                 "float32 mantissa bits the recording keeps of each layer value (23: exact; 8: 0.2% precision, "
+                 "about half the bytes)")
+      ->check(CLI::Range(1, 23))->capture_default_str();
   app.add_option("--dump-interval", options.dump_min_interval_secs, "at most one commanded dump per SECS seconds")
       ->capture_default_str();
   app.add_option("--dump-max", options.dump_max_count, "dumps this run writes, at most")

@@ -245,6 +245,8 @@ int main(int argc, char** argv) {
   std::printf("%-44s %12llu\n", "  file bytes", static_cast<unsigned long long>(recording.file_bytes));
   std::printf("%-44s %12.2f\n", "  bytes on disk per layer-step (6 metrics)", recording.bytes_per_layer_step);
   std::printf("%-44s %12.2f\n", "  bytes on disk per sample (one metric)", recording.bytes_per_sample);
+  std::printf("  bytes per layer-step, %d mantissa bits kept %9.2f\n", recording.rounded_mantissa_bits,
+              recording.rounded_bytes_per_layer_step);
   std::printf("%-44s %12llu\n", "  messages the recorder dropped", static_cast<unsigned long long>(recording.dropped));
   std::printf("where a NaN was born: the closure form and its re-run (keel-demo's model)\n");
   std::printf("%-44s %12.2f\n", "  median step, no probe (ms)", origin.plain_ms);

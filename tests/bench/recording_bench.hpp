@@ -6,7 +6,9 @@
 // so they share the machine's noise. The probe's own time on the training thread (ProbeTiming)
 // is compared, and the whole step too: the recorder's thread compresses on a core the
 // training job may want. Bytes per layer-step are the file's size at the end over the steps
-// recorded times the model's layers (six metrics each); per sample, over one metric.
+// recorded times the model's layers (six metrics each); per sample, over one metric. A third
+// trainer, the same run, records with rounded values (ProbeOptions::record_mantissa_bits):
+// its bytes per layer-step are given beside the exact recording's.
 // Threads: the caller's (the probes start their own).
 #pragma once
 
@@ -26,7 +28,14 @@ struct RecordingCost {
   double bytes_per_layer_step = 0;
   double bytes_per_sample = 0;
   uint64_t dropped = 0;
+  // The same run recorded with ProbeOptions::record_mantissa_bits = rounded_mantissa_bits.
+  int rounded_mantissa_bits = 0;
+  uint64_t rounded_file_bytes = 0;
+  double rounded_bytes_per_layer_step = 0;
 };
+
+// The mantissa bits the rounded recording keeps: 0.2% relative precision.
+inline constexpr int kRoundedMantissaBits = 8;
 
 RecordingCost measure_recording_cost(int rounds, const std::string& scratch_dir);
 

@@ -6,7 +6,9 @@
 #include <limits>
 #include <variant>
 
+#include "keel/wire/codec.hpp"
 #include "keel/wire/recording_reader.hpp"
+#include "mantissa_rounding.hpp"
 #include "thin_recording.hpp"
 
 namespace keel::probe {
@@ -110,7 +112,20 @@ void FlightRecorder::write(std::deque<Queued>& batch) {
   const uint64_t lost_before = writer_->lost_messages();
   uint64_t refused = 0;
   for (const Queued& q : batch) {
-    if (!q.payload || !writer_->append(q.kind, q.step, q.payload->data(), q.payload->size())) ++refused;
+    if (!q.payload) {
+      ++refused;
+      continue;
+    }
+    const std::vector<char>* payload = q.payload.get();
+    if (q.kind == wire::recording::FrameKind::step && options_.mantissa_bits < kExactMantissaBits) {
+      wire::DecodeResult d = wire::decode(payload->data(), payload->size());
+      auto* record = d.ok ? std::get_if<wire::StepRecord>(&d.message) : nullptr;
+      if (record != nullptr && round_layer_values(*record, options_.mantissa_bits)) {
+        wire::encode(d.message, rounded_);
+        payload = &rounded_;
+      }
+    }
+    if (!writer_->append(q.kind, q.step, payload->data(), payload->size())) ++refused;
   }
   writer_->flush();
   lost(refused + writer_->lost_messages() - lost_before, writer_->error());

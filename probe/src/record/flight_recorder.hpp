@@ -48,6 +48,9 @@ struct FlightRecorderOptions {
   int64_t recent_steps = 4096;
   // The step given to run descriptions recorded before any step record or event.
   int64_t first_step = 0;
+  // Float32 mantissa bits kept of step records' layer values (mantissa_rounding.hpp): below
+  // 23, each step record is decoded, rounded and encoded again on this thread.
+  int mantissa_bits = 23;
   wire::RecordingWriterOptions writer;
 };
 
@@ -100,6 +103,7 @@ class FlightRecorder {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Queued> queue_;
+  std::vector<char> rounded_;   // the thread's scratch: a step record re-encoded rounded
   size_t queued_bytes_ = 0;
   bool stop_ = false;
   std::string failure_;

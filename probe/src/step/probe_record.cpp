@@ -27,6 +27,7 @@ void Probe::Impl::start_recording() {
   }
   FlightRecorderOptions ro;
   ro.max_bytes = options_.record_max_bytes;
+  ro.mantissa_bits = options_.record_mantissa_bits;
   ro.first_step = options_.first_step;
   std::string error;
   for (int attempt = 1; attempt <= kNameAttempts && !recorder_; ++attempt) {

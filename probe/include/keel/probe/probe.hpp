@@ -129,6 +129,12 @@ struct ProbeOptions {
   // is kept, with every step within 64 of an event and the newest 4,096 steps (as many as fit in
   // a quarter of the bound); descriptions and events are never dropped.
   uint64_t record_max_bytes = uint64_t{1} << 30;   // 1 GiB
+  // Float32 mantissa bits the recording keeps of each layer value (1 to 23). 23 records the
+  // values exactly (keel-demo's model: about 18 bytes per layer-step). Fewer round them to
+  // nearest on the recorder's thread, for disk: 8 keeps a relative precision of 0.2% in about
+  // 8 bytes per layer-step (BENCHMARKS.md). Non-finite values, the counts of non-finite values
+  // and everything but the per-layer values stay exact; the live stream is never rounded.
+  int record_mantissa_bits = 23;
   // update_ratio of a layer off the CPU whose optimizer keeps no rule to rebuild its update
   // (any but AdamW, Adam and SGD, docs/DESIGN.md §8) takes a copy of the weights on their
   // device, as large as they are. Off by default: such a run reports no update_ratio. The CPU
