@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "keel/wire/codec.hpp"
+#include "net/message_bytes.hpp"
 
 namespace keel::app {
 namespace {
@@ -19,19 +20,10 @@ bool settled(const CommandStatus& status) {
          status.answered_late;
 }
 
-// What a message kept for replay is counted as: a step record's values, and the message.
-size_t replay_cost(const keel::wire::Message& message) {
-  size_t bytes = sizeof message;
-  if (const auto* record = std::get_if<keel::wire::StepRecord>(&message)) {
-    bytes += record->layer_values.size() * sizeof(float);
-  }
-  return bytes;
-}
-
 }  // namespace
 
 AppCore::AppCore(const std::vector<std::string>& endpoints, AppCoreOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), model_(options_.model) {
   if (!endpoints.empty()) receiver_ = std::make_unique<Receiver>(endpoints, options_.receiver);
   open_recordings(options_.recordings);
 }
@@ -111,9 +103,9 @@ void AppCore::adopt_recordings() {
 
 void AppCore::keep_for_replay(const keel::wire::Message& message) {
   replay_.push_back(message);
-  replay_bytes_ += replay_cost(message);
+  replay_bytes_ += message_bytes(message);
   while (replay_bytes_ > options_.replay_bytes && !replay_.empty()) {
-    replay_bytes_ -= std::min(replay_bytes_, replay_cost(replay_.front()));
+    replay_bytes_ -= std::min(replay_bytes_, message_bytes(replay_.front()));
     replay_.pop_front();
   }
 }

@@ -38,6 +38,8 @@
 namespace keel::app {
 
 struct AppCoreOptions {
+  // The model's bounds, its memory budget among them (`keel --memory-budget`).
+  ModelConfig model;
   ReceiverOptions receiver;
   // Used when the first intent starts the CommandClient (so a dashboard nobody clicks in runs no
   // command thread).
@@ -46,7 +48,7 @@ struct AppCoreOptions {
   // a thread of their own into models the AppCore adopts (core/recording_loader.hpp).
   std::vector<std::string> recordings;
   // Live messages kept while a file is read, to be given again to the runs it brings
-  // (open_recordings()), at most this many bytes (an estimate: a step record's values).
+  // (open_recordings()), at most this many bytes (net/message_bytes.hpp).
   size_t replay_bytes = size_t{64} << 20;
 };
 

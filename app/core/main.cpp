@@ -40,6 +40,7 @@ struct Options {
   std::string select_layer;
   int rank = -1;
   int width = 1600, height = 1000;
+  size_t memory_budget_mib = keel::app::ModelConfig{}.memory_budget >> 20;
 };
 
 }  // namespace
@@ -67,6 +68,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   keel::app::ClientAuthOptions auth_options;
   keel::app::add_client_auth_options(cli, auth_options);
+  cli.add_option("--memory-budget", options.memory_budget_mib,
+                 "MiB the dashboard may hold: its runs' history (a wide model keeps fewer recent steps at "
+                 "full resolution), events and what waits to be drawn")
+      ->check(CLI::Range(size_t{64}, size_t{1} << 20))->capture_default_str();
   cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
   cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
   CLI11_PARSE(cli, argc, argv);
@@ -81,6 +86,11 @@ int main(int argc, char** argv) {
     keel::app::ui::FramePacer pacer(window);
     const keel::app::ClientAuth auth = keel::app::ClientAuth::from_options(auth_options);
     keel::app::AppCoreOptions core_options;
+    core_options.model.memory_budget = options.memory_budget_mib << 20;
+    // An eighth of the budget for what waits to be drawn, and for live messages kept while a
+    // file is read.
+    core_options.receiver.queue_bytes = core_options.model.memory_budget / 8;
+    core_options.replay_bytes = core_options.model.memory_budget / 16;
     core_options.receiver.auth = auth;
     core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
     core_options.commands.auth = auth;

@@ -3,6 +3,7 @@
 #include "model/model.hpp"
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 #include <variant>
 
@@ -12,8 +13,61 @@ Model::Model(const ModelConfig& config) : config_(config) {
   config_.max_runs = std::max<size_t>(config_.max_runs, 1);
 }
 
+std::string Model::insane(const wire::Message& message) const {
+  return std::visit(
+      [this](const auto& m) -> std::string {
+        using T = std::decay_t<decltype(m)>;
+        constexpr bool described = std::is_same_v<T, wire::RunDescription>;
+        constexpr bool recorded = std::is_same_v<T, wire::StepRecord>;
+        if constexpr (described || recorded || std::is_same_v<T, wire::Event>) {
+          std::string run_id;
+          if constexpr (described) {
+            run_id = m.run_id;
+          } else {
+            run_id = m.run;
+          }
+          const std::string of = std::string(described ? "description" : recorded ? "step record" : "event") +
+                                 " of run " + (run_id.empty() ? std::string("(unnamed)") : run_id);
+          if (m.rank < 0 || m.rank >= config_.max_ranks) {
+            return of + ": rank " + std::to_string(m.rank) + " is outside 0 to " + std::to_string(config_.max_ranks - 1);
+          }
+          size_t layers = 0;
+          if constexpr (described) layers = m.layers.size();
+          if constexpr (recorded) layers = m.layer_count;
+          if (layers > config_.max_layers) {
+            return of + ": " + std::to_string(layers) + " layers, more than the " + std::to_string(config_.max_layers) +
+                   " the dashboard takes";
+          }
+          int32_t world_size = 0;
+          if constexpr (described) {
+            world_size = m.world_size;
+          } else {
+            const auto world = world_sizes_.find(run_id);
+            if (run_id.empty() || world == world_sizes_.end()) return "";
+            world_size = world->second;
+          }
+          if (m.rank >= world_size) {
+            return of + ": rank " + std::to_string(m.rank) + " of a world of " + std::to_string(world_size);
+          }
+        }
+        return "";
+      },
+      message);
+}
+
 bool Model::ingest(const wire::Message& message) {
   ++counters_.messages;
+  if (std::string why = insane(message); !why.empty()) {
+    ++counters_.refused_insane;
+    counters_.last_refusal = std::move(why);
+    ++revision_;
+    return true;
+  }
+  if (const auto* description = std::get_if<wire::RunDescription>(&message)) {
+    // Bounded: a publisher inventing run_ids must not grow it without end.
+    if (world_sizes_.size() >= 4096 && world_sizes_.count(description->run_id) == 0) world_sizes_.erase(world_sizes_.begin());
+    world_sizes_[description->run_id] = description->world_size;
+  }
   const bool changed = std::visit(
       [this](const auto& m) -> bool {
         using T = std::decay_t<decltype(m)>;

@@ -21,7 +21,11 @@
 //   - a step record whose layer count is not the one its run's description declared is
 //     refused and counted, never drawn under that run's names (RunModel::add_step());
 //   - acks go to a bounded list (newest first) for the controls pane; commands are counted
-//     and ignored (they are what a client sends, not telemetry).
+//     and ignored (they are what a client sends, not telemetry);
+//   - a message beyond sane limits is refused and counted (refused_insane, last_refusal),
+//     never stored: a description or record of more than max_layers layers, a rank below 0
+//     or at or past max_ranks, a description whose rank is not below its world_size, and a
+//     record or event whose rank is not below the world_size its run_id's description gave.
 // Threads: not thread-safe. One thread owns the Model and makes every call: the UI thread. The
 // receiver thread never touches it; it hands decoded messages over a queue that the UI thread
 // drains at the start of each frame, calling ingest() for each (see history_store.hpp).
@@ -50,6 +54,10 @@ struct ModelCounters {
   uint64_t messages = 0;       // every message given to ingest()
   uint64_t runs_evicted = 0;   // runs dropped to stay within max_runs
   uint64_t refused_records = 0;  // step records whose layer count was not their run's (all runs)
+  // Messages beyond sane limits (ModelConfig): more layers than max_layers, a rank below 0,
+  // at or past max_ranks or past its run's world_size. Never stored.
+  uint64_t refused_insane = 0;
+  std::string last_refusal;    // why the newest of those was refused, in words
 };
 
 class Model {
@@ -109,12 +117,15 @@ class Model {
   RunModel& run_for(const wire::RunKey& key);
   RunModel& start_run(const wire::RunKey& key);
   void evict_if_needed();
+  // Why `message` is beyond sane limits, or "" when it is not.
+  std::string insane(const wire::Message& message) const;
 
   ModelConfig config_;
   std::vector<std::unique_ptr<RunModel>> runs_;
   // rank -> its current run: the one its last description was of, where messages that do not
   // name their run go.
   std::map<int32_t, RunModel*> current_;
+  std::map<std::string, int32_t> world_sizes_;  // run_id -> the world_size its description gave
   std::map<wire::RunKey, RunModel*> live_;      // identity -> its newest run, where its messages go
   std::deque<wire::Ack> acks_;
   ModelCounters counters_;

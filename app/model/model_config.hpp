@@ -6,8 +6,14 @@
 // levels of 4x above it: at most 4/3 * archive_buckets buckets in all). So one series never
 // uses more than SeriesHistory::max_bytes(config), however long the run (see
 // series_history.hpp for the numbers), and a model never holds more than `max_runs` runs.
-// With the defaults a series is at most 58,010 bytes: a 1,000-layer model (6,000 layer series)
-// stays under 350 MB per run for any run length.
+// With the defaults a series is at most 58,010 bytes. A run's layer series are sized when its
+// layers are known, so that they fit the run's share of `memory_budget` (budget_share()): a
+// model of up to about 270 layers keeps the defaults; a wider one keeps fewer recent steps at
+// full resolution (older history stays in the min/max pyramid), down to the smallest series
+// (16 recent steps, 8 buckets, about 400 bytes). A 1,000-layer model's series take 16 KB each
+// (2,048 recent steps); 100,000 layers (max_layers) take about 270 MB at the smallest.
+// Messages beyond sane limits (max_layers, ranks outside [0, max_ranks) or outside their run's
+// world_size) are refused and counted, never stored (Model::ingest).
 // Threads: a plain value.
 // Never: validated by throwing; the store rounds sizes up to powers of two and clamps them to
 // the documented ranges.
@@ -32,6 +38,21 @@ struct ModelConfig {
   size_t max_acks = 256;
   // Runs kept: when one more starts, the oldest run that no rank is streaming is dropped.
   size_t max_runs = 8;
+  // What the model may hold (`keel --memory-budget`): three quarters go to the runs' series,
+  // max_runs shares of it; the rest is for events, descriptions and the app around the model.
+  size_t memory_budget = size_t{1} << 30;
+  // The most layers one run may have (50,000 tensors of a mixture-of-experts model with room
+  // to spare); a description or record with more is refused.
+  size_t max_layers = 100000;
+  // Ranks are 0 to max_ranks - 1; a message of another rank is refused.
+  int32_t max_ranks = 4096;
+  // An event's detail is cut past this many bytes (the cut is said at its end), and one run's
+  // events are bounded by their bytes as well as by max_events.
+  size_t max_event_detail = size_t{16} << 10;
+  size_t max_event_bytes = size_t{16} << 20;
+
+  // The bytes one run's layer series may take: 3/4 of the budget over max_runs.
+  size_t budget_share() const { return memory_budget / 4 * 3 / (max_runs > 0 ? max_runs : 1); }
 };
 
 }  // namespace keel::app

@@ -44,9 +44,31 @@ const char* gradient_state_reason(GradientState state) {
 RunModel::RunModel(wire::RunKey key, const ModelConfig& config, int segment)
     : key_(std::move(key)), config_(config), segment_(segment) {
   config_.max_events = std::max<size_t>(config_.max_events, 1);
+  layer_config_ = config_;
 }
 
 SeriesHistory RunModel::make_series() const { return SeriesHistory(first_step_, config_); }
+
+SeriesHistory RunModel::make_layer_series() const { return SeriesHistory(first_step_, layer_config_); }
+
+void RunModel::size_layer_series(size_t layers) {
+  // The run's share of the budget over its layer series: halve the full-resolution window or
+  // the pyramid, whichever weighs more, until one series fits (or both are at their least).
+  layer_config_ = config_;
+  const size_t series = std::max<size_t>(layers, 1) * wire::kLayerMetricCount;
+  const size_t per_series = config_.budget_share() / series;
+  constexpr int64_t kLeastRecent = 16, kLeastBuckets = 8;
+  while (SeriesHistory::max_bytes(layer_config_) > per_series &&
+         (layer_config_.recent_steps > kLeastRecent || layer_config_.archive_buckets > kLeastBuckets)) {
+    const bool recent_weighs_more = layer_config_.recent_steps * 4 >= layer_config_.archive_buckets * 12 ||
+                                    layer_config_.archive_buckets <= kLeastBuckets;
+    if (recent_weighs_more && layer_config_.recent_steps > kLeastRecent) {
+      layer_config_.recent_steps /= 2;
+    } else {
+      layer_config_.archive_buckets /= 2;
+    }
+  }
+}
 
 void RunModel::start_series(int64_t origin_step) {
   // Every series of the run shares this origin, so bucket boundaries agree across rows.
@@ -55,7 +77,7 @@ void RunModel::start_series(int64_t origin_step) {
   for (auto& per_metric : layer_series_) {
     per_metric.clear();
     per_metric.reserve(layer_names_.size());
-    for (size_t i = 0; i < layer_names_.size(); ++i) per_metric.push_back(make_series());
+    for (size_t i = 0; i < layer_names_.size(); ++i) per_metric.push_back(make_layer_series());
   }
   global_series_.clear();
   for (int i = 0; i < kGlobalSeriesCount; ++i) global_series_.push_back(make_series());
@@ -66,6 +88,7 @@ void RunModel::start_series(int64_t origin_step) {
 }
 
 void RunModel::ensure_layers(size_t count) {
+  if (count > layer_names_.size()) size_layer_series(count);
   for (size_t i = layer_names_.size(); i < count; ++i) {
     layer_names_.push_back("layer " + std::to_string(i));
   }
@@ -74,7 +97,7 @@ void RunModel::ensure_layers(size_t count) {
     latest_steps_[m].resize(layer_names_.size(), -1);
     if (series_started_) {
       while (layer_series_[m].size() < layer_names_.size()) {
-        layer_series_[m].push_back(make_series());
+        layer_series_[m].push_back(make_layer_series());
       }
     }
   }
@@ -98,7 +121,10 @@ bool RunModel::describe(const wire::RunDescription& description) {
     key_.run_id = description.run_id;
     key_.model = description.model;
   }
-  if (described_ && !same_layer_names(description.layers)) relayout(description.layers);
+  if (described_ && !same_layer_names(description.layers)) {
+    size_layer_series(description.layers.size());
+    relayout(description.layers);
+  }
   described_ = true;
   description_ = description;
   ensure_layers(description.layers.size());
@@ -139,7 +165,7 @@ void RunModel::relayout(const std::vector<wire::LayerInfo>& layers) {
     for (size_t i = 0; i < n; ++i) {
       const size_t old = source[i];
       if (series_started_) {
-        series.push_back(old < layer_series_[m].size() ? std::move(layer_series_[m][old]) : make_series());
+        series.push_back(old < layer_series_[m].size() ? std::move(layer_series_[m][old]) : make_layer_series());
       }
       if (old < latest_values_[m].size()) {
         values[i] = latest_values_[m][old];
@@ -292,11 +318,34 @@ bool RunModel::add_event(const wire::Event& event) {
     first_nonfinite_ = event;
   }
   events_.push_front(event);
-  if (events_.size() > config_.max_events) {
+  wire::Event& kept = events_.front();
+  if (kept.detail.size() > config_.max_event_detail) {
+    // Cut on a character's first byte, so the rest is still UTF-8.
+    size_t cut = config_.max_event_detail;
+    while (cut > 0 && (static_cast<unsigned char>(kept.detail[cut]) & 0xC0u) == 0x80u) --cut;
+    const size_t dropped = kept.detail.size() - cut;
+    kept.detail.resize(cut);
+    kept.detail += " ... [" + std::to_string(dropped) + " more bytes not kept]";
+    kept.detail.shrink_to_fit();
+    ++counters_.details_cut;
+  }
+  events_bytes_ += event_bytes(kept);
+  while (events_.size() > 1 && (events_.size() > config_.max_events || events_bytes_ > config_.max_event_bytes)) {
+    events_bytes_ -= std::min(events_bytes_, event_bytes(events_.back()));
     events_.pop_back();
     ++counters_.events_evicted;
   }
   return true;
+}
+
+size_t RunModel::event_bytes(const wire::Event& event) {
+  size_t bytes = sizeof(event) + event.kind.capacity() + event.layer.capacity() + event.detail.capacity() +
+                 event.run.capacity() + event.model.capacity();
+  if (event.cause) {
+    bytes += sizeof(*event.cause) + event.cause->kind.capacity() + event.cause->op.capacity() +
+             event.cause->module.capacity() + event.cause->sentence.capacity();
+  }
+  return bytes;
 }
 
 double RunModel::steps_per_second() const {
@@ -372,10 +421,8 @@ size_t RunModel::bytes_used() const {
     bytes += sizeof(layer) + layer.name.capacity() + layer.dtype.capacity() +
              layer.shape.capacity() * sizeof(int64_t);
   }
-  for (const wire::Event& event : events_) {
-    bytes += sizeof(event) + event.kind.capacity() + event.layer.capacity() +
-             event.detail.capacity();
-  }
+  bytes += events_bytes_;
+  if (first_nonfinite_) bytes += event_bytes(*first_nonfinite_);
   return bytes;
 }
 

@@ -17,8 +17,10 @@
 // names. A later description with other layers re-lays them out by name (describe()).
 // Threads: not thread-safe; only the model's owner thread (the UI thread) calls it.
 // References it returns (series, names, events) are valid until the next call that ingests.
-// Never: throws for any message content, or blocks. Memory is bounded: at most
-// series_count() * SeriesHistory::max_bytes(config) for the series, plus the events and names.
+// Never: throws for any message content, or blocks. Memory is bounded: the layer series fit
+// the run's share of the budget (ModelConfig::budget_share(), at the smallest series beyond
+// it), the others take SeriesHistory::max_bytes(config) each, events at most max_event_bytes,
+// plus the names.
 #pragma once
 
 #include <array>
@@ -85,7 +87,8 @@ struct RunCounters {
   uint64_t refused_records = 0; // step records not stored: layer_count not the description's
   uint64_t probe_dropped = 0;   // the probe's own cumulative drop count, from the newest record
   uint64_t probe_errors = 0;    // failures inside the probe so far, from the newest record
-  uint64_t events_evicted = 0;  // events pushed out of the bounded list
+  uint64_t events_evicted = 0;  // events pushed out of the bounded list (by count or bytes)
+  uint64_t details_cut = 0;     // events whose detail was cut past ModelConfig::max_event_detail
 };
 
 // The scalars of the newest stored record (no layer values: see latest()).
@@ -197,6 +200,9 @@ class RunModel {
 
   size_t series_count() const;
   size_t bytes_used() const;
+  // Steps a layer series of this run keeps at full resolution: ModelConfig::recent_steps, or
+  // fewer where the run's layers would not fit its share of the budget otherwise.
+  int64_t layer_recent_steps() const { return layer_config_.recent_steps; }
 
  private:
   void ensure_layers(size_t count);
@@ -205,9 +211,15 @@ class RunModel {
   size_t watch_index(const std::string& name);
   void start_series(int64_t origin_step);
   SeriesHistory make_series() const;
+  // A layer's series, sized by size_layer_series().
+  SeriesHistory make_layer_series() const;
+  // Sizes the layer series made from now on for a run of `layers` layers (ModelConfig's budget).
+  void size_layer_series(size_t layers);
+  static size_t event_bytes(const wire::Event& event);
 
   wire::RunKey key_;
   ModelConfig config_;
+  ModelConfig layer_config_;   // config_, with the series window sized for this run's layers
   int segment_ = 1;
   bool described_ = false;
   wire::RunDescription description_;
@@ -228,6 +240,7 @@ class RunModel {
   std::unordered_map<std::string, size_t> watch_lookup_;
   std::vector<SeriesHistory> watch_series_;  // [watch * kWatchMetricCount + metric]
   std::deque<wire::Event> events_;
+  size_t events_bytes_ = 0;
   std::optional<wire::Event> first_nonfinite_;
   // (step, probe stamp) of recent records, oldest first, for steps_per_second().
   std::deque<std::pair<int64_t, int64_t>> stamps_;

@@ -6,6 +6,7 @@
 
 #include "keel/wire/codec.hpp"
 #include "net/late_attach.hpp"
+#include "net/message_bytes.hpp"
 #include "net/subscriber.hpp"
 
 namespace keel::app {
@@ -101,10 +102,17 @@ Receiver::~Receiver() {
 // Called with mutex_ held.
 void Receiver::push(keel::wire::Message&& message) {
   if (queue_.size() >= options_.queue_capacity + backfill_allowance_) {
+    queued_bytes_ -= std::min(queued_bytes_, message_bytes(queue_.front()));
     queue_.pop_front();
     queue_dropped_.fetch_add(1);
   }
+  queued_bytes_ += message_bytes(message);
   queue_.push_back(std::move(message));
+  while (queued_bytes_ > options_.queue_bytes && queue_.size() > 1) {
+    queued_bytes_ -= std::min(queued_bytes_, message_bytes(queue_.front()));
+    queue_.pop_front();
+    queue_dropped_.fetch_add(1);
+  }
 }
 
 void Receiver::drain(std::vector<keel::wire::Message>& out) {
@@ -113,6 +121,7 @@ void Receiver::drain(std::vector<keel::wire::Message>& out) {
     std::lock_guard<std::mutex> lock(mutex_);
     taken.swap(queue_);
     backfill_allowance_ = 0;
+    queued_bytes_ = 0;
   }
   out.reserve(out.size() + taken.size());
   for (keel::wire::Message& message : taken) out.push_back(std::move(message));

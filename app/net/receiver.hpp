@@ -37,6 +37,10 @@ struct ReceiverOptions {
   double stale_after_secs = 3.0;
   // At ~20 steps/s a few seconds of frames where the UI stalls fit comfortably.
   size_t queue_capacity = 4096;
+  // And at most this many bytes (message_bytes.hpp): a count alone bounds nothing when one
+  // record may hold a 100,000-layer model. The oldest go first, counted as queue drops;
+  // the newest message is always kept. keel sets it from its memory budget (an eighth).
+  size_t queue_bytes = size_t{128} << 20;
   // Late attach (backfill.hpp): when an endpoint is first heard (or its trainer restarts), ask
   // the probe's command socket (port + 1) for its history ring and deliver it before the live
   // stream. A backfill is delivered whole even past queue_capacity: it is bounded by the ring.
@@ -87,6 +91,7 @@ class Receiver {
   ReceiverOptions options_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> queue_dropped_{0};
+  size_t queued_bytes_ = 0;        // message_bytes() of the queue
   size_t backfill_allowance_ = 0;  // queue room above capacity for backfills not drained yet
   mutable std::mutex mutex_;  // guards queue_ and links_
   std::deque<keel::wire::Message> queue_;

@@ -1,6 +1,7 @@
 #include "ui/dashboard.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include <imgui.h>
@@ -105,6 +106,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
   }
   log_backfills(input.links);
   log_refusals(input.links);
+  log_refused_messages(model);
   log_recordings(input.recordings, run);
 
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
@@ -240,6 +242,20 @@ void Dashboard::log_refusals(const std::vector<EndpointState>& links) {
     logged_refusals_[i] = links[i].refusal;
     if (!links[i].refusal.empty()) std::fprintf(stderr, "keel: refused: %s\n", links[i].refusal.c_str());
   }
+}
+
+void Dashboard::log_refused_messages(const Model& model) {
+  // Stderr, as a refused link is: a publisher sending what no probe would is worth knowing.
+  // Once per second at most, with how many since the last line.
+  const uint64_t refused = model.counters().refused_insane;
+  if (refused == logged_refused_messages_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (logged_refused_messages_ != 0 && now - refused_logged_at_ < std::chrono::seconds(1)) return;
+  std::fprintf(stderr, "keel: refused %llu message(s) beyond sane limits; the last: %s\n",
+               static_cast<unsigned long long>(refused - logged_refused_messages_),
+               model.counters().last_refusal.c_str());
+  logged_refused_messages_ = refused;
+  refused_logged_at_ = now;
 }
 
 void Dashboard::log_recordings(const std::vector<RecordingState>& recordings, const RunModel* run) {

@@ -13,6 +13,7 @@
 // part (core/AppCore) hands it, and its controls post CommandIntents for the main part to send.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -76,6 +77,7 @@ class Dashboard {
   // Once each opened file is read: to stderr when it could not be (with why), and to the
   // verbose log what it held and which steps the shown run then spans.
   void log_recordings(const std::vector<RecordingState>& recordings, const RunModel* run);
+  void log_refused_messages(const Model& model);
   void draw_panes(const Model& model, const RunModel& run);
   void request_open(std::string path);
 
@@ -93,6 +95,8 @@ class Dashboard {
   std::vector<std::string> open_requests_;
   std::string logged_shown_;   // the shown run's identity as last printed (log_shown_run)
   size_t logged_recordings_ = 0;   // opened files whose end was logged (they end in order)
+  uint64_t logged_refused_messages_ = 0;   // Model's refused_insane when last logged
+  std::chrono::steady_clock::time_point refused_logged_at_;
   const RunModel* logged_run_ = nullptr;
   uint64_t logged_event_seq_ = 0;
   bool logged_any_event_ = false;

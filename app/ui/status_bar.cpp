@@ -1,6 +1,7 @@
 #include "ui/status_bar.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -98,6 +99,41 @@ void offer_recording(const RunModel& run, const std::vector<RecordingState>& rec
   }
 }
 
+// What the model holds against its budget, measured at most once a second (it walks every
+// series), and on hover what the budget made the shown run give up.
+void draw_memory(const Model& model, const RunModel& run) {
+  static std::chrono::steady_clock::time_point measured;
+  static size_t bytes = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - measured > std::chrono::seconds(1)) {
+    measured = now;
+    bytes = model.bytes_used();
+  }
+  const ModelConfig& config = model.config();
+  ImGui::Text("memory %zu of %zu MB", bytes >> 20, config.memory_budget >> 20);
+  if (!ImGui::IsItemHovered()) return;
+  ImGui::BeginTooltip();
+  ImGui::Text("the history of every run held (%zu of at most %zu), within --memory-budget", model.run_count(),
+              config.max_runs);
+  if (run.layer_recent_steps() < config.recent_steps) {
+    ImGui::Text("this run's %zu layers keep their last %lld steps at full resolution (not %lld) to fit the budget;",
+                run.layer_count(), static_cast<long long>(run.layer_recent_steps()),
+                static_cast<long long>(config.recent_steps));
+    ImGui::TextUnformatted("older steps are kept as each pixel column's min and max, NaN and Inf never dropped");
+  } else {
+    ImGui::Text("this run keeps its last %lld steps at full resolution, older ones as min and max",
+                static_cast<long long>(run.layer_recent_steps()));
+  }
+  const RunCounters& counters = run.counters();
+  if (counters.events_evicted + counters.details_cut > 0) {
+    ImGui::Text("events: %llu older ones dropped (more than %zu, or %zu MB), %llu details cut past %zu KB",
+                static_cast<unsigned long long>(counters.events_evicted), config.max_events,
+                config.max_event_bytes >> 20, static_cast<unsigned long long>(counters.details_cut),
+                config.max_event_detail >> 10);
+  }
+  ImGui::EndTooltip();
+}
+
 }  // namespace
 
 void draw_status_bar(const FrameInput& input, const Model& model, const RunModel* run,
@@ -179,8 +215,9 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
   separator();
   const RunCounters& counters = run->counters();
   const uint64_t lost = counters.probe_dropped + counters.seq_missing + queue_dropped;
-  // Bad: bytes no decoder took, and records refused because their layers were not their run's.
-  const uint64_t refused = model.counters().refused_records;
+  // Bad: bytes no decoder took, records refused because their layers were not their run's,
+  // and messages beyond sane limits (too many layers, a rank outside the job).
+  const uint64_t refused = model.counters().refused_records + model.counters().refused_insane;
   const ImVec4 loss_colour = lost + decode_errors + refused > 0 ? ImVec4(0.95f, 0.7f, 0.2f, 1.0f)
                                                                 : ImGui::GetStyleColorVec4(ImGuiCol_Text);
   ImGui::TextColored(loss_colour, "dropped %llu  gaps %llu  bad %llu",
@@ -195,9 +232,15 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
                 static_cast<unsigned long long>(counters.seq_gaps),
                 static_cast<unsigned long long>(counters.seq_missing));
     ImGui::Text("undecodable messages: %llu", static_cast<unsigned long long>(decode_errors));
-    ImGui::Text("records refused (layer count not their run's): %llu", static_cast<unsigned long long>(refused));
+    ImGui::Text("records refused (layer count not their run's): %llu",
+                static_cast<unsigned long long>(model.counters().refused_records));
+    ImGui::Text("messages refused (beyond sane limits): %llu",
+                static_cast<unsigned long long>(model.counters().refused_insane));
+    if (!model.counters().last_refusal.empty()) ImGui::Text("  the last: %s", model.counters().last_refusal.c_str());
     ImGui::EndTooltip();
   }
+  separator();
+  draw_memory(model, *run);
   separator();
   if (latest.step_time_us > 0) {
     ImGui::Text("probe %.2f%% (%.0f us of %.1f ms)", 100.0 * latest.probe_us / latest.step_time_us,

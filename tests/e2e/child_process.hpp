@@ -87,6 +87,7 @@ class ChildProcess {
     return wait_for(needle, timeout_secs);
   }
   bool alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  pid_t pid() const { return pid_; }
   // Waits for the process to end by itself; its exit status, -1 when it did not exit normally.
   int wait_exit() {
     int status = 0;

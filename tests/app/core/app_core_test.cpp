@@ -184,7 +184,6 @@ TEST(AppCore, ALiveRunReadBackFromItsRecordingHoldsItsWholeHistoryAndGoesOnLive)
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() / ("keel-app-core-" + std::to_string(::getpid()) + ".keelrec");
   std::filesystem::remove(path);
-  test_support::write_run_recording(path.string(), 949);
 
   TestPublisher publisher;
   AppCore core({publisher.endpoint()}, quiet_options());
@@ -198,8 +197,9 @@ TEST(AppCore, ALiveRunReadBackFromItsRecordingHoldsItsWholeHistoryAndGoesOnLive)
     const RunModel* run = core.model().current_run(0);
     return run != nullptr && run->has_steps();
   });
-  const int64_t first_live = core.model().current_run(0)->first_step();
-  ASSERT_GE(first_live, 900);
+  ASSERT_GE(core.model().current_run(0)->first_step(), 900);
+  // The probe's recording holds every step published so far, as the flight recorder's does.
+  test_support::write_run_recording(path.string(), next - 1);
 
   core.open_recordings({path.string()});
   frames_until(core, [&](const std::vector<FrameInput>& inputs) {
@@ -219,9 +219,9 @@ TEST(AppCore, ALiveRunReadBackFromItsRecordingHoldsItsWholeHistoryAndGoesOnLive)
   EXPECT_EQ(run.first_step(), 0);
   EXPECT_GE(run.last_step(), after);
   // Every step from 0 to the newest is there once: the file's (those the subscription lost
-  // before it was live included), then the live ones kept while it was read.
+  // before it was live included), then the live ones kept while it was read. (A live step
+  // still in flight when the file came in is in the file too: refused as a duplicate.)
   EXPECT_EQ(run.counters().steps_stored, static_cast<uint64_t>(run.last_step() + 1));
-  EXPECT_EQ(run.counters().duplicate_steps, 0u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // another layout are refused; decode errors, acks and the run bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "model/model.hpp"
@@ -16,6 +17,7 @@ wire::RunDescription description(const std::string& run_id, int32_t rank, uint64
   d.rank = rank;
   d.seq = seq;
   d.start_unix_ms = start_unix_ms;
+  d.world_size = std::max(8, rank + 1);   // a job of 8 ranks, as a probe would say
   d.layers.push_back({"fc.weight", {2}, 2, "float32"});
   return d;
 }
