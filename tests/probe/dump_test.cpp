@@ -3,6 +3,9 @@
 // dumps once per episode and rate window; a dump that cannot be written is an event and an
 // error ack while training goes on.
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -75,6 +78,28 @@ const keel::wire::Event* step_until_event(Rig& rig, const std::string& kind) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return nullptr;
+}
+
+// A trainer killed while dumping left a partial dump behind: the next probe attached to the
+// same dump directory removes it and says so in its first step's events; another live
+// process's partial dump (pid 1's name) is left alone.
+TEST(Dump, AttachRemovesThePartialDumpsOfWritersThatAreGone) {
+  TempDir tmp("dump-stale");
+  const fs::path dumps = tmp.path() / "dumps";
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string debris = ".step-3-command.partial-" + std::to_string(gone) + "-0";
+  fs::create_directories(dumps / debris);
+  std::ofstream(dumps / debris / "model.pt") << std::string(4096, 'm');
+  fs::create_directories(dumps / ".step-4-command.partial-1-0");
+
+  Rig rig(dumping_into(dumps));
+  EXPECT_EQ(entries(dumps), std::vector<std::string>{".step-4-command.partial-1-0"});
+  const keel::wire::Event* cleaned = step_until_event(rig, "dumps_cleaned");
+  ASSERT_NE(cleaned, nullptr);
+  EXPECT_NE(cleaned->detail.find("removed 1 partial dump(s) of 4096 bytes"), std::string::npos) << cleaned->detail;
+  EXPECT_NE(cleaned->detail.find(debris), std::string::npos) << cleaned->detail;
 }
 
 TEST(Dump, CommandedDumpHoldsTheAcknowledgedStepsStateAndLoadsIntoAFreshModel) {

@@ -116,6 +116,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
   use_user_keys_by_default(options_);
   check_command_security(options_);
   start_recording();
+  remove_stale_dumps();
   if (!options_.endpoint.empty() || recorder_) {
     PublisherOptions po;
     po.endpoint = options_.endpoint;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "dump/checkpoint_capture.hpp"
+#include "dump/stale_partial_dumps.hpp"
 #include "probe_impl.hpp"
 #include "layout/run_description.hpp"
 
@@ -186,7 +187,28 @@ std::string Probe::Impl::dump_refusal() const {
          " dumps it may (ProbeOptions::dump_max_count)";
 }
 
+void Probe::Impl::remove_stale_dumps() {
+  const StaleDumps stale = remove_stale_partial_dumps(absolute_dir(options_.dump_dir));
+  if (stale.removed.empty() && stale.failed.empty()) return;
+  std::string note;
+  if (!stale.removed.empty()) {
+    note = "removed " + std::to_string(stale.removed.size()) + " partial dump(s) of " +
+           std::to_string(stale.bytes) + " bytes left in " + absolute_dir(options_.dump_dir) +
+           " by trainers that are gone (killed while dumping): " + stale.removed.front();
+    if (stale.removed.size() > 1) note += " and " + std::to_string(stale.removed.size() - 1) + " more";
+  }
+  if (!stale.failed.empty()) {
+    note += std::string(note.empty() ? "" : "; ") + "could not remove " + std::to_string(stale.failed.size()) +
+            " stale partial dump(s): " + stale.failed.front();
+  }
+  stale_dumps_note_ = note;
+}
+
 void Probe::Impl::report_finished_dumps() {
+  if (!stale_dumps_note_.empty()) {
+    add_event("dumps_cleaned", "", stale_dumps_note_);
+    stale_dumps_note_.clear();
+  }
   if (!dumps_->poll(dump_results_)) return;
   for (const CheckpointResult& r : dump_results_) {
     if (r.ok) {

@@ -114,6 +114,7 @@ class Probe::Impl {
   std::unique_ptr<FlightRecorder> recorder_;
   // Why the run is not recorded, when record_dir asked for it: told once, at the first step.
   std::string recording_failure_;
+  std::string stale_dumps_note_;   // remove_stale_dumps()'s, until the first step says it
   std::unique_ptr<Publisher> publisher_;
   std::unique_ptr<CommandServer> commands_;
   // After commands_: destroyed first, it may still answer a dump's command while finishing.
@@ -304,7 +305,12 @@ class Probe::Impl {
   void take_dump(const std::string& reason, const std::optional<DumpRequest>& request);
   // Why no dump may be taken now, whatever asks for it; empty when one may.
   std::string dump_refusal() const;
+  // "dump" and "dump_failed" events for the dumps written since the last step, and once, the
+  // "dumps_cleaned" event of remove_stale_dumps().
   void report_finished_dumps();
+  // At attach: removes the partial dumps in dump_dir whose writer process is gone
+  // (dump/stale_partial_dumps.hpp); stale_dumps_note_ says what for the first step's event.
+  void remove_stale_dumps();
   void report_subscription_resets();
   // Starts the flight recorder (probe_record.cpp); recording_failure_ says why when it cannot.
   void start_recording();

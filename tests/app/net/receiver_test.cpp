@@ -166,6 +166,33 @@ TEST(Receiver, DropsTheOldestWhenTheUiFallsBehind) {
   EXPECT_EQ(receiver.queue_dropped(), 20u);
 }
 
+// A count bounds nothing when one record holds 100,000 layers: the queue is bounded by bytes
+// too (message_bytes), the oldest going first, the newest always kept.
+TEST(Receiver, BoundsItsQueueByBytesToo) {
+  TestPublisher publisher;
+  ReceiverOptions options = live_only();
+  options.queue_bytes = size_t{8} << 20;
+  Receiver receiver({publisher.endpoint()}, options);
+  ASSERT_NO_FATAL_FAILURE(wait_until_subscribed(publisher, receiver));
+  const uint64_t before = receiver.endpoint_states().at(0).messages;
+  wire::StepRecord wide = sample_step(1);
+  wide.layer_count = 100000;
+  wide.layer_values.assign(size_t{100000} * wire::kLayerMetricCount, 1.0f);   // 2.4 MB
+  for (int64_t step = 1; step <= 10; ++step) {
+    wide.step = step;
+    publisher.send(wide);
+  }
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  while (receiver.endpoint_states().at(0).messages < before + 10 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::vector<wire::Message> got;
+  receiver.drain(got);
+  ASSERT_EQ(got.size(), 3u);   // 3 x 2.4 MB fit in 8 MB, a fourth does not
+  EXPECT_EQ(std::get<wire::StepRecord>(got.back()).step, 10);
+  EXPECT_EQ(receiver.queue_dropped(), 7u);
+}
+
 TEST(Receiver, RejectsAnEndpointZeroMqCannotParse) {
   EXPECT_THROW(Receiver({"not-an-endpoint"}), std::invalid_argument);
 }
