@@ -30,6 +30,7 @@
 #include "telemetry_bench.hpp"
 #include "origin_bench.hpp"
 #include "recording_bench.hpp"
+#include "tensor_count_bench.hpp"
 #include "training_thread_bench.hpp"
 #include "trainer.hpp"
 
@@ -112,6 +113,25 @@ double buffer_check_us(int rounds, size_t& buffers) {
   return median(us);
 }
 
+void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) {
+  std::printf("per-tensor host cost (deep narrow models: Linear(16,16) x N/2, SGD, 1 thread; A/B interleaved)\n");
+  std::printf("  %8s %6s %10s %10s %9s %10s %10s %12s %12s\n", "tensors", "rounds", "plain ms", "probed ms", "A/B %",
+              "probe us", "reduce us", "ns/tensor", "outside ns");
+  for (const keel::bench::TensorCountCost& r : rows) {
+    std::printf("  %8lld %6d %10.2f %10.2f %9.2f %10.1f %10.1f %12.1f %12.1f\n", static_cast<long long>(r.tensors),
+                r.rounds, r.plain_ms, r.probed_ms, r.overhead_pct, r.probe_us, r.reduce_us, r.probe_ns_per_tensor,
+                r.outside_ns_per_tensor);
+  }
+  if (rows.size() >= 2) {
+    double lo = rows[0].probe_ns_per_tensor, hi = lo;
+    for (const auto& r : rows) {
+      lo = std::min(lo, r.probe_ns_per_tensor);
+      hi = std::max(hi, r.probe_ns_per_tensor);
+    }
+    std::printf("  per-tensor cost, largest over smallest: %.2fx (target <= 1.5x)\n", lo > 0 ? hi / lo : 0.0);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,8 +150,17 @@ int main(int argc, char** argv) {
   app.add_option("--dump-dir", dump_dir, "scratch directory for the dump throughput test")->capture_default_str();
   std::string record_dir = "keel-bench-runs";
   app.add_option("--record-dir", record_dir, "scratch directory for the recording test")->capture_default_str();
+  std::vector<int64_t> tensor_counts = {42, 2000, 50000};
+  app.add_option("--tensors", tensor_counts, "tensor counts of the deep narrow models (per-tensor cost)")
+      ->capture_default_str();
+  bool tensors_only = false;
+  app.add_flag("--tensors-only", tensors_only, "measure the per-tensor cost alone");
   CLI11_PARSE(app, argc, argv);
   if (pairs <= 0) pairs = quick ? 30 : 100;
+  if (tensors_only) {
+    print_tensor_counts(keel::bench::measure_tensor_counts(tensor_counts, pairs));
+    return 0;
+  }
   const int warmup = 5;
 
   keel::demo::TrainerConfig config;
@@ -190,6 +219,7 @@ int main(int argc, char** argv) {
   const std::vector<keel::bench::TrainingThreadCost> thread_costs = keel::bench::measure_training_thread(pairs);
   const keel::bench::OriginCost origin = keel::bench::measure_origin_cost(pairs);
   const keel::bench::RecordingCost recording = keel::bench::measure_recording_cost(pairs, record_dir);
+  const std::vector<keel::bench::TensorCountCost> tensor_rows = keel::bench::measure_tensor_counts(tensor_counts, pairs);
   // keel-demo's 42 layers, and a deep model's 2,000.
   std::vector<keel::bench::TelemetryCost> telemetry;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -274,6 +304,7 @@ int main(int argc, char** argv) {
     std::printf("%-44s %12.3f\n", "  as a share of keel-demo's step (%)",
                 100.0 * (t.curve_us_per_record - t.plain_us_per_record) / 1000.0 / plain_med);
   }
+  print_tensor_counts(tensor_rows);
   std::printf(
       "{\"overhead_pct\":%.3f,\"probe_self_pct\":%.3f,\"naive_overhead_pct\":%.3f,\"reduce_vs_memcpy\":%.3f,"
       "\"train_thread_us\":%.1f,\"probe_us\":%.1f,\"step_ms_plain\":%.3f,\"step_ms_probe\":%.3f,"

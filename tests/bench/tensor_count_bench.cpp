@@ -1,0 +1,115 @@
+#include "tensor_count_bench.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "keel/probe/probe.hpp"
+
+namespace keel::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// N/2 Linear(16, 16) in a row, a ReLU between them.
+struct DeepNarrow : torch::nn::Module {
+  explicit DeepNarrow(int64_t layers) {
+    for (int64_t i = 0; i < layers; ++i) {
+      linears.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(16, 16)));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (size_t i = 0; i < linears.size(); ++i) {
+      x = linears[i]->forward(x);
+      if (i + 1 < linears.size()) x = torch::relu(x);
+    }
+    return x;
+  }
+  std::vector<torch::nn::Linear> linears;
+};
+
+struct Trainee {
+  explicit Trainee(int64_t layers) : model(std::make_shared<DeepNarrow>(layers)),
+                                     optimizer(model->parameters(), torch::optim::SGDOptions(1e-3)) {}
+  torch::Tensor forward_backward(const torch::Tensor& x, const torch::Tensor& y) {
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    return loss;
+  }
+  std::shared_ptr<DeepNarrow> model;
+  torch::optim::SGD optimizer;
+};
+
+TensorCountCost measure_one(int64_t tensors, int rounds) {
+  const int64_t layers = std::max<int64_t>(1, tensors / 2);
+  torch::manual_seed(1);
+  Trainee plain(layers), probed(layers);
+  probe::ProbeOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.record_dir = "";
+  options.dump_on_nonfinite = false;
+  probe::Probe probe(*probed.model, probed.optimizer, options);
+  const torch::Tensor x = torch::randn({8, 16});
+  const torch::Tensor y = torch::randn({8, 16});
+
+  TensorCountCost cost;
+  cost.tensors = layers * 2;
+  cost.rounds = rounds;
+  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us;
+  const int warmup = 3;
+  for (int round = 0; round < warmup + rounds; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      const bool with_probe = (round + k) % 2 == 0;
+      const auto start = Clock::now();
+      if (with_probe) {
+        probe.step(probed.forward_backward(x, y));
+      } else {
+        plain.forward_backward(x, y);
+        plain.optimizer.step();
+      }
+      if (round < warmup) continue;
+      (with_probe ? probed_ms : plain_ms).push_back(ms_since(start));
+      if (with_probe) {
+        probe_us.push_back(probe.last_timing().probe_us);
+        reduce_us.push_back(probe.last_timing().reduce_us);
+      }
+    }
+  }
+  cost.plain_ms = median(plain_ms);
+  cost.probed_ms = median(probed_ms);
+  cost.overhead_pct = 100.0 * (cost.probed_ms - cost.plain_ms) / cost.plain_ms;
+  cost.probe_us = median(probe_us);
+  cost.reduce_us = median(reduce_us);
+  cost.probe_ns_per_tensor = 1000.0 * cost.probe_us / static_cast<double>(cost.tensors);
+  cost.outside_ns_per_tensor = 1000.0 * (cost.probe_us - cost.reduce_us) / static_cast<double>(cost.tensors);
+  return cost;
+}
+
+}  // namespace
+
+std::vector<TensorCountCost> measure_tensor_counts(const std::vector<int64_t>& tensors, int rounds) {
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(1);
+  std::vector<TensorCountCost> out;
+  for (int64_t n : tensors) {
+    // A 50,000-tensor step takes about a second here: fewer rounds, never under 5.
+    const int scaled = n > 10000 ? std::max(5, rounds / 4) : rounds;
+    out.push_back(measure_one(n, scaled));
+  }
+  torch::set_num_threads(threads);
+  return out;
+}
+
+}  // namespace keel::bench

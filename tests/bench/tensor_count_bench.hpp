@@ -1,0 +1,36 @@
+// The probe's host cost per tensor, for keel-bench-probe (issue 30's targets: +2% at most on a
+// 2,000-tensor deep narrow model, and a cost per tensor per step flat within 1.5x from 42 to
+// 50,000 tensors).
+//
+// A deep narrow model of N tensors (N/2 Linear(16, 16) layers, each a weight and a bias, on
+// the CPU, one intra-op thread, SGD) trains twice: plain (optimizer.step()) and with the
+// probe's defaults but recording and dumps (a publisher, the command socket, the ring). The
+// two step in turn, round by round. Per N: the median step of each and the A/B, the probe's
+// own time on the training thread (ProbeTiming), its reductions' share, and both over N: the
+// cost per tensor. The reductions read every value, so their per-tensor cost grows with the
+// tensor's size; the rest (hooks, arrival order, the layout check, building the record, the
+// decision) is what must stay flat.
+// Threads: the caller's (the probes start their own).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace keel::bench {
+
+struct TensorCountCost {
+  int64_t tensors = 0;
+  int rounds = 0;
+  double plain_ms = 0, probed_ms = 0;   // median step
+  double overhead_pct = 0;              // (probed - plain) / plain
+  double probe_us = 0;                  // median ProbeTiming::probe_us
+  double reduce_us = 0;                 // median ProbeTiming::reduce_us
+  double probe_ns_per_tensor = 0;       // probe_us / tensors
+  double outside_ns_per_tensor = 0;     // (probe_us - reduce_us) / tensors
+};
+
+// One row per count in `tensors` (rounded down to an even count), `rounds` measured rounds
+// each (fewer for the largest models: at least 5).
+std::vector<TensorCountCost> measure_tensor_counts(const std::vector<int64_t>& tensors, int rounds);
+
+}  // namespace keel::bench
