@@ -129,7 +129,7 @@ void OpenDialog::draw_files() {
   ImGui::TableSetupColumn("written", ImGuiTableColumnFlags_WidthFixed);
   ImGui::TableHeadersRow();
   for (size_t i = 0; i < files_.size(); ++i) {
-    const RecordingFile& file = files_[i];
+    const ListedFile& file = files_[i];
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     ImGui::PushID(int(i));

@@ -42,7 +42,7 @@ class OpenDialog {
   bool focus_path_ = false;
   std::array<char, 4096> path_{};   // the path field
   std::string folder_;              // where the files listed were looked for (absolute)
-  std::vector<RecordingFile> files_;
+  std::vector<ListedFile> files_;
   std::vector<std::string> requests_;
   std::string logged_button_;
   std::vector<std::string> logged_entries_;   // each listed file's geometry line as printed

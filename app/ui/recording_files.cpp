@@ -8,11 +8,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void add_if_file(const fs::path& dir, const fs::path& relative, std::vector<RecordingFile>& out) {
+void add_if_file(const fs::path& dir, const fs::path& relative, std::vector<ListedFile>& out) {
   std::error_code error;
   const fs::path full = dir / relative;
   if (!fs::is_regular_file(full, error)) return;
-  RecordingFile file;
+  ListedFile file;
   file.path = relative.generic_string();
   file.size_bytes = fs::file_size(full, error);
   if (error) file.size_bytes = 0;
@@ -33,8 +33,8 @@ std::vector<fs::directory_entry> entries_of(const fs::path& dir) {
 
 }  // namespace
 
-std::vector<RecordingFile> find_recording_files(const fs::path& dir) {
-  std::vector<RecordingFile> files;
+std::vector<ListedFile> find_recording_files(const fs::path& dir) {
+  std::vector<ListedFile> files;
   for (const fs::directory_entry& entry : entries_of(dir / "keel-runs")) {
     if (entry.path().extension() == ".keelrec") {
       add_if_file(dir, fs::path("keel-runs") / entry.path().filename(), files);
@@ -43,7 +43,7 @@ std::vector<RecordingFile> find_recording_files(const fs::path& dir) {
   for (const fs::directory_entry& entry : entries_of(dir / "keel-dumps")) {
     add_if_file(dir, fs::path("keel-dumps") / entry.path().filename() / "telemetry.msgpack", files);
   }
-  std::sort(files.begin(), files.end(), [](const RecordingFile& a, const RecordingFile& b) {
+  std::sort(files.begin(), files.end(), [](const ListedFile& a, const ListedFile& b) {
     return a.modified != b.modified ? a.modified > b.modified : a.path < b.path;
   });
   if (files.size() > kMaxListedFiles) files.resize(kMaxListedFiles);

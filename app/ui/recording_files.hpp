@@ -19,13 +19,13 @@ namespace keel::app::ui {
 
 inline constexpr size_t kMaxListedFiles = 200;
 
-struct RecordingFile {
+struct ListedFile {
   std::string path;            // relative to the folder listed ("keel-runs/NAME.keelrec")
   uintmax_t size_bytes = 0;
   std::filesystem::file_time_type modified;
 };
 
 // dir/keel-runs/*.keelrec and dir/keel-dumps/*/telemetry.msgpack, newest first (ties by path).
-std::vector<RecordingFile> find_recording_files(const std::filesystem::path& dir);
+std::vector<ListedFile> find_recording_files(const std::filesystem::path& dir);
 
 }  // namespace keel::app::ui

@@ -30,9 +30,9 @@ void write(const fs::path& dir, const std::string& path, std::chrono::seconds ag
   fs::last_write_time(dir / path, fs::file_time_type::clock::now() - age);
 }
 
-std::vector<std::string> paths_of(const std::vector<RecordingFile>& files) {
+std::vector<std::string> paths_of(const std::vector<ListedFile>& files) {
   std::vector<std::string> paths;
-  for (const RecordingFile& file : files) paths.push_back(file.path);
+  for (const ListedFile& file : files) paths.push_back(file.path);
   return paths;
 }
 
@@ -48,7 +48,7 @@ TEST(RecordingFiles, ListsRecordingsAndDumpsTelemetryNewestFirst) {
   fs::create_directories(dir / "keel-runs/folder.keelrec");
   write(dir, "elsewhere.keelrec", hours(0));
 
-  const std::vector<RecordingFile> files = find_recording_files(dir);
+  const std::vector<ListedFile> files = find_recording_files(dir);
   EXPECT_EQ(paths_of(files), (std::vector<std::string>{"keel-runs/this-morning.keelrec",
                                                        "keel-dumps/step-2000-nonfinite/telemetry.msgpack",
                                                        "keel-runs/last-night.keelrec"}));

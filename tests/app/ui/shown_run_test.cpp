@@ -18,6 +18,7 @@ wire::RunDescription rank0(const std::string& run_id, const std::string& model, 
   d.run_id = run_id;
   d.model = model;
   d.seq = seq;
+  d.world_size = 2;   // the tests below show one rank or both of a two-rank job
   d.layers.push_back({model + ".weight", {2}, 2, "float32"});
   return d;
 }
