@@ -20,22 +20,26 @@ std::string Model::insane(const wire::Message& message) const {
         constexpr bool described = std::is_same_v<T, wire::RunDescription>;
         constexpr bool recorded = std::is_same_v<T, wire::StepRecord>;
         if constexpr (described || recorded || std::is_same_v<T, wire::Event>) {
-          std::string run_id;
-          if constexpr (described) {
-            run_id = m.run_id;
-          } else {
-            run_id = m.run;
-          }
-          const std::string of = std::string(described ? "description" : recorded ? "step record" : "event") +
-                                 " of run " + (run_id.empty() ? std::string("(unnamed)") : run_id);
+          const std::string& run_id = [&]() -> const std::string& {
+            if constexpr (described) {
+              return m.run_id;
+            } else {
+              return m.run;
+            }
+          }();
+          // Built only for a refusal: every message passes here.
+          const auto of = [&] {
+            return std::string(described ? "description" : recorded ? "step record" : "event") + " of run " +
+                   (run_id.empty() ? std::string("(unnamed)") : run_id);
+          };
           if (m.rank < 0 || m.rank >= config_.max_ranks) {
-            return of + ": rank " + std::to_string(m.rank) + " is outside 0 to " + std::to_string(config_.max_ranks - 1);
+            return of() + ": rank " + std::to_string(m.rank) + " is outside 0 to " + std::to_string(config_.max_ranks - 1);
           }
           size_t layers = 0;
           if constexpr (described) layers = m.layers.size();
           if constexpr (recorded) layers = m.layer_count;
           if (layers > config_.max_layers) {
-            return of + ": " + std::to_string(layers) + " layers, more than the " + std::to_string(config_.max_layers) +
+            return of() + ": " + std::to_string(layers) + " layers, more than the " + std::to_string(config_.max_layers) +
                    " the dashboard takes";
           }
           int32_t world_size = 0;
@@ -47,7 +51,7 @@ std::string Model::insane(const wire::Message& message) const {
             world_size = world->second;
           }
           if (m.rank >= world_size) {
-            return of + ": rank " + std::to_string(m.rank) + " of a world of " + std::to_string(world_size);
+            return of() + ": rank " + std::to_string(m.rank) + " of a world of " + std::to_string(world_size);
           }
         }
         return "";

@@ -7,17 +7,13 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "naive_checks.hpp"
 #include "trainer.hpp"
 
 namespace keel::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 }  // namespace
 

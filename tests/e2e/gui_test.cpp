@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.hpp"
+#include "heatmap_geometry.hpp"
 
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb_image.h>
@@ -25,6 +26,8 @@
 namespace {
 
 using keel::e2e::ChildProcess;
+using keel::e2e::HeatmapGeometry;
+using keel::e2e::parse_geometry;
 using keel::e2e::run_command;
 
 constexpr const char* kNanLayer = "blocks.1.mlp.fc.weight";
@@ -35,18 +38,6 @@ constexpr const char* kNextLayer = "blocks.0.mlp.fc.bias";
 // Frozen for the whole run (keel-demo --freeze): no gradient to measure, a greyed row.
 constexpr const char* kFrozenLayer = "pos.weight";
 constexpr int kFrozenLayerRow = 1;
-
-struct HeatmapGeometry {
-  float x0 = 0, x1 = 0, y0 = 0, row = 0;
-  int layers = 0;
-};
-
-bool parse_geometry(const std::string& line, HeatmapGeometry& g) {
-  const size_t at = line.find("keel: heatmap");
-  return at != std::string::npos &&
-         std::sscanf(line.c_str() + at, "keel: heatmap x0 %f x1 %f y0 %f row %f layers %d", &g.x0, &g.x1,
-                     &g.y0, &g.row, &g.layers) == 5;
-}
 
 class GuiTest : public testing::Test {
  protected:

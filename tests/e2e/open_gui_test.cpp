@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.hpp"
+#include "heatmap_geometry.hpp"
 
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb_image.h>
@@ -22,6 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using keel::e2e::ChildProcess;
+using keel::e2e::HeatmapGeometry;
+using keel::e2e::parse_geometry;
 
 fs::path scratch(const std::string& name) {
   const fs::path dir = fs::path(testing::TempDir()) / ("keel-open-gui-" + std::to_string(::getpid())) / name;
@@ -75,18 +78,6 @@ TEST(OpenGui, ARunNobodyWatchedOpensWholeOnItsFirstNonFiniteStepWithItsCause) {
   }
   stbi_image_free(pixels);
   EXPECT_GT(nonfinite, 20) << "no non-finite cell in view: " << png;
-}
-
-struct HeatmapGeometry {
-  float x0 = 0, x1 = 0, y0 = 0, row = 0;
-  int layers = 0;
-};
-
-bool parse_geometry(const std::string& line, HeatmapGeometry& g) {
-  const size_t at = line.find("keel: heatmap");
-  return at != std::string::npos &&
-         std::sscanf(line.c_str() + at, "keel: heatmap x0 %f x1 %f y0 %f row %f layers %d", &g.x0, &g.x1, &g.y0,
-                     &g.row, &g.layers) == 5;
 }
 
 // Yesterday's run (its learning rate blown up at step 200) and today's, opened together: the

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dump/checkpoint_writer.hpp"
+#include "killed_dump_writer.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -47,17 +48,9 @@ TEST(DumpCrash, AWriterKilledMidDumpLeavesNoCompleteLookingDirectory) {
   job.files = {{"model.pt", std::string(size_t{256} << 20, 'm')}, {"optimizer.pt", std::string(size_t{256} << 20, 'o')},
                {"manifest.json", "{}\n"}};
 
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    const rlimit file_limit{rlim_t{1} << 20, rlim_t{1} << 20}, no_core{0, 0};
-    setrlimit(RLIMIT_FSIZE, &file_limit);
-    setrlimit(RLIMIT_CORE, &no_core);
-    keel::probe::write_checkpoint(job);
-    _exit(0);
-  }
   int status = 0;
-  waitpid(child, &status, 0);
+  const pid_t child = keel::test::write_until_killed(job, status);
+  ASSERT_GE(child, 0);
   ASSERT_TRUE(WIFSIGNALED(status)) << "the writer was not killed: the test proves nothing";
   EXPECT_EQ(WTERMSIG(status), SIGXFSZ);
   EXPECT_EQ(partial_model_bytes(tmp.path()), uintmax_t{1} << 20) << "killed before it wrote anything";

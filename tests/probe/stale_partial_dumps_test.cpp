@@ -16,6 +16,7 @@
 #include <string>
 
 #include "dump/checkpoint_writer.hpp"
+#include "killed_dump_writer.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -77,17 +78,9 @@ TEST(StaleDumps, AWriterKilledMidDumpLeavesDebrisTheSweepRemoves) {
   job.dir = tmp.path().string();
   job.name = "step-9-command";
   job.files = {{"model.pt", std::string(size_t{4} << 20, 'm')}, {"manifest.json", "{}\n"}};
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    const rlimit file_limit{rlim_t{1} << 20, rlim_t{1} << 20}, no_core{0, 0};
-    setrlimit(RLIMIT_FSIZE, &file_limit);
-    setrlimit(RLIMIT_CORE, &no_core);
-    keel::probe::write_checkpoint(job);
-    _exit(0);
-  }
   int status = 0;
-  waitpid(child, &status, 0);
+  const pid_t child = keel::test::write_until_killed(job, status);
+  ASSERT_GE(child, 0);
   ASSERT_TRUE(WIFSIGNALED(status)) << "the writer was not killed: the test proves nothing";
   ASSERT_EQ(std::distance(fs::directory_iterator(tmp.path()), fs::directory_iterator()), 1);
 
