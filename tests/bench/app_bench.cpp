@@ -12,6 +12,8 @@
 // and every 100th to 1M: the archive's buckets span the same steps (a gap is a missing sample,
 // not a missing bucket), so queries over the whole history touch the same buckets, but the
 // recent window is mostly gaps there; the output says which was run.
+// Wide mode (--steps N, and by default past 10,000 layers, with N = 1,000): a short run of a
+// mixture-of-experts-sized model instead, measured at its end (app_bench_wide.hpp).
 // The last line is one JSON object.
 #include <CLI/CLI.hpp>
 
@@ -24,6 +26,7 @@
 #include "app_bench_data.hpp"
 #include "app_bench_frame.hpp"
 #include "app_bench_latency.hpp"
+#include "app_bench_wide.hpp"
 #include "model/history_store.hpp"
 #include "ui/dashboard.hpp"
 
@@ -64,13 +67,27 @@ int main(int argc, char** argv) {
   int frames = 0;
   double latency_secs = 0;
   double steps_per_s = 10;
+  int64_t wide_steps = 0;
   cli.add_flag("--quick", quick, "short run: sparse history past 10k steps, fewer frames, 10 s latency");
   cli.add_option("--layers", layers, "layers in the synthetic model")->capture_default_str()->check(CLI::Range(1, 100000));
   cli.add_option("--frames", frames, "measured frames per scene (default 20 quick, 60 full)")->check(CLI::NonNegativeNumber);
   cli.add_option("--latency-secs", latency_secs, "publishing time of the latency test (default 10 quick, 60 full)")
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--steps-per-s", steps_per_s, "step rate of the latency test")->capture_default_str()->check(CLI::PositiveNumber);
+  cli.add_option("--steps", wide_steps,
+                 "wide mode: store this many steps and measure there only (default past 10,000 layers: 1000)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(cli, argc, argv);
+  // Ingesting 1M steps of 50,000 layers would take hours: a model that wide is measured on a
+  // short run.
+  constexpr int kWideLayers = 10000;
+  if (wide_steps > 0 || layers > kWideLayers) {
+    bench::WideOptions wide;
+    wide.layers = layers;
+    wide.steps = wide_steps > 0 ? wide_steps : 1000;
+    wide.frames = frames > 0 ? frames : 20;
+    return bench::run_wide_bench(wide);
+  }
   if (frames <= 0) frames = quick ? 20 : 60;
   if (latency_secs <= 0) latency_secs = quick ? 10 : 60;
 

@@ -19,9 +19,30 @@ constexpr int kBlockParamCount = 12;
 constexpr int kSpikeEvery = 500;
 constexpr int kNanEvery = 5000;
 
+// Past this many layers the model is a mixture of experts: no dense transformer has 5,000
+// parameter tensors, and the dashboard's module grouping is what such a model exercises.
+constexpr int kDenseLayersMax = 5000;
+// One MoE block: attention and norms, a router, then kExperts experts of three matrices each
+// (blocks.17.experts.203.w1.weight), as a DeepSeek-like model names them.
+constexpr const char* kMoeBlockParams[] = {"ln1.weight", "attn.qkv.weight", "attn.proj.weight", "ln2.weight",
+                                           "router.weight"};
+constexpr int kMoeBlockParamCount = 5;
+constexpr int kExperts = 256;
+constexpr const char* kExpertParams[] = {"w1.weight", "w2.weight", "w3.weight"};
+constexpr int kExpertParamCount = 3;
+constexpr int kMoeBlockSize = kMoeBlockParamCount + kExperts * kExpertParamCount;
+
 std::string layer_name_at(int index, int count) {
   if (index == 0) return "embed.weight";
   if (index == count - 1) return "head.weight";
+  if (count > kDenseLayersMax) {
+    const int block = (index - 1) / kMoeBlockSize, at = (index - 1) % kMoeBlockSize;
+    const std::string prefix = "blocks." + std::to_string(block) + ".";
+    if (at < kMoeBlockParamCount) return prefix + kMoeBlockParams[at];
+    const int expert = (at - kMoeBlockParamCount) / kExpertParamCount;
+    return prefix + "experts." + std::to_string(expert) + "." +
+           kExpertParams[(at - kMoeBlockParamCount) % kExpertParamCount];
+  }
   const int block = (index - 1) / kBlockParamCount;
   return "blocks." + std::to_string(block) + "." + kBlockParams[(index - 1) % kBlockParamCount];
 }

@@ -5,7 +5,10 @@
 // gradients decay slowly, every value carries fresh multiplicative noise, a layer spikes now
 // and then, and about one step in 5,000 has a NaN gradient in one layer (flagged non-finite,
 // the update skipped), so the heatmap and plots draw what they would draw on a real run
-// rather than the flat rows a constant series would give.
+// rather than the flat rows a constant series would give. Layers are named as a transformer's
+// (blocks.3.attn.qkv.weight); past 5,000 layers as a mixture of experts' (256 experts of three
+// matrices per block: blocks.17.experts.203.w1.weight), so the dashboard's grouping by module
+// is exercised at the sizes where it matters.
 // Threads: one SyntheticRun per thread; plain values otherwise.
 // Never: allocates once a record has reached its size (fill() rewrites it in place), or
 // touches a socket.

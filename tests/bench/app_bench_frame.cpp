@@ -45,10 +45,13 @@ double history_span(const app::RunModel& run) {
   return double(run.last_step() - run.first_step() + 1);
 }
 
-// Runs warm-up frames, then `frames` measured ones, of `draw`.
-FrameTiming measure(HeadlessUi& ui, int frames, const std::function<void()>& draw) {
+// Runs warm-up frames, then `frames` measured ones, of `draw`; `before_each` (untimed) before
+// each measured one.
+FrameTiming measure(HeadlessUi& ui, int frames, const std::function<void()>& draw,
+                    const std::function<void()>& before_each = {}) {
   std::vector<double> cpu_ms, wall_ms;
   for (int i = 0; i < kWarmupFrames + frames; ++i) {
+    if (i >= kWarmupFrames && before_each) before_each();
     const auto start = std::chrono::steady_clock::now();
     const double cpu = ui.frame(draw);
     const double wall =
@@ -168,7 +171,8 @@ FrameTiming time_views_frame(HeadlessUi& ui, const app::Model& model, int frames
   return timing;
 }
 
-FrameTiming time_dashboard_frame(HeadlessUi& ui, const app::Model& model, int frames) {
+FrameTiming time_dashboard_frame(HeadlessUi& ui, const app::Model& model, int frames,
+                                 const std::function<void()>& before_each) {
   const app::RunModel* run = app::ui::Dashboard::shown_run(model);
   if (!run || !run->has_steps()) return {};
   app::ui::Dashboard dashboard;
@@ -207,7 +211,7 @@ FrameTiming time_dashboard_frame(HeadlessUi& ui, const app::Model& model, int fr
     ui.frame(draw);
   }
   if (!whole_history()) return {};
-  FrameTiming timing = measure(ui, frames, draw);
+  FrameTiming timing = measure(ui, frames, draw, before_each);
   timing.view_first = dashboard.state().view_first();
   timing.view_last = dashboard.state().view_last();
   return timing;

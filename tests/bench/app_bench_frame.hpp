@@ -54,6 +54,9 @@ struct FrameTiming {
 FrameTiming time_views_frame(HeadlessUi& ui, const app::Model& model, int frames);
 // The whole dashboard over the shown run's whole history. Returns frames = 0 when the wheel
 // could not bring the whole history into view (the layout changed): no number beats a wrong one.
-FrameTiming time_dashboard_frame(HeadlessUi& ui, const app::Model& model, int frames);
+// `before_each`, when given, runs before each measured frame, untimed (a new step ingested:
+// the frame that has to redraw for it).
+FrameTiming time_dashboard_frame(HeadlessUi& ui, const app::Model& model, int frames,
+                                 const std::function<void()>& before_each = {});
 
 }  // namespace keel::bench
