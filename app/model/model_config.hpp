@@ -7,11 +7,14 @@
 // uses more than SeriesHistory::max_bytes(config), however long the run (see
 // series_history.hpp for the numbers), and a model never holds more than `max_runs` runs.
 // With the defaults a series is at most 58,010 bytes. A run's layer series are sized when its
-// layers are known, so that they fit the run's share of `memory_budget` (budget_share()): a
-// model of up to about 290 layers keeps the defaults; a wider one keeps fewer recent steps at
+// layers are known, so that they fit the run's share of `memory_budget` (budget_share()),
+// together with its modules' series (RunModel, one per module and metric, sized like a layer's;
+// never more modules than layers): 289 layers and modules keep the defaults (a transformer of
+// about 230 tensors, which has a module per four); a wider one keeps fewer recent steps at
 // full resolution (older history stays in the min/max pyramid), down to the smallest series
-// (16 recent steps, 8 buckets, 442 bytes). A 1,000-layer model's series take 16 KB each
-// (2,048 recent steps); 100,000 layers (max_layers) take about 270 MB at the smallest.
+// (16 recent steps, 8 buckets, 442 bytes). A 1,000-layer transformer keeps 1,024 recent
+// steps; 100,000 layers (max_layers) take about 270 MB at the smallest, their modules at most
+// as much again (a mixture of experts' 50,000 tensors have 16,754 modules).
 // Messages beyond sane limits (max_layers, ranks outside [0, max_ranks) or outside their run's
 // world_size) are refused and counted, never stored (Model::ingest).
 // Threads: a plain value.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 namespace keel::app {
 namespace {
@@ -55,7 +56,7 @@ void RunModel::size_layer_series(size_t layers) {
   // The run's share of the budget over its layer series: halve the full-resolution window or
   // the pyramid, whichever weighs more, until one series fits (or both are at their least).
   layer_config_ = config_;
-  const size_t series = std::max<size_t>(layers, 1) * wire::kLayerMetricCount;
+  const size_t series = std::max<size_t>(layers + modules_.module_count(), 1) * wire::kLayerMetricCount;
   const size_t per_series = config_.budget_share() / series;
   constexpr int64_t kLeastRecent = 16, kLeastBuckets = 8;
   while (SeriesHistory::max_bytes(layer_config_) > per_series &&
@@ -79,6 +80,11 @@ void RunModel::start_series(int64_t origin_step) {
     per_metric.reserve(layer_names_.size());
     for (size_t i = 0; i < layer_names_.size(); ++i) per_metric.push_back(make_layer_series());
   }
+  for (auto& per_metric : module_series_) {
+    per_metric.clear();
+    per_metric.reserve(modules_.module_count());
+    for (size_t i = 0; i < modules_.module_count(); ++i) per_metric.push_back(make_layer_series());
+  }
   global_series_.clear();
   for (int i = 0; i < kGlobalSeriesCount; ++i) global_series_.push_back(make_series());
   watch_series_.clear();
@@ -88,7 +94,10 @@ void RunModel::start_series(int64_t origin_step) {
 }
 
 void RunModel::ensure_layers(size_t count) {
-  if (count > layer_names_.size()) size_layer_series(count);
+  if (count > layer_names_.size()) {
+    size_layer_series(count);
+    modules_stale_ = true;
+  }
   for (size_t i = layer_names_.size(); i < count; ++i) {
     layer_names_.push_back("layer " + std::to_string(i));
   }
@@ -121,6 +130,7 @@ bool RunModel::describe(const wire::RunDescription& description) {
     key_.run_id = description.run_id;
     key_.model = description.model;
   }
+  if (!same_layer_names(description.layers)) modules_stale_ = true;
   if (described_ && !same_layer_names(description.layers)) {
     size_layer_series(description.layers.size());
     relayout(description.layers);
@@ -132,7 +142,77 @@ bool RunModel::describe(const wire::RunDescription& description) {
     layer_names_[i] = description.layers[i].name;
   }
   for (const std::string& watch : description.watches) watch_index(watch);
+  if (modules_stale_) set_modules();
   return true;
+}
+
+void RunModel::set_modules() {
+  modules_stale_ = false;
+  ModuleTree next;
+  next.build(layer_names_);
+  std::unordered_map<std::string_view, size_t> was;
+  for (size_t i = 0; i < modules_.module_count(); ++i) was.emplace(modules_.module(i).path, i);
+  const size_t n = next.module_count();
+  std::swap(modules_, next);
+  // Sized with the new tree's modules counted; the series made from here on get that size.
+  size_layer_series(layer_names_.size());
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    std::vector<SeriesHistory> series;
+    std::vector<float> latest(n, std::numeric_limits<float>::quiet_NaN());
+    for (size_t i = 0; i < n; ++i) {
+      const auto found = was.find(modules_.module(i).path);
+      const size_t old = found == was.end() ? ModuleTree::kNone : found->second;
+      if (series_started_) {
+        series.push_back(old < module_series_[m].size() ? std::move(module_series_[m][old]) : make_layer_series());
+      }
+      if (old < module_latest_[m].size()) latest[i] = module_latest_[m][old];
+    }
+    module_series_[m] = std::move(series);
+    module_latest_[m] = std::move(latest);
+  }
+  module_folds_.assign(n, ModuleFold{});
+}
+
+void RunModel::add_module_values(int m, int64_t step, const float* values, size_t available) {
+  const size_t modules = modules_.module_count();
+  if (modules == 0) return;
+  const bool sum = static_cast<wire::LayerMetric>(m) == wire::LayerMetric::kGradNonfinite;
+  const bool gradient_metric = is_gradient_metric(static_cast<wire::LayerMetric>(m));
+  const auto fold = [sum](ModuleFold& into, float value, float nonfinite) {
+    if (std::isnan(nonfinite) || (nonfinite != 0 && into.nonfinite == 0)) into.nonfinite = nonfinite;
+    if (!into.any) {
+      into.value = value;
+    } else {
+      into.value = sum ? into.value + value : std::max(into.value, value);
+    }
+    into.any = true;
+  };
+  module_folds_.assign(modules, ModuleFold{});
+  for (size_t i = 0; i < available; ++i) {
+    if (gradient_metric && gradient_states_[i] != GradientState::kMeasured) continue;
+    const size_t parent = modules_.layer_parent(i);
+    if (parent == ModuleTree::kNone) continue;
+    const float v = values[i];
+    if (std::isfinite(v)) {
+      fold(module_folds_[parent], v, 0);
+    } else {
+      // A non-finite layer counts for nothing in the finite fold: its module is non-finite.
+      fold(module_folds_[parent], sum ? 0.0f : -std::numeric_limits<float>::infinity(), v);
+    }
+  }
+  // Pre-order: a module's children come after it, so walking backwards folds each module
+  // before its parent reads it.
+  std::vector<SeriesHistory>& series = module_series_[m];
+  float* latest = module_latest_[m].data();
+  for (size_t j = modules; j-- > 0;) {
+    const ModuleFold& folded = module_folds_[j];
+    if (!folded.any) continue;
+    const float value = folded.nonfinite != 0 ? folded.nonfinite : folded.value;
+    if (j < series.size()) series[j].append(step, value);
+    latest[j] = value;
+    const size_t parent = modules_.module(j).parent;
+    if (parent != ModuleTree::kNone) fold(module_folds_[parent], folded.value, folded.nonfinite);
+  }
 }
 
 bool RunModel::same_layer_names(const std::vector<wire::LayerInfo>& layers) const {
@@ -243,6 +323,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
     if (begin >= record.layer_values.size()) continue;
     const size_t available = std::min(layer_count, record.layer_values.size() - begin);
     ensure_layers(available);
+    if (modules_stale_) set_modules();
     const float* values = record.layer_values.data() + begin;
     std::vector<SeriesHistory>& series = layer_series_[m];
     float* latest_values = latest_values_[m].data();
@@ -253,6 +334,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
       latest_values[i] = values[i];
       latest_steps[i] = step;
     }
+    add_module_values(m, step, values, available);
   }
 
   auto global = [&](GlobalSeries which) -> SeriesHistory& {
@@ -386,6 +468,35 @@ const SeriesHistory& RunModel::watch_series(size_t watch, WatchMetric metric) co
   return index < watch_series_.size() ? watch_series_[index] : empty_series();
 }
 
+const SeriesHistory& RunModel::module_series(size_t module, wire::LayerMetric metric) const {
+  const auto m = static_cast<size_t>(metric);
+  if (m >= module_series_.size() || module >= module_series_[m].size()) return empty_series();
+  return module_series_[m][module];
+}
+
+float RunModel::module_latest(size_t module, wire::LayerMetric metric) const {
+  const auto& values = module_latest_[static_cast<size_t>(metric)];
+  return module < values.size() ? values[module] : std::numeric_limits<float>::quiet_NaN();
+}
+
+int RunModel::worst_layer(size_t module, wire::LayerMetric metric, int64_t first_step, int64_t last_step) const {
+  if (module >= modules_.module_count()) return -1;
+  const ModuleNode& node = modules_.module(module);
+  const ColumnGrid one_cell(first_step, last_step, 1);
+  int worst = -1;
+  float worst_max = -std::numeric_limits<float>::infinity();
+  for (size_t layer = node.first_layer; layer < node.end_layer && layer < layer_names_.size(); ++layer) {
+    Summary cell;
+    layer_series(layer, metric).summarize(one_cell, &cell);
+    if (cell.has_nonfinite()) return int(layer);
+    if (cell.has_finite() && (worst < 0 || cell.max > worst_max)) {
+      worst = int(layer);
+      worst_max = cell.max;
+    }
+  }
+  return worst;
+}
+
 void RunModel::heatmap(wire::LayerMetric metric, size_t first_layer, size_t layer_count,
                        const ColumnGrid& grid, std::vector<Summary>& out) const {
   const size_t rows = first_layer < layer_names_.size()
@@ -401,6 +512,7 @@ void RunModel::heatmap(wire::LayerMetric metric, size_t first_layer, size_t laye
 size_t RunModel::series_count() const {
   size_t count = global_series_.size() + watch_series_.size();
   for (const auto& per_metric : layer_series_) count += per_metric.size();
+  for (const auto& per_metric : module_series_) count += per_metric.size();
   return count;
 }
 
@@ -409,6 +521,11 @@ size_t RunModel::bytes_used() const {
   for (const auto& per_metric : layer_series_) {
     for (const SeriesHistory& series : per_metric) bytes += series.bytes_used();
   }
+  for (const auto& per_metric : module_series_) {
+    for (const SeriesHistory& series : per_metric) bytes += series.bytes_used();
+  }
+  for (const auto& latest : module_latest_) bytes += latest.capacity() * sizeof(float);
+  bytes += modules_.bytes_used() + module_folds_.capacity() * sizeof(ModuleFold);
   for (const SeriesHistory& series : global_series_) bytes += series.bytes_used();
   for (const SeriesHistory& series : watch_series_) bytes += series.bytes_used();
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {

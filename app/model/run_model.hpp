@@ -36,6 +36,7 @@
 #include "keel/wire/messages.hpp"
 #include "model/column_grid.hpp"
 #include "model/model_config.hpp"
+#include "model/module_tree.hpp"
 #include "keel/wire/run_key.hpp"
 #include "model/series_history.hpp"
 #include "model/value_summary.hpp"
@@ -175,6 +176,22 @@ class RunModel {
   void heatmap(wire::LayerMetric metric, size_t first_layer, size_t layer_count,
                const ColumnGrid& grid, std::vector<Summary>& out) const;
 
+  // --- Modules (module_tree.hpp), for folding: each module's layers folded into one series per
+  // metric. At each step a module's value is the largest of its layers' (their sum for
+  // kGradNonfinite, a count), or, when any of them is non-finite, that non-finite value (a NaN
+  // before an Inf): a folded module's row shows its worst layer and never averages a NaN away.
+  // Layers without a sample of the step (no gradient) are left out; a module none of whose
+  // layers has one gets none either. The tree follows the layer names (describe(), and layers
+  // first named by records); a module's series follow its path when the layers are re-laid out.
+  const ModuleTree& modules() const { return modules_; }
+  const SeriesHistory& module_series(size_t module, wire::LayerMetric metric) const;
+  // A module's value (as above) at the newest step that gave it one; NaN before any.
+  float module_latest(size_t module, wire::LayerMetric metric) const;
+  // The layer of `module` whose `metric` is worst over steps [first_step, last_step]: the first
+  // with a non-finite value there, else the one with the largest finite max; -1 when none has
+  // a sample there. One query per layer of the module: for a hover, not for every frame.
+  int worst_layer(size_t module, wire::LayerMetric metric, int64_t first_step, int64_t last_step) const;
+
   // --- Global scalars and watches.
   const SeriesHistory& global_series(GlobalSeries series) const;
   // Watches: in description order, then as first seen in records (at most kMaxWatches).
@@ -213,8 +230,15 @@ class RunModel {
   SeriesHistory make_series() const;
   // A layer's series, sized by size_layer_series().
   SeriesHistory make_layer_series() const;
-  // Sizes the layer series made from now on for a run of `layers` layers (ModelConfig's budget).
+  // Sizes the layer series made from now on for a run of `layers` layers and the modules of
+  // the tree held (ModelConfig's budget): module series are sized like layer series.
   void size_layer_series(size_t layers);
+  // Rebuilds the module tree from layer_names_ and gives its modules their series (moved by path
+  // from the tree before, new ones empty).
+  void set_modules();
+  // Folds the step's values of metric `m` into every module (those stored: a gradient metric
+  // leaves out layers without a gradient) and appends each module's value.
+  void add_module_values(int m, int64_t step, const float* values, size_t available);
   static size_t event_bytes(const wire::Event& event);
 
   wire::RunKey key_;
@@ -235,6 +259,17 @@ class RunModel {
   std::array<std::vector<float>, wire::kLayerMetricCount> latest_values_;
   std::array<std::vector<int64_t>, wire::kLayerMetricCount> latest_steps_;
   std::vector<GradientState> gradient_states_;   // per layer, as of the newest record
+  ModuleTree modules_;
+  bool modules_stale_ = false;   // layer_names_ changed since the tree was built
+  std::array<std::vector<SeriesHistory>, wire::kLayerMetricCount> module_series_;
+  std::array<std::vector<float>, wire::kLayerMetricCount> module_latest_;
+  // Per module, reused by add_module_values(): the step's fold of its layers and modules.
+  struct ModuleFold {
+    float value = 0;       // largest (or sum) of the finite values
+    float nonfinite = 0;   // the non-finite value seen (NaN wins over an Inf); 0: none
+    bool any = false;
+  };
+  std::vector<ModuleFold> module_folds_;
   std::vector<SeriesHistory> global_series_;
   std::vector<std::string> watch_names_;
   std::unordered_map<std::string, size_t> watch_lookup_;

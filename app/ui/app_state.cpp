@@ -33,6 +33,19 @@ void AppState::show_run(const wire::RunKey& key) {
   verbose_log("keel: showing run %s model %s rank %d", key.run_id.c_str(), key.model.c_str(), key.rank);
 }
 
+bool AppState::module_open(const std::string& path, bool default_open) const {
+  const auto found = module_open_.find(path);
+  return found == module_open_.end() ? default_open : found->second;
+}
+
+void AppState::set_module_open(const std::string& path, bool open) {
+  const auto [at, added] = module_open_.emplace(path, open);
+  if (!added && at->second == open) return;
+  at->second = open;
+  ++folds_version_;
+  verbose_log("keel: module %s %s", path.c_str(), open ? "opened" : "folded");
+}
+
 void AppState::select(int layer, const std::string& layer_name, int64_t step) {
   selected_layer_ = layer;
   selected_layer_name_ = layer < 0 ? std::string() : layer_name;

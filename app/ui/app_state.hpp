@@ -2,10 +2,11 @@
 //
 // What it is for: one place for the selection (layer, step), the shared step cursor, the
 // visible step range of all step-indexed plots (global charts, heatmap, layer detail),
-// "follow live" and going to a step (reveal_step), the step every plot marks (the run's first non-finite), and the rank shown
-// when several are connected. Views read it and change it through these functions, so
-// clicking a heatmap cell, an event or a list row all select the same way, and every
-// selection is logged ("keel: selected layer NAME step N", with --verbose, verbose_log.hpp).
+// "follow live" and going to a step (reveal_step), the step every plot marks (the run's first non-finite), the rank shown
+// when several are connected, and which modules of the layer tree are open. Views read it and
+// change it through these functions, so clicking a heatmap cell, an event or a list row all
+// select the same way, and every selection is logged ("keel: selected layer NAME step N", with
+// --verbose, verbose_log.hpp).
 // Threads: the UI thread only.
 // Never: touches the model, ImGui or a socket; it is plain state plus the selection log.
 #pragma once
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "keel/wire/messages.hpp"
 #include "keel/wire/run_key.hpp"
@@ -90,6 +92,15 @@ class AppState {
 
   HeatMetric heat_metric = HeatMetric::kGradNorm;
 
+  // Which modules of the layer tree are open, by module path (model/module_tree.hpp), shared by
+  // the layer list and the heatmap: opening a module in either shows its rows in both. A module
+  // the user has neither opened nor folded is `default_open` (ui/module_rows.hpp's rule).
+  // Changes are logged ("keel: module PATH opened" / "folded").
+  bool module_open(const std::string& path, bool default_open) const;
+  void set_module_open(const std::string& path, bool open);
+  // Counts the changes set_module_open() made: what views cache their rows by.
+  uint64_t folds_version() const { return folds_version_; }
+
   // The rank whose run the panes show; -1 (the default) shows the lowest rank that has sent
   // telemetry. Logged ("keel: showing rank N") like a selection. Showing a rank forgets the
   // run shown by identity.
@@ -129,6 +140,8 @@ class AppState {
   int64_t latest_step_ = 0;
   int64_t reveal_pending_ = -1;       // applied at the next begin_frame()
   int64_t step_before_history_ = -1;
+  std::unordered_map<std::string, bool> module_open_;
+  uint64_t folds_version_ = 0;
 };
 
 }  // namespace keel::app::ui

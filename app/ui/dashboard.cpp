@@ -11,6 +11,7 @@
 #include "ui/events_view.hpp"
 #include "ui/global_charts.hpp"
 #include "ui/key_presses.hpp"
+#include "ui/module_rows.hpp"
 #include "ui/status_bar.hpp"
 #include "ui/verbose_log.hpp"
 
@@ -93,12 +94,18 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
       const int layer = find_layer(*run, pending_select_);
       if (layer >= 0) {
         state_.select(layer, pending_select_, -1);
+        open_modules_of(run->modules(), size_t(layer), state_);
         pending_select_.clear();
       }
     }
     focus_.update(*run, state_);
     state_.begin_frame(run->has_steps() ? run->first_step() : 0,
                        run->has_steps() ? run->last_step() : 0);
+    // A selection made for the user (the first non-finite, an event clicked) is shown in its own
+    // row of the list and the heatmap, not inside a folded module.
+    if (state_.scroll_to_selection() && state_.selected_layer() >= 0) {
+      open_modules_of(run->modules(), size_t(state_.selected_layer()), state_);
+    }
   }
   if (run) {
     log_shown_run(*run);

@@ -9,6 +9,7 @@
 #include <imgui.h>
 
 #include "model/column_grid.hpp"
+#include "model/module_tree.hpp"
 #include "ui/colormap.hpp"
 #include "ui/image_texture.hpp"
 #include "ui/plot.hpp"
@@ -65,8 +66,9 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
       state.heat_metric = HeatMetric(m);
     }
   }
-  const size_t rows = run.layer_count();
-  if (rows == 0) {
+  const std::vector<ModuleRow>& tree_rows = rows_.rows(run.modules(), state);
+  const size_t rows = tree_rows.size();
+  if (run.layer_count() == 0 || rows == 0) {
     ImGui::TextDisabled("no layers yet");
     return;
   }
@@ -94,9 +96,11 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   frame.hovered = ImGui::IsItemHovered();
   frame.active = ImGui::IsItemActive();
   handle_plot_input(frame, state);
+  // The row showing the selected layer: its own, or the folded module holding it.
+  const int selected_row = state.selected_layer() >= 0 ? rows_.row_of_layer(size_t(state.selected_layer())) : -1;
   // A selection made for the user: its row into view when the pane scrolls (many layers).
-  if (state.scroll_to_selection() && state.selected_layer() >= 0 && size_t(state.selected_layer()) < rows) {
-    const float row_y = frame.min.y + (float(state.selected_layer()) + 0.5f) * row_px;
+  if (state.scroll_to_selection() && selected_row >= 0) {
+    const float row_y = frame.min.y + (float(selected_row) + 0.5f) * row_px;
     ImGui::SetScrollFromPosY(row_y - ImGui::GetWindowPos().y, 0.5f);
   }
 
@@ -111,7 +115,15 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   };
   const size_t r0 = visible_row(draw->GetClipRectMin().y);
   const size_t r1 = std::max(r0, std::min(rows, visible_row(draw->GetClipRectMax().y) + 1));
-  run.heatmap(layer_metric_of(state.heat_metric), r0, r1 - r0, grid, cells_);
+  // A folded module's row is its module series: per step the worst of its layers, so a cell
+  // is the worst of its layers over the cell's steps, and a non-finite layer flags it.
+  const wire::LayerMetric metric = layer_metric_of(state.heat_metric);
+  cells_.resize((r1 - r0) * columns);
+  for (size_t r = r0; r < r1; ++r) {
+    const ModuleRow& row = tree_rows[r];
+    const SeriesHistory& series = row.module ? run.module_series(row.index, metric) : run.layer_series(row.index, metric);
+    series.summarize(grid, cells_.data() + (r - r0) * columns);
+  }
   skipped_.resize(columns);
   run.global_series(GlobalSeries::kSkipped).summarize(grid, skipped_.data());
 
@@ -120,7 +132,9 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   std::vector<bool>& no_gradient_rows = no_gradient_.rows;
   no_gradient_rows.assign(r1 - r0, false);
   if (is_gradient_metric(layer_metric_of(state.heat_metric))) {
-    for (size_t r = r0; r < r1; ++r) no_gradient_rows[r - r0] = run.gradient_state(r) != GradientState::kMeasured;
+    for (size_t r = r0; r < r1; ++r) {
+      no_gradient_rows[r - r0] = !tree_rows[r].module && run.gradient_state(tree_rows[r].index) != GradientState::kMeasured;
+    }
   }
   // Only where the run has steps: past its last step there is nothing to be missing.
   const int64_t grid_last = grid.start(grid.columns()) - 1;
@@ -170,16 +184,16 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
       c = end;
     }
   }
-  draw_row_labels(run, state, frame.min, row_px, r0, r1);
-  if (state.selected_layer() >= 0 && size_t(state.selected_layer()) < rows) {
+  draw_row_labels(run, tree_rows, selected_row, frame.min, row_px, r0, r1);
+  if (selected_row >= 0) {
     // Outside the row, so the outline never hides a cell.
-    const float y0 = frame.min.y + float(state.selected_layer()) * row_px;
+    const float y0 = frame.min.y + float(selected_row) * row_px;
     draw->AddRect(ImVec2(frame.min.x - 2, y0 - 2), ImVec2(frame.max.x + 2, y0 + row_px + 1),
                   kSelectedRowColour);
   }
   draw_cursors(draw, frame, state, /*marker_across=*/false);
   draw_step_axis(draw, frame, 0.5);
-  log_geometry(frame.min.x, frame.min.y, frame.max.x, row_px, rows);
+  log_geometry(frame.min.x, frame.min.y, frame.max.x, row_px, run.layer_count(), tree_rows);
 
   const ImGuiIO& io = ImGui::GetIO();
   if (frame.hovered && r1 > r0 && io.MousePos.y >= frame.min.y && io.MousePos.y < frame.max.y) {
@@ -187,24 +201,33 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
     const int64_t step = std::llround(frame.step_at(io.MousePos.x) - 0.5);
     const int c = grid.column_of(step);
     const Summary& cell = cells_[(r - r0) * columns + size_t(c)];
-    ImGui::BeginTooltip();
-    ImGui::Text("%s", run.layer_name(r).c_str());
-    ImGui::Text("steps %lld..%lld", static_cast<long long>(grid.start(c)),
-                static_cast<long long>(grid.start(c + 1) - 1));
-    float exact = 0;
-    if (run.layer_series(r, layer_metric_of(state.heat_metric)).value_at(step, &exact)) {
-      ImGui::Text("%s at step %lld: %s", heat_metric_label(state.heat_metric),
-                  static_cast<long long>(step), format_value(exact).c_str());
-    } else if (cell.has_finite()) {
-      ImGui::Text("%s: %s .. %s", heat_metric_label(state.heat_metric),
-                  format_value(cell.min).c_str(), format_value(cell.max).c_str());
-    }
-    if (cell.has_nonfinite()) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
-    if (no_gradient_.rows[r - r0]) ImGui::TextDisabled("%s", gradient_state_reason(run.gradient_state(r)));
-    ImGui::EndTooltip();
-    // A click (not the end of a drag) selects the cell's layer and step.
-    if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f) {
-      state.select(int(r), run.layer_name(r), step);
+    const ModuleRow& row = tree_rows[r];
+    const bool clicked = ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f;
+    if (row.module) {
+      module_tooltip(run, state, row.index, grid, c, cell);
+      // A click opens the module, here and in the layer list: its layers' own rows then show
+      // which one is bad (the hover names the worst already). Selecting the worst layer instead
+      // would select one that no row shows, and hide its siblings that may be as bad.
+      if (clicked) state.set_module_open(run.modules().module(row.index).path, true);
+    } else {
+      const size_t layer = row.index;
+      ImGui::BeginTooltip();
+      ImGui::Text("%s", run.layer_name(layer).c_str());
+      ImGui::Text("steps %lld..%lld", static_cast<long long>(grid.start(c)),
+                  static_cast<long long>(grid.start(c + 1) - 1));
+      float exact = 0;
+      if (run.layer_series(layer, layer_metric_of(state.heat_metric)).value_at(step, &exact)) {
+        ImGui::Text("%s at step %lld: %s", heat_metric_label(state.heat_metric),
+                    static_cast<long long>(step), format_value(exact).c_str());
+      } else if (cell.has_finite()) {
+        ImGui::Text("%s: %s .. %s", heat_metric_label(state.heat_metric),
+                    format_value(cell.min).c_str(), format_value(cell.max).c_str());
+      }
+      if (cell.has_nonfinite()) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
+      if (no_gradient_.rows[r - r0]) ImGui::TextDisabled("%s", gradient_state_reason(run.gradient_state(layer)));
+      ImGui::EndTooltip();
+      // A click (not the end of a drag) selects the cell's layer and step.
+      if (clicked) state.select(int(layer), run.layer_name(layer), step);
     }
   }
 
@@ -212,8 +235,40 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   draw_legend(lo, hi, std::find(no_gradient_.rows.begin(), no_gradient_.rows.end(), true) != no_gradient_.rows.end());
 }
 
-void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, ImVec2 rows_min, float row_px,
-                                  size_t r0, size_t r1) {
+void HeatmapView::module_tooltip(const RunModel& run, const AppState& state, size_t module, const ColumnGrid& grid,
+                                 int c, const Summary& cell) {
+  const ModuleNode& node = run.modules().module(module);
+  const wire::LayerMetric metric = layer_metric_of(state.heat_metric);
+  const int64_t first = grid.start(c), last = grid.start(c + 1) - 1;
+  // Which layer is worst over the cell: one query per layer of the module, so once per cell
+  // hovered, not once per frame.
+  if (worst_cell_ != WorstCell{&run, run.last_step(), module, first, last, metric}) {
+    worst_cell_ = WorstCell{&run, run.last_step(), module, first, last, metric};
+    worst_layer_ = run.worst_layer(module, metric, first, last);
+  }
+  ImGui::BeginTooltip();
+  ImGui::Text("%s (%zu tensors, folded: a click opens it)", node.path.c_str(), node.layers());
+  ImGui::Text("steps %lld..%lld", static_cast<long long>(first), static_cast<long long>(last));
+  if (cell.has_finite()) {
+    ImGui::Text("%s, worst of its tensors: %s", heat_metric_label(state.heat_metric), format_value(cell.max).c_str());
+  }
+  if (worst_layer_ >= 0) {
+    Summary worst;
+    run.layer_series(size_t(worst_layer_), metric).summarize(ColumnGrid(first, last, 1), &worst);
+    const std::string& name = run.layer_name(size_t(worst_layer_));
+    if (worst.has_nonfinite()) {
+      ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values, first in %s", name.c_str());
+    } else {
+      ImGui::Text("worst: %s (%s)", name.c_str(), format_value(worst.max).c_str());
+    }
+  } else if (cell.has_nonfinite()) {
+    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
+  }
+  ImGui::EndTooltip();
+}
+
+void HeatmapView::draw_row_labels(const RunModel& run, const std::vector<ModuleRow>& tree_rows, int selected,
+                                  ImVec2 rows_min, float row_px, size_t r0, size_t r1) {
   // Rows whose names matter most get a label first; a label goes where it overlaps none
   // placed already. First the selected row, then rows with a non-finite cell in view or a
   // layer an event names, then the rows around the selection, then every few rows.
@@ -227,10 +282,20 @@ void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, Im
   }
   if (const auto& first = run.first_nonfinite(); first && !first->layer.empty()) event_layers_.insert(first->layer);
   named_rows_.assign(rows, false);
-  for (size_t r = r0; r < r1; ++r) named_rows_[r - r0] = event_layers_.count(run.layer_name(r)) != 0;
+  for (size_t r = r0; r < r1; ++r) {
+    const ModuleRow& row = tree_rows[r];
+    if (!row.module) {
+      named_rows_[r - r0] = event_layers_.count(run.layer_name(row.index)) != 0;
+      continue;
+    }
+    // A folded module is named by an event when one of its layers is.
+    const std::string& path = run.modules().module(row.index).path;
+    named_rows_[r - r0] = std::any_of(event_layers_.begin(), event_layers_.end(), [&](const std::string& layer) {
+      return layer.size() > path.size() && layer.compare(0, path.size(), path) == 0 && layer[path.size()] == '.';
+    });
+  }
 
   label_order_.clear();
-  const int selected = state.selected_layer();
   if (selected >= int(r0) && selected < int(r1)) label_order_.push_back(size_t(selected));
   for (size_t r = r0; r < r1; ++r) {
     if (nonfinite_rows_[r - r0]) label_order_.push_back(r);
@@ -261,8 +326,12 @@ void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, Im
     });
     if (overlaps) continue;
     placed_.push_back(text_y);
-    // Names right-aligned in the gutter; a layer with a non-finite cell in view in red.
-    const std::string& name = run.layer_name(r);
+    // Names right-aligned in the gutter; a row with a non-finite cell in view in red. A folded
+    // module's name ends with its count of tensors: it reads as a group, not a tensor.
+    const ModuleRow& row = tree_rows[r];
+    const std::string name = row.module ? run.modules().module(row.index).path + " [" +
+                                              std::to_string(row.end_layer - row.first_layer) + "]"
+                                        : run.layer_name(row.index);
     const ImVec2 size = ImGui::CalcTextSize(name.c_str());
     const ImU32 colour = nonfinite_rows_[r - r0]           ? kNonfiniteLabel
                          : int(r) == selected              ? IM_COL32(255, 255, 255, 255)
@@ -273,10 +342,12 @@ void HeatmapView::draw_row_labels(const RunModel& run, const AppState& state, Im
   }
 }
 
-void HeatmapView::log_geometry(float x0, float y0, float x1, float row_px, size_t rows) {
-  char text[160];
-  std::snprintf(text, sizeof text, "keel: heatmap x0 %.0f x1 %.0f y0 %.0f row %.2f layers %zu", x0, x1,
-                y0, row_px, rows);
+void HeatmapView::log_geometry(float x0, float y0, float x1, float row_px, size_t layers,
+                               const std::vector<ModuleRow>& rows) {
+  const size_t folded = size_t(std::count_if(rows.begin(), rows.end(), [](const ModuleRow& row) { return row.module; }));
+  char text[200];
+  std::snprintf(text, sizeof text, "keel: heatmap x0 %.0f x1 %.0f y0 %.0f row %.2f layers %zu rows %zu folded %zu",
+                x0, x1, y0, row_px, layers, rows.size(), folded);
   if (logged_geometry_ == text) return;
   logged_geometry_ = text;
   verbose_log("%s", text);

@@ -10,8 +10,17 @@
 // selection, then every few rows) where the names fit. A step axis runs under the rows, with
 // the run's first non-finite step marked. Hover reads a cell out; a click selects its layer
 // and step; the wheel and a drag zoom and pan like every step plot.
-// It also logs, once per change, where its rows are on screen ("keel: heatmap ..."), so a test
-// driving the real window with xdotool can click a given layer.
+// Rows follow the layer tree's folds (AppState, ui/module_rows.hpp; a model of more than
+// 1,000 tensors starts folded): a folded module is one row, its module series (RunModel), so a
+// cell is the worst of its layers over the cell's steps (the largest value; the NaN/Inf colour
+// when any layer is non-finite there: a NaN is never averaged away) and a non-finite layer
+// turns its module's row and name red. Hovering a module's cell names its worst layer there;
+// a click opens the module, here and in the layer list (its layers' own rows then show which
+// is bad: selecting the worst would select a layer no row shows). Only the rows in view are
+// queried, one series each, whatever a module holds.
+// It also logs, once per change, where its rows are on screen ("keel: heatmap x0 X x1 X y0 Y
+// row PX layers N rows R folded F": R rows, F of them folded modules), so a test driving the
+// real window with xdotool can click a given row.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
 
@@ -22,11 +31,13 @@
 
 #include <imgui.h>
 
+#include "model/column_grid.hpp"
 #include "model/run_model.hpp"
 #include "model/value_summary.hpp"
 #include "ui/app_state.hpp"
 #include "ui/heatmap_image.hpp"
 #include "ui/image_texture.hpp"
+#include "ui/module_rows.hpp"
 
 namespace keel::app::ui {
 
@@ -35,9 +46,30 @@ class HeatmapView {
   void draw(const RunModel& run, AppState& state);
 
  private:
-  void log_geometry(float x0, float y0, float x1, float row_px, size_t rows);
-  // The names of rows [r0, r1) in the gutter left of `rows_min`, most telling first.
-  void draw_row_labels(const RunModel& run, const AppState& state, ImVec2 rows_min, float row_px, size_t r0, size_t r1);
+  void log_geometry(float x0, float y0, float x1, float row_px, size_t layers, const std::vector<ModuleRow>& rows);
+  // The names of rows [r0, r1) in the gutter left of `rows_min`, most telling first;
+  // `selected`: the row showing the selected layer (-1: none).
+  void draw_row_labels(const RunModel& run, const std::vector<ModuleRow>& tree_rows, int selected, ImVec2 rows_min,
+                       float row_px, size_t r0, size_t r1);
+  // The hover read-out of a folded module's cell (column c of `grid`).
+  void module_tooltip(const RunModel& run, const AppState& state, size_t module, const ColumnGrid& grid, int c,
+                      const Summary& cell);
+
+  ModuleRows rows_{false};
+  // The cell whose worst layer was last found, and that layer (-1: none).
+  struct WorstCell {
+    const RunModel* run = nullptr;
+    int64_t newest_step = -1;
+    size_t module = 0;
+    int64_t first_step = 0, last_step = -1;
+    wire::LayerMetric metric = wire::LayerMetric::kGradNorm;
+    bool operator!=(const WorstCell& o) const {
+      return run != o.run || newest_step != o.newest_step || module != o.module || first_step != o.first_step ||
+             last_step != o.last_step || metric != o.metric;
+    }
+  };
+  WorstCell worst_cell_;
+  int worst_layer_ = -1;
 
   std::vector<Summary> cells_;  // visible rows only, row-major
   HeatmapImage image_;           // cells_ coloured, one texel each

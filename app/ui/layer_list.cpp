@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/column_grid.hpp"
+#include "model/module_tree.hpp"
 #include "ui/colormap.hpp"
 #include "ui/fonts.hpp"
 #include "ui/metric_styles.hpp"
@@ -27,21 +28,76 @@ constexpr int kValueCount = static_cast<int>(std::size(kValueColumns));
 constexpr float kLargeUpdateRatio = 1e-2f;
 constexpr float kMostlyZero = 0.5f;
 
+constexpr ImU32 kBadHealth = IM_COL32(255, 70, 70, 255);
+constexpr ImU32 kOffHealth = IM_COL32(255, 170, 40, 255);
+constexpr ImU32 kGoodHealth = IM_COL32(80, 200, 100, 255);
+
+// A layer's health, or a module's from its folded values (which are its worst layer's, so the
+// module is as bad as its worst layer). `value` reads a metric's latest value; `received`:
+// whether a grad norm ever arrived (NaN is both "never received" and a NaN norm; only the
+// second is bad).
+template <typename Value>
+ImU32 health_from(Value&& value, bool received) {
+  if (value(LayerMetric::kGradNonfinite) > 0 || (received && !std::isfinite(value(LayerMetric::kGradNorm)))) {
+    return kBadHealth;
+  }
+  if (value(LayerMetric::kUpdateRatio) > kLargeUpdateRatio || value(LayerMetric::kGradZeroFrac) > kMostlyZero) {
+    return kOffHealth;
+  }
+  return received ? kGoodHealth : kNoGradientText;
+}
+
 ImU32 health_colour(const RunModel& run, size_t layer) {
   if (run.gradient_state(layer) != GradientState::kMeasured) return kNoGradientText;
-  const float nonfinite = run.latest(layer, LayerMetric::kGradNonfinite);
-  const float norm = run.latest(layer, LayerMetric::kGradNorm);
-  // latest() is NaN both for "never received" and for a NaN norm; only the second is bad.
-  const bool received = run.latest_step(layer, LayerMetric::kGradNorm) >= 0;
-  if (nonfinite > 0 || (received && !std::isfinite(norm))) {
-    return IM_COL32(255, 70, 70, 255);
-  }
-  if (run.latest(layer, LayerMetric::kUpdateRatio) > kLargeUpdateRatio ||
-      run.latest(layer, LayerMetric::kGradZeroFrac) > kMostlyZero) {
-    return IM_COL32(255, 170, 40, 255);
-  }
-  return IM_COL32(80, 200, 100, 255);
+  return health_from([&](LayerMetric metric) { return run.latest(layer, metric); },
+                     run.latest_step(layer, LayerMetric::kGradNorm) >= 0);
 }
+
+ImU32 module_health_colour(const RunModel& run, size_t module) {
+  return health_from([&](LayerMetric metric) { return run.module_latest(module, metric); },
+                     !run.module_series(module, LayerMetric::kGradNorm).empty());
+}
+
+// The module's worst layer now: the first with a non-finite gradient, else the largest grad
+// norm. One pass over its layers' latest values: cheap enough for a hover.
+int worst_layer_now(const RunModel& run, const ModuleNode& node) {
+  int worst = -1;
+  float worst_norm = -1;
+  for (size_t layer = node.first_layer; layer < node.end_layer && layer < run.layer_count(); ++layer) {
+    const float norm = run.latest(layer, LayerMetric::kGradNorm);
+    const bool received = run.latest_step(layer, LayerMetric::kGradNorm) >= 0;
+    if (run.latest(layer, LayerMetric::kGradNonfinite) > 0 || (received && !std::isfinite(norm))) return int(layer);
+    if (received && norm > worst_norm) {
+      worst = int(layer);
+      worst_norm = norm;
+    }
+  }
+  return worst;
+}
+
+// A value cell: "-" for a missing value (the grad norm shows NaN: a NaN norm is the news), red
+// for a non-finite one or a non-zero non-finite count.
+void value_cell(float value, LayerMetric metric) {
+  const bool bad = !std::isfinite(value) && !std::isnan(value);
+  const std::string text = std::isnan(value) && metric != LayerMetric::kGradNorm ? std::string("-") : format_value(value);
+  if (bad || (metric == LayerMetric::kGradNonfinite && value > 0)) {
+    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%s", text.c_str());
+  } else {
+    ImGui::TextUnformatted(text.c_str());
+  }
+}
+
+void health_dot(ImU32 colour) {
+  const float font = ImGui::GetFontSize();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  if (ImGui::IsRectVisible(ImVec2(font, font))) {
+    ImGui::GetWindowDrawList()->AddCircleFilled(ImVec2(p.x + font * 0.35f, p.y + font * 0.55f), font * 0.3f, colour);
+  }
+  ImGui::SetCursorScreenPos(ImVec2(p.x + font * 0.9f, p.y));
+}
+
+// Module paths nest four or five deep; full indentation would leave no room for names.
+float indent_px(int depth) { return float(depth) * ImGui::GetFontSize() * 0.7f; }
 
 // Sorts NaN last whichever the direction: a missing value is never "the largest".
 bool less_by(const RunModel& run, LayerMetric metric, bool ascending, int a, int b) {
@@ -52,10 +108,6 @@ bool less_by(const RunModel& run, LayerMetric metric, bool ascending, int a, int
 }
 
 float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
-
-// The tree's leaf: the parameter with its module ("fc.weight"), so that a leaf reads as more
-// than "weight" or "bias"; the nodes above it are the rest of the path.
-size_t leaf_parts(const std::vector<std::string>& parts) { return std::min<size_t>(2, parts.size()); }
 
 void sparkline(const SeriesHistory& series, const AppState& state, ImVec2 size) {
   const ImVec2 at = ImGui::GetCursorScreenPos();
@@ -78,17 +130,12 @@ void sparkline(const SeriesHistory& series, const AppState& state, ImVec2 size) 
 }  // namespace
 
 void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const std::string& name,
-                         size_t shared_parts) {
+                         size_t shared_parts, int depth) {
   ImGui::TableNextRow();
   ImGui::TableSetColumnIndex(0);
-  ImDrawList* draw = ImGui::GetWindowDrawList();
-  const float font = ImGui::GetFontSize();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  if (ImGui::IsRectVisible(ImVec2(font, font))) {
-    draw->AddCircleFilled(ImVec2(p.x + font * 0.35f, p.y + font * 0.55f), font * 0.3f,
-                          health_colour(run, size_t(layer)));
-  }
-  ImGui::SetCursorScreenPos(ImVec2(p.x + font * 0.9f, p.y));
+  // A leaf's dot sits where its module's arrow does, so leaves line up under their module.
+  if (depth > 0) ImGui::SetCursorPosX(ImGui::GetCursorPosX() + indent_px(depth));
+  health_dot(health_colour(run, size_t(layer)));
   // Shortened where it says least, never cut at its end: the tooltip has it whole.
   const std::string label = fit_layer_name(name, shared_parts, ImGui::GetContentRegionAvail().x, text_width, ellipsis());
   ImGui::PushID(layer);
@@ -116,26 +163,129 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
       ImGui::TextDisabled("%s", gradient_state_name(gradient));
       continue;
     }
-    const float value = run.latest(size_t(layer), kValueColumns[c]);
-    const bool bad = !std::isfinite(value) && !std::isnan(value);
-    const std::string text = std::isnan(value) && kValueColumns[c] != LayerMetric::kGradNorm
-                                 ? std::string("-")
-                                 : format_value(value);
-    if (bad || (kValueColumns[c] == LayerMetric::kGradNonfinite && value > 0)) {
-      ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%s", text.c_str());
-    } else {
-      ImGui::TextUnformatted(text.c_str());
-    }
+    value_cell(run.latest(size_t(layer), kValueColumns[c]), kValueColumns[c]);
   }
   ImGui::TableSetColumnIndex(kValueCount + 1);
+  const float font = ImGui::GetFontSize();
   sparkline(run.layer_series(size_t(layer), LayerMetric::kGradNorm), state,
             ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font));
-  order_.push_back(layer);
+}
+
+void LayerList::draw_module_row(const RunModel& run, AppState& state, const ModuleRow& row) {
+  const ModuleNode& node = run.modules().module(row.index);
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  if (row.depth > 0) ImGui::SetCursorPosX(ImGui::GetCursorPosX() + indent_px(row.depth));
+  if (row.open) {
+    // No dot: its layers below have theirs. The arrow lines up with the folded modules' dots.
+    ImGui::SetCursorPosX(ImGui::GetCursorPosX() + ImGui::GetFontSize() * 0.9f);
+  } else {
+    health_dot(module_health_colour(run, row.index));
+  }
+  const std::string label = node.name() + "  (" + std::to_string(node.layers()) + ")";
+  ImGui::PushID(int(row.index));
+  ImGui::PushID("module");
+  // A folded module holding the selected layer is where the selection is.
+  const int selected = state.selected_layer();
+  const bool holds_selection = !row.open && selected >= int(node.first_layer) && selected < int(node.end_layer);
+  ImGui::SetNextItemOpen(row.open, ImGuiCond_Always);
+  const bool open = ImGui::TreeNodeEx(label.c_str(), ImGuiTreeNodeFlags_NoTreePushOnOpen | ImGuiTreeNodeFlags_SpanFullWidth |
+                                                         (holds_selection ? ImGuiTreeNodeFlags_Selected : 0));
+  if (open != row.open) state.set_module_open(node.path, open);
+  if (ImGui::IsItemHovered()) {
+    std::string tip = node.path + ": " + std::to_string(node.layers()) + " tensors, " +
+                      (row.open ? "open" : "folded: the values are its worst tensor's, the non-finite count their sum");
+    const int worst = worst_layer_now(run, node);
+    if (worst >= 0) tip += "\nworst now: " + run.layer_name(size_t(worst));
+    ImGui::SetTooltip("%s", tip.c_str());
+  }
+  ImGui::PopID();
+  ImGui::PopID();
+  // An open module's layers are the rows under it: its own values would only repeat them.
+  if (row.open) return;
+  for (int c = 0; c < kValueCount; ++c) {
+    ImGui::TableSetColumnIndex(c + 1);
+    value_cell(run.module_latest(row.index, kValueColumns[c]), kValueColumns[c]);
+  }
+  ImGui::TableSetColumnIndex(kValueCount + 1);
+  const float font = ImGui::GetFontSize();
+  sparkline(run.module_series(row.index, LayerMetric::kGradNorm), state,
+            ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font));
+}
+
+void LayerList::draw_tree(const RunModel& run, AppState& state) {
+  const std::vector<ModuleRow>& rows = tree_rows_.rows(run.modules(), state);
+  if (flat_shown_ || order_rows_version_ != tree_rows_.version()) {
+    order_.clear();
+    for (const ModuleRow& row : rows) {
+      if (!row.module) order_.push_back(int(row.index));
+    }
+    order_rows_version_ = tree_rows_.version();
+    flat_shown_ = false;
+  }
+  ImGuiListClipper clipper;
+  clipper.Begin(int(rows.size()));
+  const int selected = state.selected_layer();
+  if (state.scroll_to_selection() && selected >= 0) {
+    const int row = tree_rows_.row_of_layer(size_t(selected));
+    if (row >= 0) clipper.ForceDisplayRangeByIndices(row, row + 1);
+  }
+  while (clipper.Step()) {
+    for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
+      const ModuleRow& row = rows[size_t(i)];
+      if (row.module) {
+        draw_module_row(run, state, row);
+      } else {
+        const std::string& name = run.layer_name(row.index);
+        draw_row(run, state, int(row.index), name.substr(run.modules().leaf_offset(row.index)), 0, row.depth);
+      }
+    }
+  }
+}
+
+void LayerList::draw_flat(const RunModel& run, AppState& state, int sort_column, bool ascending) {
+  FlatKey key;
+  key.run = &run;
+  key.layers = run.layer_count();
+  key.filter = filter_.InputBuf;
+  key.sort_column = sort_column;
+  key.ascending = ascending;
+  key.step = sort_column > 0 ? run.last_step() : -1;
+  if (!flat_shown_ || !(key == flat_key_)) {
+    flat_key_ = key;
+    flat_shown_ = true;
+    order_.clear();
+    for (size_t i = 0; i < run.layer_count(); ++i) {
+      if (filter_.PassFilter(run.layer_name(i).c_str())) order_.push_back(int(i));
+    }
+    if (sort_column > 0) {
+      const LayerMetric metric = kValueColumns[sort_column - 1];
+      std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) { return less_by(run, metric, ascending, a, b); });
+    } else if (!ascending) {
+      std::reverse(order_.begin(), order_.end());
+    }
+    // Rows that all share a start ("blocks." for a filter of "mlp") show what differs.
+    std::vector<std::string> names;
+    names.reserve(order_.size());
+    for (int layer : order_) names.push_back(run.layer_name(size_t(layer)));
+    flat_shared_parts_ = shared_leading_parts(names);
+  }
+  ImGuiListClipper clipper;
+  clipper.Begin(int(order_.size()));
+  if (state.scroll_to_selection()) {
+    const auto at = std::find(order_.begin(), order_.end(), state.selected_layer());
+    if (at != order_.end()) clipper.ForceDisplayRangeByIndices(int(at - order_.begin()), int(at - order_.begin()) + 1);
+  }
+  while (clipper.Step()) {
+    for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
+      const int layer = order_[size_t(i)];
+      draw_row(run, state, layer, run.layer_name(size_t(layer)), flat_shared_parts_, 0);
+    }
+  }
 }
 
 void LayerList::draw(const RunModel& run, AppState& state) {
   filter_.Draw("filter", ImGui::GetFontSize() * 12);
-  order_.clear();
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_Resizable | ImGuiTableFlags_Sortable |
                                 ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit;
@@ -159,73 +309,18 @@ void LayerList::draw(const RunModel& run, AppState& state) {
   ImGui::TableSetupColumn("trend", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort,
                           ImGui::GetFontSize() * 4);
   ImGui::TableHeadersRow();
-  // Module paths nest four or five deep; full indentation would leave no room for names.
-  ImGui::PushStyleVar(ImGuiStyleVar_IndentSpacing, ImGui::GetFontSize() * 0.7f);
 
-  std::vector<int> layers;
-  for (size_t i = 0; i < run.layer_count(); ++i) {
-    if (filter_.PassFilter(run.layer_name(i).c_str())) layers.push_back(int(i));
-  }
   int sort_column = 0;
   bool ascending = true;
   if (const ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
     sort_column = specs->Specs[0].ColumnIndex;
     ascending = specs->Specs[0].SortDirection == ImGuiSortDirection_Ascending;
   }
-
   if (sort_column > 0 || filter_.IsActive() || !ascending) {
-    if (sort_column > 0) {
-      const LayerMetric metric = kValueColumns[sort_column - 1];
-      std::stable_sort(layers.begin(), layers.end(),
-                       [&](int a, int b) { return less_by(run, metric, ascending, a, b); });
-    } else if (!ascending) {
-      std::reverse(layers.begin(), layers.end());
-    }
-    // Rows that all share a start ("blocks." for a filter of "mlp") show what differs.
-    std::vector<std::string> names;
-    names.reserve(layers.size());
-    for (int layer : layers) names.push_back(run.layer_name(size_t(layer)));
-    const size_t shared = shared_leading_parts(names);
-    for (size_t i = 0; i < layers.size(); ++i) draw_row(run, state, layers[i], names[i], shared);
+    draw_flat(run, state, sort_column, ascending);
   } else {
-    // Tree by module path: `open` holds the path components of the nodes now pushed, and
-    // whether each is expanded; leaves under a collapsed node are skipped.
-    std::vector<std::pair<std::string, bool>> open;
-    for (int layer : layers) {
-      const std::vector<std::string> parts = dotted_parts(run.layer_name(size_t(layer)));
-      const size_t nodes = parts.size() - leaf_parts(parts);
-      size_t common = 0;
-      while (common < open.size() && common < nodes && open[common].first == parts[common]) {
-        ++common;
-      }
-      while (open.size() > common) {
-        if (open.back().second) ImGui::TreePop();
-        open.pop_back();
-      }
-      bool visible = open.empty() || open.back().second;
-      for (size_t i = common; i < nodes; ++i) {
-        bool expanded = false;
-        if (visible) {
-          ImGui::TableNextRow();
-          ImGui::TableSetColumnIndex(0);
-          expanded = ImGui::TreeNodeEx(parts[i].c_str(), ImGuiTreeNodeFlags_DefaultOpen |
-                                                             ImGuiTreeNodeFlags_SpanFullWidth);
-        }
-        open.emplace_back(parts[i], expanded);
-        visible = expanded;
-      }
-      if (visible) {
-        std::string leaf = parts[nodes];
-        for (size_t i = nodes + 1; i < parts.size(); ++i) leaf += "." + parts[i];
-        draw_row(run, state, layer, leaf, 0);
-      }
-    }
-    while (!open.empty()) {
-      if (open.back().second) ImGui::TreePop();
-      open.pop_back();
-    }
+    draw_tree(run, state);
   }
-  ImGui::PopStyleVar();
   ImGui::EndTable();
 }
 
