@@ -7,14 +7,17 @@
 // uses more than SeriesHistory::max_bytes(config), however long the run (see
 // series_history.hpp for the numbers), and a model never holds more than `max_runs` runs.
 // With the defaults a series is at most 58,010 bytes. A run's layer series are sized when its
-// layers are known, so that they fit the run's share of `memory_budget` (budget_share()),
-// together with its modules' series (RunModel, one per module and metric, sized like a layer's;
-// never more modules than layers): 289 layers and modules keep the defaults (a transformer of
-// about 230 tensors, which has a module per four); a wider one keeps fewer recent steps at
-// full resolution (older history stays in the min/max pyramid), down to the smallest series
-// (16 recent steps, 8 buckets, 442 bytes). A 1,000-layer transformer keeps 1,024 recent
-// steps; 100,000 layers (max_layers) take about 270 MB at the smallest, their modules at most
-// as much again (a mixture of experts' 50,000 tensors have 16,754 modules).
+// layers are known, so that they fit the run's share of `memory_budget` (budget_share()): a
+// model of up to 289 layers keeps the defaults; a wider one keeps fewer recent steps at full
+// resolution (older history stays in the min/max pyramid), down to the smallest series (16
+// recent steps, 8 buckets, 442 bytes). A 1,000-layer model keeps 2,048 recent steps. Only a
+// model that starts folded (more than 1,000 layers, module_tree.hpp) keeps module series
+// (RunModel, one per module and metric, sized like a layer's; never more modules than layers),
+// and they share the run's share with its layers (a 2,000-tensor transformer's layers keep 512
+// steps, 1,024 without); a smaller model's modules cost its layers no steps, their rows being
+// merged from the layers when shown. 100,000 layers (max_layers) take about 270 MB at the
+// smallest, their modules at most as much again (a mixture of experts' 50,000 tensors have
+// 16,754 modules).
 // Messages beyond sane limits (max_layers, ranks outside [0, max_ranks) or outside their run's
 // world_size) are refused and counted, never stored (Model::ingest).
 // Threads: a plain value.
@@ -54,7 +57,8 @@ struct ModelConfig {
   size_t max_event_detail = size_t{16} << 10;
   size_t max_event_bytes = size_t{16} << 20;
 
-  // The bytes one run's layer series may take: 3/4 of the budget over max_runs.
+  // The bytes one run's layer series (and module series, where kept) may take: 3/4 of the
+  // budget over max_runs.
   size_t budget_share() const { return memory_budget / 4 * 3 / (max_runs > 0 ? max_runs : 1); }
 };
 

@@ -2,7 +2,7 @@
 //
 // What it is for: a mixture-of-experts model has tens of thousands of tensors
 // (blocks.17.experts.203.w1.weight); the dashboard shows them by module, folded, and a folded
-// module stands for its tensors (RunModel keeps an aggregate series per module). The tree is
+// module stands for its tensors (RunModel's module queries). The tree is
 // built from the layer names in model order, as named_parameters() lists them: a tensor's
 // leaf is its last two components ("w1.weight", so a leaf reads as more than "weight"), the
 // components before are modules. A module covers a contiguous range of layers; a path that
@@ -23,6 +23,14 @@
 #include <vector>
 
 namespace keel::app {
+
+// A model of more than kFoldAboveLayers tensors starts with every module folded
+// (ui/module_rows.hpp). It is also where RunModel starts keeping module series: a folded module
+// of such a model may hold tens of thousands of layers, too many to merge for every frame; a
+// smaller model's folded rows (folded by hand) are merged from their layers, at most
+// kFoldAboveLayers of them, what the open model's rows cost anyway.
+inline constexpr size_t kFoldAboveLayers = 1000;
+inline bool starts_folded(size_t layers) { return layers > kFoldAboveLayers; }
 
 struct ModuleNode {
   std::string path;         // "blocks.17.experts"

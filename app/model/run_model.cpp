@@ -53,10 +53,12 @@ SeriesHistory RunModel::make_series() const { return SeriesHistory(first_step_, 
 SeriesHistory RunModel::make_layer_series() const { return SeriesHistory(first_step_, layer_config_); }
 
 void RunModel::size_layer_series(size_t layers) {
-  // The run's share of the budget over its layer series: halve the full-resolution window or
-  // the pyramid, whichever weighs more, until one series fits (or both are at their least).
+  // The run's share of the budget over its layer series (and its module series, when it keeps
+  // them): halve the full-resolution window or the pyramid, whichever weighs more, until one
+  // series fits (or both are at their least).
   layer_config_ = config_;
-  const size_t series = std::max<size_t>(layers + modules_.module_count(), 1) * wire::kLayerMetricCount;
+  const size_t modules = starts_folded(layers) ? modules_.module_count() : 0;
+  const size_t series = std::max<size_t>(layers + modules, 1) * wire::kLayerMetricCount;
   const size_t per_series = config_.budget_share() / series;
   constexpr int64_t kLeastRecent = 16, kLeastBuckets = 8;
   while (SeriesHistory::max_bytes(layer_config_) > per_series &&
@@ -82,6 +84,7 @@ void RunModel::start_series(int64_t origin_step) {
   }
   for (auto& per_metric : module_series_) {
     per_metric.clear();
+    if (!module_series_kept_) continue;
     per_metric.reserve(modules_.module_count());
     for (size_t i = 0; i < modules_.module_count(); ++i) per_metric.push_back(make_layer_series());
   }
@@ -155,20 +158,26 @@ void RunModel::set_modules() {
   const size_t n = next.module_count();
   std::swap(modules_, next);
   // Sized with the new tree's modules counted; the series made from here on get that size.
+  module_series_kept_ = starts_folded(layer_names_.size());
   size_layer_series(layer_names_.size());
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     std::vector<SeriesHistory> series;
     std::vector<float> latest(n, std::numeric_limits<float>::quiet_NaN());
+    std::vector<int64_t> steps(n, -1);
     for (size_t i = 0; i < n; ++i) {
       const auto found = was.find(modules_.module(i).path);
       const size_t old = found == was.end() ? ModuleTree::kNone : found->second;
-      if (series_started_) {
+      if (series_started_ && module_series_kept_) {
         series.push_back(old < module_series_[m].size() ? std::move(module_series_[m][old]) : make_layer_series());
       }
-      if (old < module_latest_[m].size()) latest[i] = module_latest_[m][old];
+      if (old < module_latest_[m].size()) {
+        latest[i] = module_latest_[m][old];
+        steps[i] = module_latest_steps_[m][old];
+      }
     }
     module_series_[m] = std::move(series);
     module_latest_[m] = std::move(latest);
+    module_latest_steps_[m] = std::move(steps);
   }
   module_folds_.assign(n, ModuleFold{});
 }
@@ -204,12 +213,14 @@ void RunModel::add_module_values(int m, int64_t step, const float* values, size_
   // before its parent reads it.
   std::vector<SeriesHistory>& series = module_series_[m];
   float* latest = module_latest_[m].data();
+  int64_t* latest_steps = module_latest_steps_[m].data();
   for (size_t j = modules; j-- > 0;) {
     const ModuleFold& folded = module_folds_[j];
     if (!folded.any) continue;
     const float value = folded.nonfinite != 0 ? folded.nonfinite : folded.value;
     if (j < series.size()) series[j].append(step, value);
     latest[j] = value;
+    latest_steps[j] = step;
     const size_t parent = modules_.module(j).parent;
     if (parent != ModuleTree::kNone) fold(module_folds_[parent], folded.value, folded.nonfinite);
   }
@@ -474,9 +485,49 @@ const SeriesHistory& RunModel::module_series(size_t module, wire::LayerMetric me
   return module_series_[m][module];
 }
 
+void RunModel::module_summarize(size_t module, wire::LayerMetric metric, const ColumnGrid& grid, Summary* out) const {
+  const auto columns = size_t(grid.columns());
+  if (module_series_kept_) {
+    module_series(module, metric).summarize(grid, out);
+    return;
+  }
+  std::fill(out, out + columns, Summary{});
+  if (module >= modules_.module_count()) return;
+  const ModuleNode& node = modules_.module(module);
+  const bool sum = metric == wire::LayerMetric::kGradNonfinite;
+  merge_cells_.resize(columns);
+  Summary* cells = merge_cells_.data();
+  for (size_t layer = node.first_layer; layer < node.end_layer && layer < layer_names_.size(); ++layer) {
+    layer_series(layer, metric).summarize(grid, cells);
+    for (size_t c = 0; c < columns; ++c) {
+      const Summary& cell = cells[c];
+      Summary& into = out[c];
+      into.flags |= cell.flags;
+      if (!cell.has_finite()) continue;
+      if (!into.has_finite()) {
+        into.min = cell.min;
+        into.max = cell.max;
+      } else if (sum) {
+        into.min += cell.min;
+        into.max += cell.max;
+      } else {
+        // Per step the module is its largest layer: the cell's max is the largest layer max;
+        // its min, the largest layer minimum, is exact for a cell of one step.
+        into.min = std::max(into.min, cell.min);
+        into.max = std::max(into.max, cell.max);
+      }
+    }
+  }
+}
+
 float RunModel::module_latest(size_t module, wire::LayerMetric metric) const {
   const auto& values = module_latest_[static_cast<size_t>(metric)];
   return module < values.size() ? values[module] : std::numeric_limits<float>::quiet_NaN();
+}
+
+int64_t RunModel::module_latest_step(size_t module, wire::LayerMetric metric) const {
+  const auto& steps = module_latest_steps_[static_cast<size_t>(metric)];
+  return module < steps.size() ? steps[module] : -1;
 }
 
 int RunModel::worst_layer(size_t module, wire::LayerMetric metric, int64_t first_step, int64_t last_step) const {
@@ -525,6 +576,8 @@ size_t RunModel::bytes_used() const {
     for (const SeriesHistory& series : per_metric) bytes += series.bytes_used();
   }
   for (const auto& latest : module_latest_) bytes += latest.capacity() * sizeof(float);
+  for (const auto& steps : module_latest_steps_) bytes += steps.capacity() * sizeof(int64_t);
+  bytes += merge_cells_.capacity() * sizeof(Summary);
   bytes += modules_.bytes_used() + module_folds_.capacity() * sizeof(ModuleFold);
   for (const SeriesHistory& series : global_series_) bytes += series.bytes_used();
   for (const SeriesHistory& series : watch_series_) bytes += series.bytes_used();

@@ -17,9 +17,9 @@
 // names. A later description with other layers re-lays them out by name (describe()).
 // Threads: not thread-safe; only the model's owner thread (the UI thread) calls it.
 // References it returns (series, names, events) are valid until the next call that ingests.
-// Never: throws for any message content, or blocks. Memory is bounded: the layer series fit
-// the run's share of the budget (ModelConfig::budget_share(), at the smallest series beyond
-// it), the others take SeriesHistory::max_bytes(config) each, events at most max_event_bytes,
+// Never: throws for any message content, or blocks. Memory is bounded: the layer series (with
+// the module series of a model that keeps them) fit the run's share of the budget
+// (ModelConfig::budget_share(), at the smallest series beyond it), the others take SeriesHistory::max_bytes(config) each, events at most max_event_bytes,
 // plus the names.
 #pragma once
 
@@ -176,17 +176,38 @@ class RunModel {
   void heatmap(wire::LayerMetric metric, size_t first_layer, size_t layer_count,
                const ColumnGrid& grid, std::vector<Summary>& out) const;
 
-  // --- Modules (module_tree.hpp), for folding: each module's layers folded into one series per
-  // metric. At each step a module's value is the largest of its layers' (their sum for
+  // --- Modules (module_tree.hpp), for folding: each module's layers folded into one value per
+  // step and metric. At each step a module's value is the largest of its layers' (their sum for
   // kGradNonfinite, a count), or, when any of them is non-finite, that non-finite value (a NaN
   // before an Inf): a folded module's row shows its worst layer and never averages a NaN away.
   // Layers without a sample of the step (no gradient) are left out; a module none of whose
   // layers has one gets none either. The tree follows the layer names (describe(), and layers
-  // first named by records); a module's series follow its path when the layers are re-laid out.
+  // first named by records).
+  // Where the history comes from depends on the model's width, so that modules cost the common
+  // dense model none of its layers' steps:
+  //   - a model that starts folded (more than kFoldAboveLayers layers, module_tree.hpp) keeps a
+  //     series per module and metric, sized with its layers' from the run's share: a folded
+  //     module of 50,000 experts' tensors is then one series query, as a layer's;
+  //   - a smaller model keeps none (its layers keep the steps they had before modules had
+  //     series): a module's cells are merged from its layers' at query time, at most
+  //     kFoldAboveLayers layer queries for all its folded rows together, what its rows cost open.
+  // A module's series follow its path when the layers are re-laid out; a model that grows past
+  // the threshold starts its module series then.
   const ModuleTree& modules() const { return modules_; }
+  bool keeps_module_series() const { return module_series_kept_; }
+  // A module's kept series; an empty series where keeps_module_series() is false.
   const SeriesHistory& module_series(size_t module, wire::LayerMetric metric) const;
+  // A module's cells over the grid's columns, into out[0 .. grid.columns()), from its series or
+  // merged from its layers. Either way a cell's max is the worst value of its layers over the
+  // cell's steps (their sum for kGradNonfinite: exact for a cell of one step, at most the sum
+  // of each layer's worst over a wider one), and a non-finite value of any of them flags the
+  // cell. Merged, a cell's min is the largest of its layers' minima (exact for a cell of one
+  // step). Allocates only the first time a wider grid is merged.
+  void module_summarize(size_t module, wire::LayerMetric metric, const ColumnGrid& grid, Summary* out) const;
   // A module's value (as above) at the newest step that gave it one; NaN before any.
   float module_latest(size_t module, wire::LayerMetric metric) const;
+  // That step; -1 before any.
+  int64_t module_latest_step(size_t module, wire::LayerMetric metric) const;
   // The layer of `module` whose `metric` is worst over steps [first_step, last_step]: the first
   // with a non-finite value there, else the one with the largest finite max; -1 when none has
   // a sample there. One query per layer of the module: for a hover, not for every frame.
@@ -230,8 +251,9 @@ class RunModel {
   SeriesHistory make_series() const;
   // A layer's series, sized by size_layer_series().
   SeriesHistory make_layer_series() const;
-  // Sizes the layer series made from now on for a run of `layers` layers and the modules of
-  // the tree held (ModelConfig's budget): module series are sized like layer series.
+  // Sizes the layer series made from now on for a run of `layers` layers and, when such a run
+  // keeps module series, the modules of the tree held (ModelConfig's budget): module series
+  // are sized like layer series.
   void size_layer_series(size_t layers);
   // Rebuilds the module tree from layer_names_ and gives its modules their series (moved by path
   // from the tree before, new ones empty).
@@ -262,7 +284,11 @@ class RunModel {
   ModuleTree modules_;
   bool modules_stale_ = false;   // layer_names_ changed since the tree was built
   std::array<std::vector<SeriesHistory>, wire::kLayerMetricCount> module_series_;
+  bool module_series_kept_ = false;   // starts_folded(): set with the tree (set_modules())
   std::array<std::vector<float>, wire::kLayerMetricCount> module_latest_;
+  std::array<std::vector<int64_t>, wire::kLayerMetricCount> module_latest_steps_;
+  // A layer's cells while module_summarize() merges them (mutable: a query's scratch).
+  mutable std::vector<Summary> merge_cells_;
   // Per module, reused by add_module_values(): the step's fold of its layers and modules.
   struct ModuleFold {
     float value = 0;       // largest (or sum) of the finite values

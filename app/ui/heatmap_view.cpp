@@ -115,14 +115,19 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   };
   const size_t r0 = visible_row(draw->GetClipRectMin().y);
   const size_t r1 = std::max(r0, std::min(rows, visible_row(draw->GetClipRectMax().y) + 1));
-  // A folded module's row is its module series: per step the worst of its layers, so a cell
-  // is the worst of its layers over the cell's steps, and a non-finite layer flags it.
+  // A folded module's row is its module's cells (RunModel::module_summarize): per step the
+  // worst of its layers, so a cell is the worst of its layers over the cell's steps, and a
+  // non-finite layer flags it.
   const wire::LayerMetric metric = layer_metric_of(state.heat_metric);
   cells_.resize((r1 - r0) * columns);
   for (size_t r = r0; r < r1; ++r) {
     const ModuleRow& row = tree_rows[r];
-    const SeriesHistory& series = row.module ? run.module_series(row.index, metric) : run.layer_series(row.index, metric);
-    series.summarize(grid, cells_.data() + (r - r0) * columns);
+    Summary* out = cells_.data() + (r - r0) * columns;
+    if (row.module) {
+      run.module_summarize(row.index, metric, grid, out);
+    } else {
+      run.layer_series(row.index, metric).summarize(grid, out);
+    }
   }
   skipped_.resize(columns);
   run.global_series(GlobalSeries::kSkipped).summarize(grid, skipped_.data());

@@ -11,13 +11,14 @@
 // the run's first non-finite step marked. Hover reads a cell out; a click selects its layer
 // and step; the wheel and a drag zoom and pan like every step plot.
 // Rows follow the layer tree's folds (AppState, ui/module_rows.hpp; a model of more than
-// 1,000 tensors starts folded): a folded module is one row, its module series (RunModel), so a
+// 1,000 tensors starts folded): a folded module is one row, its module's cells (RunModel), so a
 // cell is the worst of its layers over the cell's steps (the largest value; the NaN/Inf colour
 // when any layer is non-finite there: a NaN is never averaged away) and a non-finite layer
 // turns its module's row and name red. Hovering a module's cell names its worst layer there;
 // a click opens the module, here and in the layer list (its layers' own rows then show which
 // is bad: selecting the worst would select a layer no row shows). Only the rows in view are
-// queried, one series each, whatever a module holds.
+// queried: one series each where the model folds by default, whatever a module holds; in a
+// smaller model a module folded by hand merges its layers' (at most 1,000 in all).
 // It also logs, once per change, where its rows are on screen ("keel: heatmap x0 X x1 X y0 Y
 // row PX layers N rows R folded F": R rows, F of them folded modules), so a test driving the
 // real window with xdotool can click a given row.

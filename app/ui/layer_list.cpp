@@ -55,7 +55,7 @@ ImU32 health_colour(const RunModel& run, size_t layer) {
 
 ImU32 module_health_colour(const RunModel& run, size_t module) {
   return health_from([&](LayerMetric metric) { return run.module_latest(module, metric); },
-                     !run.module_series(module, LayerMetric::kGradNorm).empty());
+                     run.module_latest_step(module, LayerMetric::kGradNorm) >= 0);
 }
 
 // The module's worst layer now: the first with a non-finite gradient, else the largest grad
@@ -109,7 +109,9 @@ bool less_by(const RunModel& run, LayerMetric metric, bool ascending, int a, int
 
 float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
 
-void sparkline(const SeriesHistory& series, const AppState& state, ImVec2 size) {
+// `summarize(grid, out)` fills the grid's columns: a layer's series, or a module's cells.
+template <typename Summarize>
+void sparkline(Summarize&& summarize, const AppState& state, ImVec2 size) {
   const ImVec2 at = ImGui::GetCursorScreenPos();
   ImGui::Dummy(size);
   // A row scrolled out of the table's view costs neither a model query nor vertices: with
@@ -122,7 +124,7 @@ void sparkline(const SeriesHistory& series, const AppState& state, ImVec2 size) 
   const ColumnGrid grid(int64_t(std::floor(state.view_first())), int64_t(std::ceil(state.view_last())),
                         std::max(1, int(size.x)));
   std::vector<Summary> columns(size_t(grid.columns()));
-  series.summarize(grid, columns.data());
+  summarize(grid, columns.data());
   fit_y(frame, {&columns});
   draw_series(ImGui::GetWindowDrawList(), frame, columns, IM_COL32(150, 200, 255, 255));
 }
@@ -167,7 +169,8 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
   }
   ImGui::TableSetColumnIndex(kValueCount + 1);
   const float font = ImGui::GetFontSize();
-  sparkline(run.layer_series(size_t(layer), LayerMetric::kGradNorm), state,
+  const SeriesHistory& series = run.layer_series(size_t(layer), LayerMetric::kGradNorm);
+  sparkline([&](const ColumnGrid& grid, Summary* out) { series.summarize(grid, out); }, state,
             ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font));
 }
 
@@ -209,7 +212,10 @@ void LayerList::draw_module_row(const RunModel& run, AppState& state, const Modu
   }
   ImGui::TableSetColumnIndex(kValueCount + 1);
   const float font = ImGui::GetFontSize();
-  sparkline(run.module_series(row.index, LayerMetric::kGradNorm), state,
+  sparkline([&](const ColumnGrid& grid, Summary* out) {
+              run.module_summarize(row.index, LayerMetric::kGradNorm, grid, out);
+            },
+            state,
             ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font));
 }
 

@@ -7,7 +7,7 @@
 // A folded module's row stands for its layers: its health is its worst layer's (red when any has a
 // non-finite gradient, else orange when any looks off), its values are their largest grad
 // norm, update ratio, absmax and zero fraction and the sum of their non-finite counts, its
-// trend the largest grad norm per step (RunModel's module series); hovering names its worst
+// trend the largest grad norm per step (RunModel::module_summarize); hovering names its worst
 // layer now. Sorting by any metric column or typing a filter shows a flat list of layers
 // instead, whose names drop the start every row shares. A name too wide for its column is
 // shortened in the middle, never at its end, and hovering shows it whole. Each row: health

@@ -4,7 +4,7 @@
 
 namespace keel::app::ui {
 
-bool modules_start_open(const ModuleTree& tree) { return tree.layer_count() <= kFoldAboveLayers; }
+bool modules_start_open(const ModuleTree& tree) { return !starts_folded(tree.layer_count()); }
 
 const std::vector<ModuleRow>& ModuleRows::rows(const ModuleTree& tree, const AppState& state) {
   if (computed_ && tree.version() == tree_version_ && state.folds_version() == folds_version_) return rows_;

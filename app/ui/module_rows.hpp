@@ -2,13 +2,13 @@
 // and the heatmap alike.
 //
 // What it is for: a model of tens of thousands of tensors is read by module. The rule for where
-// a module starts: a model of more than kFoldAboveLayers (1,000) tensors starts with every
-// module folded (a mixture of experts: embed.weight, blocks, head.weight; one click per level
-// down to an expert's three matrices); a smaller one starts with every module open, as a
-// dense transformer's 1,000 layers still read well one row each. The user's opening and folding
-// (AppState::set_module_open) overrides the rule for that module. The rows are computed once
-// per change of the tree or the folds, walking the open modules only: a folded module's
-// layers cost nothing.
+// a module starts: a model of more than kFoldAboveLayers (1,000, model/module_tree.hpp) tensors
+// starts with every module folded (a mixture of experts: embed.weight, blocks, head.weight; one
+// click per level down to an expert's three matrices); a smaller one starts with every module
+// open, as a dense transformer's 1,000 layers still read well one row each. The user's opening
+// and folding (AppState::set_module_open) overrides the rule for that module. The rows are
+// computed once per change of the tree or the folds, walking the open modules only: a folded
+// module's layers cost nothing.
 // Threads: the UI thread.
 // Never: touches ImGui or the model beyond reading the tree.
 #pragma once
@@ -21,8 +21,6 @@
 #include "ui/app_state.hpp"
 
 namespace keel::app::ui {
-
-inline constexpr size_t kFoldAboveLayers = 1000;
 
 // Whether the modules of `tree` start open (the rule above).
 bool modules_start_open(const ModuleTree& tree);

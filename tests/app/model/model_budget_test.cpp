@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "model/model.hpp"
 
@@ -31,6 +32,55 @@ wire::StepRecord record(size_t layers, int64_t step, int32_t rank = 0) {
   r.layer_count = static_cast<uint32_t>(layers);
   r.layer_values.assign(layers * wire::kLayerMetricCount, 0.5f + 0.001f * static_cast<float>(step % 100));
   return r;
+}
+
+// A dense transformer of `blocks` blocks of four tensors (blocks.7.qkv.weight): a module per
+// block, one above them, and no module folded by default up to 1,000 tensors.
+wire::RunDescription transformer(size_t blocks) {
+  wire::RunDescription d = wide(0);
+  for (size_t b = 0; b < blocks; ++b) {
+    for (const char* tensor : {"qkv", "proj", "fc1", "fc2"}) {
+      d.layers.push_back({"blocks." + std::to_string(b) + "." + tensor + ".weight", {4}, 4, "float32"});
+    }
+  }
+  return d;
+}
+
+// The module series of a model that does not fold cost its layers nothing: they keep as many
+// full-resolution steps as before modules had series (1,000 tensors: 2,048; 288: the 8,192).
+TEST(ModelBudget, ADenseModelsModulesCostItsLayersNoSteps) {
+  for (const auto& [blocks, steps] : {std::pair<size_t, int64_t>{250, 2048}, {72, 8192}}) {
+    Model model;
+    model.ingest(transformer(blocks));
+    model.ingest(record(blocks * 4, 0));
+    const RunModel& run = model.run(0);
+    ASSERT_EQ(run.modules().module_count(), blocks + 1);
+    EXPECT_EQ(run.layer_recent_steps(), steps) << blocks * 4 << " tensors";
+  }
+}
+
+// Past the fold threshold the modules keep series of their own, and layers and modules share
+// the run's share: a 2,000-tensor transformer's 501 modules leave its layers 512 steps (1,024
+// without them), and its folded rows one series query each.
+TEST(ModelBudget, AModelThatFoldsKeepsModuleSeriesInsideItsShare) {
+  Model model;
+  const size_t blocks = 500;
+  model.ingest(transformer(blocks));
+  for (int64_t step = 0; step < 600; ++step) model.ingest(record(blocks * 4, step));
+  const RunModel& run = model.run(0);
+  EXPECT_TRUE(run.keeps_module_series());
+  EXPECT_EQ(run.layer_recent_steps(), 512);
+  EXPECT_FALSE(run.module_series(0, wire::LayerMetric::kGradNorm).empty());
+  size_t series_bytes = 0;
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    for (size_t i = 0; i < run.layer_count(); ++i) {
+      series_bytes += run.layer_series(i, static_cast<wire::LayerMetric>(m)).bytes_used();
+    }
+    for (size_t i = 0; i < run.modules().module_count(); ++i) {
+      series_bytes += run.module_series(i, static_cast<wire::LayerMetric>(m)).bytes_used();
+    }
+  }
+  EXPECT_LE(series_bytes, ModelConfig{}.budget_share());
 }
 
 TEST(ModelBudget, ANarrowRunKeepsTheDefaultWindow) {
