@@ -144,8 +144,9 @@ TEST(FusedReduceGrad, MatchesReferenceAcrossSizes) {
 }
 
 TEST(FusedReduceGrad, ManySmallBuffersAtOnce) {
-  // Both below and above the parallel threshold, each buffer a chunk of its own.
-  for (const int count : {500, 4000}) {
+  // Both below and above the parallel threshold (2^20 elements), each buffer a chunk of its
+  // own and many chunks to a task.
+  for (const int count : {500, 4000, 20000}) {
     std::mt19937 rng(count);
     std::uniform_int_distribution<int64_t> size(0, 160);
     std::vector<std::vector<float>> bufs;
@@ -513,6 +514,30 @@ TEST(FusedReduceRange, TinyLayersAreNotLost) {
     std::vector<double> sums;
     r.sumsq({{v.data(), n}}, sums);
     expect_sum_near(sums[0], ref_sumsq(v.data(), n), what + " sumsq");
+  }
+}
+
+TEST(FusedReduceRange, TinyValuesAmongZerosAreNotLost) {
+  // A block of zeros needs no fp64 pass (its sum is exactly 0), but one tiny value among the
+  // zeros makes the block's fp32 sum 0 as well: that block must still be summed in fp64.
+  FusedReducer r;
+  for (const int64_t at : {int64_t{0}, int64_t{700}, int64_t{1500}}) {
+    std::vector<float> w(2048, 0.0f);
+    w[at] = 2e-25f;
+    const std::string what = "tiny value at " + std::to_string(at);
+    const double tiny = double(2e-25f) * double(2e-25f);
+    std::vector<double> sums;
+    r.sumsq({{w.data(), 2048}}, sums);
+    EXPECT_DOUBLE_EQ(sums[0], tiny) << what;
+
+    std::vector<float> snapshot(2048, 0.0f);
+    std::vector<double> update, weight;
+    r.update_and_snapshot({{w.data(), snapshot.data(), 2048}}, update, weight);
+    EXPECT_DOUBLE_EQ(update[0], tiny) << what << ": the update, from a snapshot of zeros";
+    EXPECT_DOUBLE_EQ(weight[0], tiny) << what << ": the weights";
+    r.update_and_snapshot({{w.data(), snapshot.data(), 2048}}, update, weight);
+    EXPECT_EQ(update[0], 0.0) << what << ": unmoved weights";
+    EXPECT_DOUBLE_EQ(weight[0], tiny) << what;
   }
 }
 

@@ -22,26 +22,28 @@ CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
   snapshot_.assign(static_cast<size_t>(total), 0.0f);
 }
 
-bool CpuFusedReductions::takes_grad(size_t layer, const torch::Tensor& grad) const {
-  return offset_[layer] >= 0 && cpu_float_contiguous(grad);
+void CpuFusedReductions::begin_grads() {
+  taken_grads_.clear();
+  taken_grad_spans_.clear();
 }
 
-void CpuFusedReductions::enqueue_grads(const std::vector<size_t>& layers, float unscale) {
-  grad_layers_ = layers;
-  if (layers.empty()) return;
+bool CpuFusedReductions::take_grad(size_t layer, const torch::Tensor& grad) {
+  if (offset_[layer] < 0 || !cpu_float_contiguous(grad)) return false;
+  taken_grads_.push_back(layer);
+  taken_grad_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
+  return true;
+}
+
+void CpuFusedReductions::enqueue_grads(float unscale) {
+  // The taken lists become the pass's; the swapped-out ones gather the next step's.
+  grad_layers_.swap(taken_grads_);
+  mutable_spans_.swap(taken_grad_spans_);
+  if (grad_layers_.empty()) return;
   if (unscale != 1.0f) {
-    mutable_spans_.clear();
-    for (size_t i : layers) {
-      const auto& grad = params_[i].grad();
-      mutable_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
-    }
     fused_.unscale_and_grad_stats(mutable_spans_, unscale, grad_out_);
   } else {
     const_spans_.clear();
-    for (size_t i : layers) {
-      const auto& grad = params_[i].grad();
-      const_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
-    }
+    for (const MutableSpan& span : mutable_spans_) const_spans_.push_back({span.data, span.numel});
     fused_.grad_stats(const_spans_, grad_out_);
   }
 }

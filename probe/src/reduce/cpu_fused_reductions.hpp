@@ -18,8 +18,9 @@ class CpuFusedReductions final : public ReductionBackend {
  public:
   explicit CpuFusedReductions(const std::vector<torch::Tensor>& params);
 
-  bool takes_grad(size_t layer, const torch::Tensor& grad) const override;
-  void enqueue_grads(const std::vector<size_t>& layers, float unscale) override;
+  void begin_grads() override;
+  bool take_grad(size_t layer, const torch::Tensor& grad) override;
+  void enqueue_grads(float unscale) override;
   void collect_grads(LayerSums& out) override;
 
   bool takes_weights(size_t layer, bool for_update) const override;
@@ -41,6 +42,10 @@ class CpuFusedReductions final : public ReductionBackend {
   std::vector<size_t> grad_layers_, weight_layers_, update_layers_;
   std::vector<GradStats> grad_out_;
   std::vector<double> weight_out_, update_out_, next_weight_out_;
+
+  // The gradients taken since the last enqueue_grads, and where their values are.
+  std::vector<size_t> taken_grads_;
+  std::vector<MutableSpan> taken_grad_spans_;
 
   // Scratch reused every step.
   std::vector<ConstSpan> const_spans_;

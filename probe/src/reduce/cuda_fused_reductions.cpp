@@ -12,13 +12,17 @@ void CudaFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer)
   rebuild_from_ = rebuildable ? optimizer : nullptr;
 }
 
-bool CudaFusedReductions::takes_grad(size_t /*layer*/, const torch::Tensor& grad) const {
-  return device_pass_accepts(grad);
+void CudaFusedReductions::begin_grads() { taken_grads_.clear(); }
+
+bool CudaFusedReductions::take_grad(size_t layer, const torch::Tensor& grad) {
+  if (!device_pass_accepts(grad)) return false;
+  taken_grads_.push_back(layer);
+  return true;
 }
 
-void CudaFusedReductions::enqueue_grads(const std::vector<size_t>& layers, float unscale) {
+void CudaFusedReductions::enqueue_grads(float unscale) {
   for (auto& [index, device] : devices_) device.grads.clear();
-  for (size_t i : layers) {
+  for (size_t i : taken_grads_) {
     const auto& grad = params_[i].grad();
     Device& device = device_of(grad);
     if (!device.grads_pass) device.grads_pass = make_device_grad_pass(grad.device().index());

@@ -27,8 +27,9 @@ class CudaFusedReductions final : public ReductionBackend {
   // (or stepping a tensor twice, which one rule would report as half): no rebuilt updates.
   void measure_updates_of(torch::optim::Optimizer* optimizer);
 
-  bool takes_grad(size_t layer, const torch::Tensor& grad) const override;
-  void enqueue_grads(const std::vector<size_t>& layers, float unscale) override;
+  void begin_grads() override;
+  bool take_grad(size_t layer, const torch::Tensor& grad) override;
+  void enqueue_grads(float unscale) override;
   // After enqueue_grads, and after whatever the caller put on the stream in between (the
   // loss's copy): with `verdict`, the step's verdict; then each device's results' copy and
   // event. The verdict folds one pass's results, so it needs every gradient of the step in
@@ -88,6 +89,7 @@ class CudaFusedReductions final : public ReductionBackend {
   std::map<int, Device> devices_;
   torch::optim::Optimizer* rebuild_from_ = nullptr;   // set when its updates can be rebuilt
   int verdict_device_ = -1;   // the device of the last finish_grads' verdict, -1: none
+  std::vector<size_t> taken_grads_;   // since the last enqueue_grads
 
   // Scratch reused every step.
   std::vector<LayerUpdateRule> rules_;

@@ -95,6 +95,34 @@ inline __attribute__((always_inline)) void add_squares(Acc (&lanes)[kN], int64_t
   }
 }
 
+// As add_squares in fp32 lanes, also OR-ing each term's |bit pattern| into `bits`: a block
+// whose bits stay 0 held only zeros, so its sum is exactly 0 and needs no fp64 pass. Without
+// this a block of zeros (an update that did not move a layer, a dead layer's weights) read
+// as an underflow and was summed twice.
+template <typename Term>
+inline __attribute__((always_inline)) void add_squares_seen(float (&lanes)[kLanes], int32_t (&bits)[kLanes],
+                                                            int64_t b0, int64_t bn, Term term) {
+  int64_t i = b0;
+  for (; i + kLanes <= b0 + bn; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float x = term(i + l);
+      lanes[l] += x * x;
+      bits[l] |= abs_bits(x);
+    }
+  }
+  for (int l = 0; i + l < b0 + bn; ++l) {
+    const float x = term(i + l);
+    lanes[l] += x * x;
+    bits[l] |= abs_bits(x);
+  }
+}
+
+inline bool any_bits(const int32_t (&bits)[kLanes]) {
+  int32_t all = 0;
+  for (int l = 0; l < kLanes; ++l) all |= bits[l];
+  return all != 0;
+}
+
 template <typename Acc, int kN>
 inline double lane_total(const Acc (&lanes)[kN]) {
   double s = 0;
@@ -207,9 +235,10 @@ inline __attribute__((always_inline)) double sumsq_range(int64_t n, Term term) {
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t bn = std::min(kBlock, n - b0);
     float sq[kLanes] = {};
-    add_squares(sq, b0, bn, term);
+    int32_t seen[kLanes] = {};
+    add_squares_seen(sq, seen, b0, bn, term);
     double s = lane_total(sq);
-    if (!fp32_block_sum_trusted(s)) s = sumsq_fp64(b0, bn, term);
+    if (!fp32_block_sum_trusted(s) && any_bits(seen)) s = sumsq_fp64(b0, bn, term);
     total += s;
   }
   return total;
@@ -237,6 +266,9 @@ KEEL_KERNEL void update_roll_kernel(const float* __restrict w, float* __restrict
     const int64_t bn = std::min(kBlock, n - b0);
     float du[kLanes] = {};
     float ww[kLanes] = {};
+    // Whether any update and any weight of the block is nonzero (add_squares_seen).
+    int32_t moved[kLanes] = {};
+    int32_t held[kLanes] = {};
     int64_t i = b0;
     for (; i + kLanes <= b0 + bn; i += kLanes) {
       for (int l = 0; l < kLanes; ++l) {
@@ -244,6 +276,8 @@ KEEL_KERNEL void update_roll_kernel(const float* __restrict w, float* __restrict
         const float d = x - s[i + l];
         du[l] += d * d;
         ww[l] += x * x;
+        moved[l] |= abs_bits(d);
+        held[l] |= abs_bits(x);
       }
     }
     for (int l = 0; i + l < b0 + bn; ++l) {
@@ -251,6 +285,8 @@ KEEL_KERNEL void update_roll_kernel(const float* __restrict w, float* __restrict
       const float d = x - s[i + l];
       du[l] += d * d;
       ww[l] += x * x;
+      moved[l] |= abs_bits(d);
+      held[l] |= abs_bits(x);
     }
     double su = 0, sw = 0;
     for (int l = 0; l < kLanes; ++l) {
@@ -259,10 +295,11 @@ KEEL_KERNEL void update_roll_kernel(const float* __restrict w, float* __restrict
     }
     // w - s itself can overflow fp32 (two finite weights of opposite sign near FLT_MAX): the
     // fallback subtracts in fp64 too.
-    if (!fp32_block_sum_trusted(su)) {
+    // fp32 x - s is exactly 0 only where x == s, so an unmoved block's update is exactly 0.
+    if (!fp32_block_sum_trusted(su) && any_bits(moved)) {
       su = sumsq_fp64(b0, bn, [w, s](int64_t k) { return static_cast<double>(w[k]) - s[k]; });
     }
-    if (!fp32_block_sum_trusted(sw)) sw = sumsq_fp64(b0, bn, [w](int64_t k) { return w[k]; });
+    if (!fp32_block_sum_trusted(sw) && any_bits(held)) sw = sumsq_fp64(b0, bn, [w](int64_t k) { return w[k]; });
     std::memcpy(s + b0, w + b0, static_cast<size_t>(bn) * sizeof(float));
     total_update += su;
     total_weight += sw;
@@ -322,32 +359,96 @@ KEEL_KERNEL double logsumexp_rows_kernel(const float* __restrict p, int64_t rows
 // 32K floats = 128 KB per chunk: large enough that scheduling one costs nothing next to the
 // pass over it, small enough that a 1.4 MB model still yields a dozen pieces for two cores.
 constexpr int64_t kChunkElems = int64_t{1} << 15;
-// Below this total a parallel region (wake the pool, join) costs more than it saves.
-constexpr int64_t kParallelMinElems = int64_t{1} << 18;
+// Below this total (4 MB) a parallel region costs more than it saves. Waking the pool and
+// joining it is a few microseconds, but libgomp also allocates each region's team, and in a
+// trainer's heap, fragmented by autograd's many small tensors freed every step, that
+// allocation consolidates the heap first: at 1 MB (2,000 small tensors) the regions were a
+// tenth of the probe's time on the training thread.
+constexpr int64_t kParallelMinElems = int64_t{1} << 20;
 
+// Cuts every buffer into chunks of at most kChunkElems, and groups consecutive chunks into
+// tasks of about kChunkElems each (`tasks` holds each task's first chunk, then the chunk
+// count): a model of 50,000 small tensors is a few hundred tasks for the pool, not 50,000,
+// and each task writes its chunks' partials side by side.
 template <typename Span, typename Chunk>
-int64_t build_chunks(const std::vector<Span>& spans, std::vector<Chunk>& chunks) {
+int64_t build_chunks(const std::vector<Span>& spans, std::vector<Chunk>& chunks, std::vector<int64_t>& tasks) {
   chunks.clear();  // keeps capacity: steady-state calls do not allocate
+  tasks.clear();
   int64_t total = 0;
+  int64_t task_elems = kChunkElems;   // the first chunk opens a task
   for (size_t b = 0; b < spans.size(); ++b) {
     const int64_t n = spans[b].numel;
     for (int64_t begin = 0; begin < n; begin += kChunkElems) {
-      chunks.push_back(Chunk{static_cast<int32_t>(b), begin, std::min(n, begin + kChunkElems)});
+      const int64_t end = std::min(n, begin + kChunkElems);
+      if (task_elems + (end - begin) > kChunkElems) {
+        tasks.push_back(static_cast<int64_t>(chunks.size()));
+        task_elems = 0;
+      }
+      task_elems += end - begin;
+      chunks.push_back(Chunk{static_cast<int32_t>(b), begin, end});
     }
     total += std::max<int64_t>(n, 0);
   }
+  tasks.push_back(static_cast<int64_t>(chunks.size()));
   return total;
 }
 
-// Runs body(c) for every chunk index; in parallel only when the work pays for the region.
-template <typename Body>
-void for_each_chunk(int64_t num_chunks, int64_t total_elems, Body body) {
-  if (total_elems >= kParallelMinElems && num_chunks > 1) {
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t c = 0; c < num_chunks; ++c) body(c);
-  } else {
-    for (int64_t c = 0; c < num_chunks; ++c) body(c);
+// Asks for the first kPrefetchElems of a buffer a pass reaches soon. Each small tensor is an
+// allocation of its own, so the hardware's stream prefetcher cannot see the next one coming:
+// without this, every one of a 50,000-tensor model's buffers started with a wait on memory.
+constexpr int64_t kPrefetchElems = 256;
+constexpr int64_t kPrefetchAhead = 2;   // chunks
+
+inline void prefetch_start(const float* p, int64_t n, bool for_write = false) {
+  const int64_t elems = std::min(n, kPrefetchElems);
+  for (int64_t i = 0; i < elems; i += 64 / static_cast<int64_t>(sizeof(float))) {
+    if (for_write) {
+      __builtin_prefetch(p + i, 1);
+    } else {
+      __builtin_prefetch(p + i, 0);
+    }
   }
+}
+
+// Runs body(c) for every chunk index, task by task, after ahead(c + kPrefetchAhead) asked for
+// that later chunk's memory; the tasks in parallel only when the work pays for the region.
+template <typename Ahead, typename Body>
+void for_each_chunk(const std::vector<int64_t>& tasks, int64_t total_elems, Ahead ahead, Body body) {
+  const int64_t num_tasks = static_cast<int64_t>(tasks.size()) - 1;
+  const int64_t num_chunks = tasks[num_tasks];
+  auto run = [&](int64_t c) {
+    if (c + kPrefetchAhead < num_chunks) ahead(c + kPrefetchAhead);
+    body(c);
+  };
+  if (total_elems >= kParallelMinElems && num_tasks > 1) {
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t t = 0; t < num_tasks; ++t) {
+      for (int64_t c = tasks[t]; c < tasks[t + 1]; ++c) run(c);
+    }
+  } else {
+    for (int64_t c = 0; c < num_chunks; ++c) run(c);
+  }
+}
+
+// Runs body(c) for c in [0, count): pieces already large (row blocks of logits).
+template <typename Body>
+void for_each_piece(int64_t count, int64_t total_elems, Body body) {
+  if (total_elems >= kParallelMinElems && count > 1) {
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t c = 0; c < count; ++c) body(c);
+  } else {
+    for (int64_t c = 0; c < count; ++c) body(c);
+  }
+}
+
+// The prefetch of a snapshot pass's later chunk: its weights, and the snapshot it writes.
+template <typename Chunk>
+auto snapshot_ahead(const std::vector<Chunk>& chunks, const std::vector<SnapshotSpan>& spans) {
+  return [&chunks, &spans](int64_t c) {
+    const Chunk& k = chunks[c];
+    prefetch_start(spans[k.buffer].weights + k.begin, k.end - k.begin);
+    prefetch_start(spans[k.buffer].snapshot + k.begin, k.end - k.begin, /*for_write=*/true);
+  };
 }
 
 template <typename T>
@@ -394,9 +495,13 @@ void combine_sum(const std::vector<Chunk>& chunks, const std::vector<double>& pa
 // ---------------------------------------------------------------------------------------
 
 void FusedReducer::grad_stats(const std::vector<ConstSpan>& grads, std::vector<GradStats>& out) {
-  const int64_t total = build_chunks(grads, chunks_);
+  const int64_t total = build_chunks(grads, chunks_, tasks_);
   grow_to(partial_grad_, chunks_.size());
-  for_each_chunk(static_cast<int64_t>(chunks_.size()), total, [&](int64_t c) {
+  const auto ahead = [&](int64_t c) {
+    const Chunk& k = chunks_[c];
+    prefetch_start(grads[k.buffer].data + k.begin, k.end - k.begin);
+  };
+  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     partial_grad_[c] = to_partial(grad_kernel(grads[k.buffer].data + k.begin, k.end - k.begin));
   });
@@ -405,9 +510,13 @@ void FusedReducer::grad_stats(const std::vector<ConstSpan>& grads, std::vector<G
 
 void FusedReducer::unscale_and_grad_stats(const std::vector<MutableSpan>& grads, float scale,
                                           std::vector<GradStats>& out) {
-  const int64_t total = build_chunks(grads, chunks_);
+  const int64_t total = build_chunks(grads, chunks_, tasks_);
   grow_to(partial_grad_, chunks_.size());
-  for_each_chunk(static_cast<int64_t>(chunks_.size()), total, [&](int64_t c) {
+  const auto ahead = [&](int64_t c) {
+    const Chunk& k = chunks_[c];
+    prefetch_start(grads[k.buffer].data + k.begin, k.end - k.begin, /*for_write=*/true);
+  };
+  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     partial_grad_[c] = to_partial(
         unscale_grad_kernel(grads[k.buffer].data + k.begin, k.end - k.begin, scale));
@@ -417,9 +526,9 @@ void FusedReducer::unscale_and_grad_stats(const std::vector<MutableSpan>& grads,
 
 void FusedReducer::snapshot_sumsq(const std::vector<SnapshotSpan>& spans,
                                   std::vector<double>& out) {
-  const int64_t total = build_chunks(spans, chunks_);
+  const int64_t total = build_chunks(spans, chunks_, tasks_);
   grow_to(partial_sum_, chunks_.size());
-  for_each_chunk(static_cast<int64_t>(chunks_.size()), total, [&](int64_t c) {
+  for_each_chunk(tasks_, total, snapshot_ahead(chunks_, spans), [&](int64_t c) {
     const Chunk& k = chunks_[c];
     const SnapshotSpan& s = spans[k.buffer];
     partial_sum_[c] =
@@ -430,10 +539,10 @@ void FusedReducer::snapshot_sumsq(const std::vector<SnapshotSpan>& spans,
 
 void FusedReducer::update_and_snapshot(const std::vector<SnapshotSpan>& spans,
                                        std::vector<double>& update_out, std::vector<double>& weight_out) {
-  const int64_t total = build_chunks(spans, chunks_);
+  const int64_t total = build_chunks(spans, chunks_, tasks_);
   grow_to(partial_sum_, chunks_.size());
   grow_to(partial_sum2_, chunks_.size());
-  for_each_chunk(static_cast<int64_t>(chunks_.size()), total, [&](int64_t c) {
+  for_each_chunk(tasks_, total, snapshot_ahead(chunks_, spans), [&](int64_t c) {
     const Chunk& k = chunks_[c];
     const SnapshotSpan& s = spans[k.buffer];
     update_roll_kernel(s.weights + k.begin, s.snapshot + k.begin, k.end - k.begin, &partial_sum_[c],
@@ -450,7 +559,7 @@ double FusedReducer::logsumexp_rows_sum(const float* data, int64_t rows, int64_t
   const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkElems / cols);
   const int64_t num_chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
   grow_to(partial_sum_, static_cast<size_t>(num_chunks));
-  for_each_chunk(num_chunks, rows * cols, [&](int64_t c) {
+  for_each_piece(num_chunks, rows * cols, [&](int64_t c) {
     const int64_t begin = c * rows_per_chunk;
     const int64_t count = std::min(rows_per_chunk, rows - begin);
     partial_sum_[c] = logsumexp_rows_kernel(data + begin * cols, count, cols);
@@ -461,9 +570,13 @@ double FusedReducer::logsumexp_rows_sum(const float* data, int64_t rows, int64_t
 }
 
 void FusedReducer::sumsq(const std::vector<ConstSpan>& spans, std::vector<double>& out) {
-  const int64_t total = build_chunks(spans, chunks_);
+  const int64_t total = build_chunks(spans, chunks_, tasks_);
   grow_to(partial_sum_, chunks_.size());
-  for_each_chunk(static_cast<int64_t>(chunks_.size()), total, [&](int64_t c) {
+  const auto ahead = [&](int64_t c) {
+    const Chunk& k = chunks_[c];
+    prefetch_start(spans[k.buffer].data + k.begin, k.end - k.begin);
+  };
+  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     partial_sum_[c] = sumsq_kernel(spans[k.buffer].data + k.begin, k.end - k.begin);
   });

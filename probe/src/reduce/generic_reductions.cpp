@@ -34,10 +34,16 @@ torch::Tensor sumsq_on_device(const torch::Tensor& t) {
 GenericReductions::GenericReductions(const std::vector<torch::Tensor>& params)
     : params_(params), snapshot_(params.size()) {}
 
-bool GenericReductions::takes_grad(size_t /*layer*/, const torch::Tensor& /*grad*/) const { return true; }
+void GenericReductions::begin_grads() { taken_grads_.clear(); }
 
-void GenericReductions::enqueue_grads(const std::vector<size_t>& layers, float unscale) {
-  grad_layers_ = layers;
+bool GenericReductions::take_grad(size_t layer, const torch::Tensor& /*grad*/) {
+  taken_grads_.push_back(layer);
+  return true;
+}
+
+void GenericReductions::enqueue_grads(float unscale) {
+  grad_layers_.swap(taken_grads_);
+  const std::vector<size_t>& layers = grad_layers_;
   if (layers.empty()) return;
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> rows;

@@ -21,8 +21,9 @@ class GenericReductions final : public ReductionBackend {
   explicit GenericReductions(const std::vector<torch::Tensor>& params);
 
   // Takes every layer: it is asked last.
-  bool takes_grad(size_t layer, const torch::Tensor& grad) const override;
-  void enqueue_grads(const std::vector<size_t>& layers, float unscale) override;
+  void begin_grads() override;
+  bool take_grad(size_t layer, const torch::Tensor& grad) override;
+  void enqueue_grads(float unscale) override;
   void collect_grads(LayerSums& out) override;
 
   bool takes_weights(size_t layer, bool for_update) const override;
@@ -37,6 +38,7 @@ class GenericReductions final : public ReductionBackend {
 
   // The last enqueue's layers and results, until their collect.
   std::vector<size_t> grad_layers_, weight_layers_, update_layers_;
+  std::vector<size_t> taken_grads_;   // since the last enqueue_grads
   std::vector<GradStats> grad_out_;
   std::vector<double> weight_out_, update_out_, next_weight_out_;
 };

@@ -1,15 +1,49 @@
 #include "layer_reducer.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace keel::probe {
 
 LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
-    : params_(std::move(params)), cuda_(params_), cpu_(params_), generic_(params_), sums_(params_.size()) {}
+    : params_(std::move(params)), cuda_(params_), cpu_(params_), generic_(params_), sums_(params_.size()),
+      all_on_cpu_(std::all_of(params_.begin(), params_.end(), [](const torch::Tensor& p) { return p.is_cpu(); })) {}
+
+// The forward and backward passes have left the tensors' bookkeeping out of cache, and a
+// model of 50,000 tensors holds more of it than the cache. Reading a gradient walks a chain of
+// objects, each found through the one before (the parameter's TensorImpl, its autograd meta,
+// the gradient's TensorImpl, its storage): each is asked for a few tensors ahead, one link
+// closer each time, so that each read finds the link before it in cache rather than waiting on
+// memory for all of them in turn.
+void LayerReducer::prefetch_grad_chain(size_t layer) const {
+  const size_t n = params_.size();
+  if (layer + 12 < n) __builtin_prefetch(params_[layer + 12].unsafeGetTensorImpl());
+  if (layer + 8 < n) __builtin_prefetch(params_[layer + 8].unsafeGetTensorImpl()->autograd_meta());
+  if (layer + 4 < n) {
+    const torch::Tensor& grad = params_[layer + 4].grad();
+    if (grad.defined()) __builtin_prefetch(grad.unsafeGetTensorImpl());
+  }
+  if (layer + 2 < n) {
+    const torch::Tensor& grad = params_[layer + 2].grad();
+    if (grad.defined() && grad.has_storage()) __builtin_prefetch(grad.storage().unsafeGetStorageImpl());
+  }
+}
+
+// As prefetch_grad_chain, for a weight: its TensorImpl, then its storage.
+void LayerReducer::prefetch_weight_chain(size_t layer) const {
+  const size_t n = params_.size();
+  if (layer + 8 < n) __builtin_prefetch(params_[layer + 8].unsafeGetTensorImpl());
+  if (layer + 4 < n && params_[layer + 4].has_storage()) {
+    __builtin_prefetch(params_[layer + 4].storage().unsafeGetStorageImpl());
+  }
+}
 
 void LayerReducer::measure_updates_of(torch::optim::Optimizer* optimizer) { cuda_.measure_updates_of(optimizer); }
 
 bool LayerReducer::needs_device_snapshot() const {
+  // A reducer lives for one layout, and a layout's tensors stay on their devices (a move is
+  // a new layout): a model all on the CPU is known at once, without a pass over its tensors.
+  if (all_on_cpu_) return false;
   // Off the CPU, only the CUDA backend measures an update without a copy of W.
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].is_cpu() && !cuda_.takes_weights(i, /*for_update=*/true)) return true;
@@ -26,26 +60,29 @@ bool LayerReducer::device_rebuilds_every_update() const {
 
 void LayerReducer::enqueue_grads(float unscale) {
   const auto order = backends();
-  for (auto& layers : grad_layers_) layers.clear();
+  grads_taken_.fill(0);
+  for (ReductionBackend* backend : order) backend->begin_grads();
   for (size_t i = 0; i < params_.size(); ++i) {
+    prefetch_grad_chain(i);
     const auto& grad = params_[i].grad();
     if (!grad.defined()) {
       sums_.grads[i] = GradStats{};
       sums_.grads[i].zeros = params_[i].numel();
       continue;
     }
-    for (size_t b = 0; b < order.size(); ++b) {
-      if (order[b]->takes_grad(i, grad)) {
-        grad_layers_[b].push_back(i);
+    // A CPU gradient is never the device's: ask the host backends only.
+    for (size_t b = grad.is_cpu() ? kCpu : kCuda; b < order.size(); ++b) {
+      if (order[b]->take_grad(i, grad)) {
+        ++grads_taken_[b];
         break;
       }
     }
   }
-  for (size_t b = 0; b < order.size(); ++b) order[b]->enqueue_grads(grad_layers_[b], unscale);
+  for (ReductionBackend* backend : order) backend->enqueue_grads(unscale);
 }
 
 void LayerReducer::finish_grads(const VerdictRequest* verdict) {
-  cuda_.finish_grads(verdict, /*gradients_elsewhere=*/!(grad_layers_[kCpu].empty() && grad_layers_[kGeneric].empty()));
+  cuda_.finish_grads(verdict, /*gradients_elsewhere=*/grads_taken_[kCpu] + grads_taken_[kGeneric] > 0);
 }
 
 void LayerReducer::collect_grads() {
@@ -62,7 +99,8 @@ void LayerReducer::partition_weights(bool for_update) {
   const auto order = backends();
   for (auto& layers : weight_layers_) layers.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
-    for (size_t b = 0; b < order.size(); ++b) {
+    prefetch_weight_chain(i);
+    for (size_t b = params_[i].is_cpu() ? kCpu : kCuda; b < order.size(); ++b) {
       if (order[b]->takes_weights(i, for_update)) {
         weight_layers_[b].push_back(i);
         break;

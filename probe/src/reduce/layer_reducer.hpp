@@ -84,9 +84,11 @@ class LayerReducer {
 
  private:
   // In the order they are asked which layers they take: the generic backend takes the rest.
-  // Indices into backends(), grad_layers_ and weight_layers_.
+  // Indices into backends(), grads_taken_ and weight_layers_.
   enum Backend : size_t { kCuda, kCpu, kGeneric, kBackends };
   std::array<ReductionBackend*, kBackends> backends() { return {&cuda_, &cpu_, &generic_}; }
+  void prefetch_grad_chain(size_t layer) const;
+  void prefetch_weight_chain(size_t layer) const;
   // Hands each layer's weights to the first backend that takes them (weight_layers_).
   void partition_weights(bool for_update);
 
@@ -95,9 +97,12 @@ class LayerReducer {
   CpuFusedReductions cpu_;
   GenericReductions generic_;
   LayerSums sums_;
+  bool all_on_cpu_;
 
-  // Scratch reused every step: per backend, in backends() order, the layers of a pass.
-  std::array<std::vector<size_t>, kBackends> grad_layers_, weight_layers_;
+  // Per backend, in backends() order: how many gradients it took this step, and (scratch
+  // reused every step) the layers of a weight pass.
+  std::array<size_t, kBackends> grads_taken_{};
+  std::array<std::vector<size_t>, kBackends> weight_layers_;
 };
 
 }  // namespace keel::probe

@@ -41,11 +41,17 @@ class ReductionBackend {
  public:
   virtual ~ReductionBackend() = default;
 
-  // Whether it measures this layer's gradient `grad` (defined) this step.
-  virtual bool takes_grad(size_t layer, const torch::Tensor& grad) const = 0;
-  // Starts the gradient statistics of `layers`; with `unscale` != 1 each gradient is first
-  // multiplied by it in place (the loss scaler's unscale, fused into the same read).
-  virtual void enqueue_grads(const std::vector<size_t>& layers, float unscale) = 0;
+  // Starts gathering a step's gradients: what an interrupted gathering took is dropped.
+  virtual void begin_grads() = 0;
+  // Whether it measures this layer's gradient `grad` (defined) this step; if it does, the
+  // layer joins its next enqueue_grads. Every backend is asked in the same pass over the
+  // layers, and a backend keeps what it needs of the gradient then: at 50,000 tensors a second
+  // walk to each gradient's bookkeeping, long out of cache, cost more than the arithmetic.
+  virtual bool take_grad(size_t layer, const torch::Tensor& grad) = 0;
+  // Starts the gradient statistics of the layers taken since begin_grads; with
+  // `unscale` != 1 each gradient is first multiplied by it in place (the loss scaler's
+  // unscale, fused into the same read).
+  virtual void enqueue_grads(float unscale) = 0;
   // The last enqueue_grads' statistics into out.grads.
   virtual void collect_grads(LayerSums& out) = 0;
 

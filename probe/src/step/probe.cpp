@@ -113,6 +113,8 @@ Probe::Impl::StepPlan Probe::Impl::plan_step() const {
   // Freezing and unfreezing mid-run is read each step. Unused: no gradient at all (zero_grad
   // sets them to none), or one left from an earlier step that this backward did not add to.
   for (size_t i = 0; i < params_.size(); ++i) {
+    // Ask for a later tensor's bookkeeping while this one's is read (LayerReducer does too).
+    if (i + 8 < params_.size()) __builtin_prefetch(params_[i + 8].unsafeGetTensorImpl());
     if (!params_[i].requires_grad()) {
       plan.frozen.push_back(static_cast<uint32_t>(i));
     } else if (!params_[i].grad().defined() || order_.passed_by(i)) {
@@ -340,13 +342,16 @@ void Probe::Impl::fill_layer_values(uint32_t mask, bool applied, bool grads_redu
     if (!((mask >> m) & 1u)) continue;
     const auto metric = static_cast<LayerMetric>(m);
     for (size_t i = 0; i < n; ++i) {
-      const double numel = static_cast<double>(params_[i].numel());
       double v = 0;
       switch (metric) {
         case LayerMetric::kGradNorm: v = std::sqrt(grads[i].sumsq); break;
         case LayerMetric::kGradAbsmax: v = grads[i].absmax; break;
         case LayerMetric::kGradNonfinite: v = static_cast<double>(grads[i].nonfinite); break;
-        case LayerMetric::kGradZeroFrac: v = numel > 0 ? static_cast<double>(grads[i].zeros) / numel : 0.0; break;
+        case LayerMetric::kGradZeroFrac: {
+          const double numel = static_cast<double>(params_[i].numel());
+          v = numel > 0 ? static_cast<double>(grads[i].zeros) / numel : 0.0;
+          break;
+        }
         case LayerMetric::kParamNorm: v = std::sqrt(param_sumsq[i]); break;
         case LayerMetric::kUpdateRatio: {
           const double w = std::sqrt(param_sumsq[i]);

@@ -71,6 +71,7 @@ class FusedReducer {
     int64_t end;
   };
   std::vector<Chunk> chunks_;
+  std::vector<int64_t> tasks_;   // each task's first chunk, then the chunk count
   std::vector<GradStats> partial_grad_;
   std::vector<double> partial_sum_;
   std::vector<double> partial_sum2_;
