@@ -18,7 +18,7 @@
 // a click opens the module, here and in the layer list (its layers' own rows then show which
 // is bad: selecting the worst would select a layer no row shows). Only the rows in view are
 // queried: one series each where the model folds by default, whatever a module holds; in a
-// smaller model a module folded by hand merges its layers' (at most 1,000 in all).
+// smaller model a module folded by hand queries each of its layers (RunModel::module_summarize).
 // It also logs, once per change, where its rows are on screen ("keel: heatmap x0 X x1 X y0 Y
 // row PX layers N rows R folded F": R rows, F of them folded modules), so a test driving the
 // real window with xdotool can click a given row.
