@@ -12,7 +12,8 @@ size_t message_bytes(const wire::Message& message) {
                using T = std::decay_t<decltype(m)>;
                size_t bytes = 0;
                if constexpr (std::is_same_v<T, wire::StepRecord>) {
-                 bytes += m.layer_values.size() * sizeof(float) + m.buffer_absmax.size() * sizeof(float) +
+                 bytes += (m.layer_values.size() + m.module_values.size()) * sizeof(float) +
+                          m.buffer_absmax.size() * sizeof(float) +
                           (m.frozen_layers.size() + m.unused_layers.size()) * sizeof(uint32_t) +
                           m.group_lrs.size() * sizeof(double) + m.run.size() + m.model.size() + m.skip_reason.size();
                  for (const wire::WatchStats& watch : m.watches) bytes += sizeof(watch) + watch.name.size();
@@ -23,6 +24,7 @@ size_t message_bytes(const wire::Message& message) {
                  }
                  for (const std::string& watch : m.watches) bytes += sizeof(watch) + watch.size();
                  for (const std::string& buffer : m.buffers) bytes += sizeof(buffer) + buffer.size();
+                 for (const wire::ModuleRange& module : m.modules) bytes += sizeof(module) + module.name.size();
                  bytes += m.run_id.size() + m.model.size() + m.recording.size();
                } else if constexpr (std::is_same_v<T, wire::Event>) {
                  bytes += m.kind.size() + m.layer.size() + m.detail.size() + m.run.size() + m.model.size();

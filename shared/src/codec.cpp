@@ -120,7 +120,7 @@ void run_identity(Encoder& e, const std::string& run, const std::string& model) 
 void encode_run(Encoder& e, const RunDescription& m) {
   header(e,
          (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1) + (m.buffers.empty() ? 0 : 1) +
-             (m.recording.empty() ? 0 : 1),
+             (m.recording.empty() ? 0 : 1) + (m.modules.empty() ? 0 : 1),
          kTopicRun, m.rank, m.seq);
   e.key("run_id");
   e.str(m.run_id);
@@ -174,12 +174,26 @@ void encode_run(Encoder& e, const RunDescription& m) {
     e.key("recording");
     e.str(m.recording);
   }
+  if (!m.modules.empty()) {
+    e.key("modules");
+    e.array(static_cast<uint32_t>(m.modules.size()));
+    for (const ModuleRange& module : m.modules) {
+      e.map(3);
+      e.key("name");
+      e.str(module.name);
+      e.key("first");
+      e.uint(module.first);
+      e.key("count");
+      e.uint(module.count);
+    }
+  }
 }
 
 void encode_step(Encoder& e, const StepRecord& m) {
   header(e,
          21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1) + (m.buffer_absmax.empty() ? 0 : 1) +
-             (m.cause.empty() ? 0 : 1) + (m.record_dropped == 0 ? 0 : 1) + run_identity_entries(m.run, m.model),
+             (m.cause.empty() ? 0 : 1) + (m.record_dropped == 0 ? 0 : 1) + (m.module_mask == 0 ? 0 : 3) +
+             run_identity_entries(m.run, m.model),
          kTopicStep, m.rank, m.seq);
   run_identity(e, m.run, m.model);
   e.key("step");
@@ -214,6 +228,14 @@ void encode_step(Encoder& e, const StepRecord& m) {
   e.uint(m.layer_count);
   e.key("layers");
   e.float_block(m.layer_values);
+  if (m.module_mask != 0) {
+    e.key("module_mask");
+    e.uint(m.module_mask);
+    e.key("module_count");
+    e.uint(m.module_count);
+    e.key("module_values");
+    e.float_block(m.module_values);
+  }
   e.key("scaler");
   if (m.scaler) {
     e.map(4);

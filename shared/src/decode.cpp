@@ -267,6 +267,24 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
     }
   }
   r.optional("recording", m.recording);
+  if (const msgpack::object_array* modules = r.array("modules", kMaxModules)) {
+    m.modules.resize(modules->size);
+    uint64_t next_free = 0;   // ascending and disjoint
+    for (uint32_t i = 0; i < modules->size && r.ok(); ++i) {
+      ModuleRange& module = m.modules[i];
+      MapReader mr(error, modules->ptr[i], item_name("modules", i));
+      mr.required("name", module.name).required("first", module.first).required("count", module.count);
+      if (!mr.ok()) return;
+      const uint64_t end = uint64_t{module.first} + module.count;
+      if (module.first < next_free || end > m.layers.size()) {
+        r.fail("modules[" + std::to_string(i) + "] (layers " + std::to_string(module.first) + " to " +
+               std::to_string(end) + ") overlaps the module before it or runs past the " +
+               std::to_string(m.layers.size()) + " layers");
+        return;
+      }
+      next_free = end;
+    }
+  }
 }
 
 // A bin of little-endian float32 (its size a multiple of 4, checked by the caller) into `out`.
@@ -308,6 +326,29 @@ void read_layer_block(MapReader& r, StepRecord& m) {
     return;
   }
   copy_floats(*block, m.layer_values);
+}
+
+// The modules' rollup block: popcount(module_mask) * module_count little-endian float32.
+void read_module_block(MapReader& r, StepRecord& m) {
+  r.optional("module_mask", m.module_mask).optional("module_count", m.module_count);
+  const msgpack::object* block = r.find("module_values", m.module_mask != 0);
+  if (!block) return;
+  if (m.module_count > kMaxModules) {
+    r.fail("module_count " + std::to_string(m.module_count) + " exceeds the limit of " + std::to_string(kMaxModules));
+    return;
+  }
+  if (block->type != msgpack::type::BIN) {
+    r.fail("field \"module_values\" is " + type_name(*block) + ", expected a binary block of little-endian float32");
+    return;
+  }
+  const uint64_t expected = static_cast<uint64_t>(__builtin_popcount(m.module_mask)) * m.module_count * sizeof(float);
+  if (block->via.bin.size != expected) {
+    r.fail("field \"module_values\" holds " + std::to_string(block->via.bin.size) + " bytes, expected " +
+           std::to_string(expected) + " (" + std::to_string(__builtin_popcount(m.module_mask)) + " metrics x " +
+           std::to_string(m.module_count) + " modules x 4 bytes)");
+    return;
+  }
+  copy_floats(*block, m.module_values);
 }
 
 // The buffers' block: one little-endian float32 per buffer of the run description.
@@ -357,6 +398,7 @@ void read_step(MapReader& r, std::string& error, StepRecord& m) {
       .required("metric_mask", m.metric_mask)
       .required("layer_count", m.layer_count);
   read_layer_block(r, m);
+  read_module_block(r, m);
   read_buffer_block(r, m);
   if (const msgpack::object* scaler = r.find("scaler", false)) {
     if (scaler->type != msgpack::type::NIL) {

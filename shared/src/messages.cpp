@@ -11,15 +11,23 @@ const char* layer_metric_name(LayerMetric metric) {
   return info_of(metric).name;
 }
 
-int StepRecord::metric_block(LayerMetric metric) const {
+namespace {
+
+int block_in(uint32_t mask, LayerMetric metric) {
   const unsigned index = static_cast<unsigned>(metric);
   if (index >= 32u) return -1;
   const uint32_t bit = 1u << index;
-  if ((metric_mask & bit) == 0) return -1;
+  if ((mask & bit) == 0) return -1;
   // Blocks are packed in ascending metric order, so the block index is the number of
   // present metrics below this one.
-  return __builtin_popcount(metric_mask & (bit - 1u));
+  return __builtin_popcount(mask & (bit - 1u));
 }
+
+}  // namespace
+
+int StepRecord::metric_block(LayerMetric metric) const { return block_in(metric_mask, metric); }
+
+int StepRecord::module_block(LayerMetric metric) const { return block_in(module_mask, metric); }
 
 float StepRecord::layer_value(LayerMetric metric, uint32_t layer) const {
   const int block = metric_block(metric);

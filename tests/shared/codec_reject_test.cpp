@@ -114,6 +114,23 @@ TEST(CodecReject, AnUnusedLayerMustBeALayer) {
   expect_error(encode(record), "unused[0] = 7 is not a layer (layer_count 3)");
 }
 
+TEST(CodecReject, ModulesMustBeAscendingDisjointRangesOfTheLayers) {
+  RunDescription overlapping = sample_run();
+  overlapping.modules = {{"a", 0, 2}, {"b", 1, 2}};
+  expect_error(encode(overlapping), "modules[1] (layers 1 to 3) overlaps the module before it");
+  RunDescription past_the_end = sample_run();
+  past_the_end.modules = {{"a", 2, 5}};
+  expect_error(encode(past_the_end), "modules[0] (layers 2 to 7) overlaps the module before it or runs past the 4 layers");
+}
+
+TEST(CodecReject, ModuleBlockLengthMustMatchMaskTimesCount) {
+  StepRecord record = sample_step();
+  record.module_mask = kAllLayerMetrics;
+  record.module_count = 2;
+  record.module_values.assign(11, 1.0f);
+  expect_error(encode(record), "field \"module_values\" holds 44 bytes, expected 48 (6 metrics x 2 modules x 4 bytes)");
+}
+
 TEST(CodecReject, LayerBlockLengthMustMatchMaskTimesCount) {
   StepRecord short_block = sample_step();
   short_block.layer_values.pop_back();

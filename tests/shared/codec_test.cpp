@@ -49,6 +49,40 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
   EXPECT_EQ(out.recording, in.recording);
 }
 
+// A wide model's description names its modules, and its steps between per-layer records
+// carry one value per module and metric (PROTOCOL §3.2, §3.3).
+TEST(CodecRoundTrip, ModulesAndTheirRollupsKeepEveryField) {
+  RunDescription run = sample_run();
+  ASSERT_GE(run.layers.size(), 3u);
+  run.modules = {{"blocks.0", 0, 2}, {"", 2, 1}};
+  const RunDescription run_out = round_trip(run);
+  ASSERT_EQ(run_out.modules.size(), 2u);
+  EXPECT_EQ(run_out.modules[0].name, "blocks.0");
+  EXPECT_EQ(run_out.modules[0].first, 0u);
+  EXPECT_EQ(run_out.modules[0].count, 2u);
+  EXPECT_EQ(run_out.modules[1].name, "");
+  EXPECT_EQ(run_out.modules[1].first, 2u);
+  EXPECT_TRUE(round_trip(sample_run()).modules.empty());
+
+  StepRecord step = sample_step();
+  step.metric_mask = 0;
+  step.layer_values.clear();
+  step.module_mask = bit_of(LayerMetric::kGradNorm) | bit_of(LayerMetric::kGradNonfinite);
+  step.module_count = 2;
+  step.module_values = {1.5f, std::numeric_limits<float>::quiet_NaN(), 0.0f, 3.0f};
+  const StepRecord out = round_trip(step);
+  EXPECT_EQ(out.metric_mask, 0u);
+  EXPECT_EQ(out.layer_count, step.layer_count);
+  EXPECT_EQ(out.module_mask, step.module_mask);
+  EXPECT_EQ(out.module_count, 2u);
+  ASSERT_EQ(out.module_values.size(), 4u);
+  EXPECT_EQ(out.module_values[0], 1.5f);
+  EXPECT_TRUE(std::isnan(out.module_values[1]));
+  EXPECT_EQ(out.module_values[3], 3.0f);
+  EXPECT_EQ(out.module_block(LayerMetric::kGradNonfinite), 1);
+  EXPECT_EQ(out.module_block(LayerMetric::kGradAbsmax), -1);
+}
+
 // A probe that does not report its policies (an older one) leaves the key out; one whose
 // policies are all off sends an empty list. The two must stay apart.
 TEST(CodecRoundTrip, RunDescriptionTellsUnreportedPoliciesFromAllOff) {

@@ -11,8 +11,18 @@
 #include "transport/command_server.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel_version.hpp"
+#include "module_ranges.hpp"
 
 namespace keel::probe {
+namespace {
+
+// A rollup step of 1,024 modules x 6 metrics is 24 KB; of 8,192 (a model whose top level alone
+// has that many modules), 192 KB. Beyond, the rollups save too little to be worth the gaps.
+constexpr size_t kTargetModules = 1024;
+constexpr size_t kMostModules = 8192;
+
+}  // namespace
+
 
 std::string dtype_name(torch::ScalarType type) {
   switch (type) {
@@ -61,11 +71,11 @@ wire::RunDescription describe_run(const ModelParameters& parameters, const Probe
   d.start_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
-  describe_layers(parameters, d);
+  describe_layers(parameters, options.layer_detail_above, d);
   return d;
 }
 
-void describe_layers(const ModelParameters& parameters, wire::RunDescription& d) {
+void describe_layers(const ModelParameters& parameters, int64_t layer_detail_above, wire::RunDescription& d) {
   const NamedParams& params = parameters.params;
   d.device = params.empty() ? "cpu" : params.front().second.device().str();
   d.layers.clear();
@@ -80,6 +90,13 @@ void describe_layers(const ModelParameters& parameters, wire::RunDescription& d)
     const auto& aliases = parameters.aliases[i];
     layer.aliases.assign(aliases.begin(), aliases.begin() + std::min<size_t>(aliases.size(), wire::kMaxAliases));
     d.layers.push_back(std::move(layer));
+  }
+  d.modules.clear();
+  if (layer_detail_above > 0 && params.size() > static_cast<size_t>(layer_detail_above)) {
+    std::vector<std::string> names;
+    names.reserve(params.size());
+    for (const auto& named : params) names.push_back(named.first);
+    d.modules = plan_module_ranges(names, kTargetModules, kMostModules);
   }
 }
 

@@ -20,8 +20,9 @@ std::string default_run_id();
 // The names of the policies (command_server.hpp) that `options` has on, for the description.
 std::vector<std::string> policies_on(const ProbeOptions& options);
 wire::RunDescription describe_run(const ModelParameters& parameters, const ProbeOptions& options);
-// The layers and device of `description` from `params` (at attach, and again when the model's
-// parameters change: the same run, re-described).
-void describe_layers(const ModelParameters& parameters, wire::RunDescription& description);
+// The layers, modules and device of `description` from `params` (at attach, and again when the
+// model's parameters change: the same run, re-described). Modules (plan_module_ranges) only
+// for a model of more than `layer_detail_above` layers (ProbeOptions; 0: none).
+void describe_layers(const ModelParameters& parameters, int64_t layer_detail_above, wire::RunDescription& description);
 
 }  // namespace keel::probe

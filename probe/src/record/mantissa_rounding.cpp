@@ -21,14 +21,23 @@ float round_mantissa(float value, int bits) {
   return rounded;
 }
 
+namespace {
+
+// A metric-major block of `n` values per metric; the block `counts` (non-finite counts, -1:
+// none) stays exact.
+void round_block(std::vector<float>& values, size_t n, int counts, int bits) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (counts >= 0 && n > 0 && i / n == static_cast<size_t>(counts)) continue;
+    values[i] = round_mantissa(values[i], bits);
+  }
+}
+
+}  // namespace
+
 bool round_layer_values(wire::StepRecord& record, int bits) {
   if (bits >= kExactMantissaBits) return false;
-  const int counts = record.metric_block(wire::LayerMetric::kGradNonfinite);
-  const size_t n = record.layer_count;
-  for (size_t i = 0; i < record.layer_values.size(); ++i) {
-    if (counts >= 0 && n > 0 && i / n == static_cast<size_t>(counts)) continue;
-    record.layer_values[i] = round_mantissa(record.layer_values[i], bits);
-  }
+  round_block(record.layer_values, record.layer_count, record.metric_block(wire::LayerMetric::kGradNonfinite), bits);
+  round_block(record.module_values, record.module_count, record.module_block(wire::LayerMetric::kGradNonfinite), bits);
   return true;
 }
 

@@ -24,7 +24,7 @@ inline constexpr int kExactMantissaBits = 23;
 // `value` with only its top `bits` mantissa bits (1 to 23; 23 or more: unchanged).
 float round_mantissa(float value, int bits);
 
-// Rounds every layer value of `record` but its grad_nonfinite block. False when `bits` keeps
+// Rounds every layer and module value of `record` but their grad_nonfinite blocks. False when `bits` keeps
 // everything (nothing to do).
 bool round_layer_values(wire::StepRecord& record, int bits);
 

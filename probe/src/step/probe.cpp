@@ -1,5 +1,6 @@
 // Probe::Impl's step on the host: reduce, decide, apply, measure the update, record. Attaching
 // is probe_attach.cpp, the step's events probe_events.cpp, the buffers probe_buffers.cpp.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -269,7 +270,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.skip_reason = outcome.skip_reason;
     record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
     // A metric the probe failed to measure is absent, not a stale or partial value.
-    fill_layer_values(plan.mask & ~r.lost_mask, outcome.applied, plan.grads_due && r.stats_ok);
+    fill_values(plan.mask & ~r.lost_mask, outcome, plan.grads_due && r.stats_ok);
     record_.frozen_layers = plan.frozen;
     record_.unused_layers = plan.unused;
     outcome.grad_norm = record_.grad_norm;
@@ -324,44 +325,89 @@ void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepT
   ++step_;
 }
 
-void Probe::Impl::fill_layer_values(uint32_t mask, bool applied, bool grads_reduced) {
-  const size_t n = params_.size();
-  record_.metric_mask = mask;
-  record_.layer_values.resize(static_cast<size_t>(__builtin_popcount(mask)) * n);
+void Probe::Impl::fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced) {
   const auto& grads = reducer_.grad_stats();
-  const auto& param_sumsq = reducer_.param_sumsq();
-  const auto& update_sumsq = reducer_.update_sumsq();
   double total_sumsq = 0;
   for (const auto& s : grads) total_sumsq += s.sumsq;
   // Without a gradient pass this step the stats are the previous step's: report "not
   // measured" rather than a stale norm.
   record_.grad_norm = grads_reduced ? std::sqrt(total_sumsq) : std::numeric_limits<double>::quiet_NaN();
+  if (per_layer_due(outcome)) {
+    fill_layer_values(mask, outcome.applied);
+  } else {
+    fill_module_values(mask, outcome.applied);
+  }
+}
 
+bool Probe::Impl::per_layer_due(const StepOutcome& outcome) const {
+  // The first non-finite layer and a skip are read off the per-layer values: such a step,
+  // and any step of a model without modules, goes out in full.
+  return description_.modules.empty() || !outcome.applied || health_.blown_up() ||
+         (record_step_ - options_.first_step) % options_.layer_detail_every == 0;
+}
+
+double Probe::Impl::layer_value(LayerMetric metric, size_t i, bool applied) const {
+  const GradStats& grad = reducer_.grad_stats()[i];
+  switch (metric) {
+    case LayerMetric::kGradNorm: return std::sqrt(grad.sumsq);
+    case LayerMetric::kGradAbsmax: return grad.absmax;
+    case LayerMetric::kGradNonfinite: return static_cast<double>(grad.nonfinite);
+    case LayerMetric::kGradZeroFrac: {
+      const double numel = static_cast<double>(params_[i].numel());
+      return numel > 0 ? static_cast<double>(grad.zeros) / numel : 0.0;
+    }
+    case LayerMetric::kParamNorm: return std::sqrt(reducer_.param_sumsq()[i]);
+    case LayerMetric::kUpdateRatio: {
+      const double w = std::sqrt(reducer_.param_sumsq()[i]);
+      // Undefined for all-zero weights (fresh biases); reported as 0 rather than a
+      // non-finite value that would read as an instability.
+      return (applied && w > 0) ? std::sqrt(reducer_.update_sumsq()[i]) / w : 0.0;
+    }
+  }
+  return 0.0;
+}
+
+void Probe::Impl::fill_layer_values(uint32_t mask, bool applied) {
+  const size_t n = params_.size();
+  record_.metric_mask = mask;
+  record_.layer_values.resize(static_cast<size_t>(__builtin_popcount(mask)) * n);
+  record_.module_mask = 0;
+  record_.module_count = 0;
+  record_.module_values.clear();
   float* out = record_.layer_values.data();
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     if (!((mask >> m) & 1u)) continue;
+    for (size_t i = 0; i < n; ++i) *out++ = static_cast<float>(layer_value(static_cast<LayerMetric>(m), i, applied));
+  }
+}
+
+void Probe::Impl::fill_module_values(uint32_t mask, bool applied) {
+  const auto& modules = description_.modules;
+  record_.metric_mask = 0;
+  record_.layer_values.clear();
+  record_.module_mask = mask;
+  record_.module_count = static_cast<uint32_t>(modules.size());
+  record_.module_values.resize(static_cast<size_t>(__builtin_popcount(mask)) * modules.size());
+  float* out = record_.module_values.data();
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    if (!((mask >> m) & 1u)) continue;
     const auto metric = static_cast<LayerMetric>(m);
-    for (size_t i = 0; i < n; ++i) {
-      double v = 0;
-      switch (metric) {
-        case LayerMetric::kGradNorm: v = std::sqrt(grads[i].sumsq); break;
-        case LayerMetric::kGradAbsmax: v = grads[i].absmax; break;
-        case LayerMetric::kGradNonfinite: v = static_cast<double>(grads[i].nonfinite); break;
-        case LayerMetric::kGradZeroFrac: {
-          const double numel = static_cast<double>(params_[i].numel());
-          v = numel > 0 ? static_cast<double>(grads[i].zeros) / numel : 0.0;
-          break;
-        }
-        case LayerMetric::kParamNorm: v = std::sqrt(param_sumsq[i]); break;
-        case LayerMetric::kUpdateRatio: {
-          const double w = std::sqrt(param_sumsq[i]);
-          // Undefined for all-zero weights (fresh biases); reported as 0 rather than a
-          // non-finite value that would read as an instability.
-          v = (applied && w > 0) ? std::sqrt(update_sumsq[i]) / w : 0.0;
-          break;
+    // A module's worst layer: the largest value, NaN when any is NaN, and non-finite counts
+    // added up (PROTOCOL §3.3), so that no module hides a bad layer behind good ones.
+    const bool add_up = metric == LayerMetric::kGradNonfinite;
+    for (const wire::ModuleRange& module : modules) {
+      double worst = 0;
+      for (uint32_t i = module.first; i < module.first + module.count; ++i) {
+        const double v = layer_value(metric, i, applied);
+        if (add_up) {
+          worst += v;
+        } else if (std::isnan(v) || std::isnan(worst)) {
+          worst = std::numeric_limits<double>::quiet_NaN();
+        } else {
+          worst = std::max(worst, v);
         }
       }
-      *out++ = static_cast<float>(v);
+      *out++ = static_cast<float>(worst);
     }
   }
 }

@@ -31,6 +31,13 @@ void check_rank(const ProbeOptions& options) {
   }
 }
 
+void check_layer_detail(const ProbeOptions& options) {
+  if (options.layer_detail_above < 0 || options.layer_detail_every < 1) {
+    throw AttachError("keel probe: layer_detail_above must be 0 or more and layer_detail_every 1 or more (they are " +
+                      std::to_string(options.layer_detail_above) + " and " + std::to_string(options.layer_detail_every) + ")");
+  }
+}
+
 // The model name goes into dump directory names and every message of the run: refused at
 // attach, with what is allowed, rather than altered behind the user's back.
 void check_model_name(const ProbeOptions& options) {
@@ -113,6 +120,7 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
   reducer_.measure_updates_of(&optimizer_);
   check_rank(options_);
   check_model_name(options_);
+  check_layer_detail(options_);
   use_user_keys_by_default(options_);
   check_command_security(options_);
   start_recording();

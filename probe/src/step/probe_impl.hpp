@@ -288,7 +288,14 @@ class Probe::Impl {
   void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,
               std::vector<wire::WatchStats>* watches = nullptr);
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
-  void fill_layer_values(uint32_t mask, bool applied, bool grads_reduced);
+  // The record's values of the metrics in `mask`: per layer, or, on a wide model's step that
+  // is not due in full (ProbeOptions::layer_detail_every), per module of the description.
+  void fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced);
+  bool per_layer_due(const StepOutcome& outcome) const;
+  void fill_layer_values(uint32_t mask, bool applied);
+  void fill_module_values(uint32_t mask, bool applied);
+  // One layer's value of one metric, from the step's reductions.
+  double layer_value(wire::LayerMetric metric, size_t layer, bool applied) const;
   // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
   void raise_events(const StepOutcome& outcome, bool measured);
   void add_event(const std::string& kind, const std::string& layer, const std::string& detail,

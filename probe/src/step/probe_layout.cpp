@@ -49,7 +49,7 @@ void Probe::Impl::follow_layout() {
       replan(now, change.what);
     } else if (const std::string renamed = alias_change(now, description_); !renamed.empty()) {
       // The same layers under other names besides their own: only the description changes.
-      describe_layers(now, description_);
+      describe_layers(now, options_.layer_detail_above, description_);
       if (publisher_) publisher_->describe(description_);
       add_event("layout_changed", "", "the model's parameters changed after the last step: " + renamed + "; the run is re-described");
     }
@@ -68,7 +68,7 @@ void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
   LayerReducer reducer(params);
   reducer.measure_updates_of(&optimizer_);
   wire::RunDescription description = description_;   // the same run: its id, start and watches
-  describe_layers(now, description);
+  describe_layers(now, options_.layer_detail_above, description);
   ParameterLayout layout(now.params, sequence_);
 
   order_.track(params);

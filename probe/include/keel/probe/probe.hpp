@@ -87,6 +87,16 @@ struct ProbeOptions {
   int32_t world_size = 1;
   // Per LayerMetric (index = wire::LayerMetric): compute every N steps; 0 = never.
   std::array<int32_t, wire::kLayerMetricCount> cadence = wire::every_step_cadence();
+  // A model of more layers than layer_detail_above is sent per layer only every
+  // layer_detail_every steps; its other steps carry one value per module and metric (the
+  // module's worst layer; modules at the deepest name depth with at most 1,024 of them, or the
+  // top level when it has up to 8,192, PROTOCOL §3.3; a model with more top-level modules
+  // than that is sent per layer every step). A step with a non-finite value or a skipped update is always sent per
+  // layer, so the first non-finite layer and a skip stay exact; the probe measures every
+  // layer at every step either way. At 50,000 layers this cuts the wire, the recording and the
+  // dashboard's intake about layer_detail_every times (BENCHMARKS.md). 0: every step per layer.
+  int64_t layer_detail_above = 4096;
+  int32_t layer_detail_every = 16;
   // Policy: never apply an update with a NaN/Inf gradient, a NaN/Inf loss, or a global grad
   // norm that overflows float32 (above 1.8e19: a poisoned batch with finite gradients). A
   // "policy skip_nonfinite" command switches it while the run goes on. With world_size > 1

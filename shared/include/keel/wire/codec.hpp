@@ -26,6 +26,8 @@ inline constexpr uint32_t kMaxWatches = 1024;
 inline constexpr uint32_t kMaxPolicies = 64;
 // Other names of one layer's tensor in a run description (LayerInfo::aliases).
 inline constexpr uint32_t kMaxAliases = 64;
+// Modules a run description names for its step records' rollups (RunDescription::modules).
+inline constexpr uint32_t kMaxModules = 65536;
 // Param groups whose lr a step record carries (StepRecord::group_lrs).
 inline constexpr uint32_t kMaxGroupLrs = 1024;
 inline constexpr uint32_t kMaxStringBytes = 64u << 10;

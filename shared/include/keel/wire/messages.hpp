@@ -29,6 +29,15 @@ struct LayerInfo {
   std::vector<std::string> aliases = {};
 };
 
+// A module of the model: the layers [first, first + count) in model order, all named under
+// `name` (a layer-name prefix, "blocks.17.experts"). A wide model's step records carry these
+// modules' rollups on the steps that carry no per-layer values (StepRecord::module_values).
+struct ModuleRange {
+  std::string name;
+  uint32_t first = 0;
+  uint32_t count = 0;
+};
+
 // Sent first to every new subscriber and re-sent periodically, so a late client understands
 // the stream at once.
 struct RunDescription {
@@ -56,6 +65,10 @@ struct RunDescription {
   // RECORDING.md); "" when it records nothing. A client on the same machine can read from it
   // the history older than the probe's ring.
   std::string recording;
+  // The modules whose rollups the step records carry between per-layer records, ascending
+  // and disjoint; empty for a model narrow enough to be sent in full every step (PROTOCOL
+  // §3.2, ProbeOptions::layer_detail_above).
+  std::vector<ModuleRange> modules;
 };
 
 struct ScalerState {
@@ -101,6 +114,13 @@ struct StepRecord {
   uint32_t metric_mask = kAllLayerMetrics;
   uint32_t layer_count = 0;
   std::vector<float> layer_values;
+  // A wide model's step without per-layer values (metric_mask 0): per module of the run
+  // description's `modules`, its worst layer's value of each metric in module_mask (the
+  // largest; non-finite counts added up; NaN when any layer's is NaN), metric-major as
+  // layer_values, module_count values per metric. Empty, and module_mask 0, otherwise.
+  uint32_t module_mask = 0;
+  uint32_t module_count = 0;
+  std::vector<float> module_values;
   std::optional<ScalerState> scaler;
   std::vector<WatchStats> watches;
   // max |b| of each of the run description's buffers, in its order, as they were at this step
@@ -125,6 +145,8 @@ struct StepRecord {
   int metric_block(LayerMetric metric) const;
   // Value of one metric for one layer; NaN when the metric is absent.
   float layer_value(LayerMetric metric, uint32_t layer) const;
+  // Index of a metric's block in module_values, or -1 when absent.
+  int module_block(LayerMetric metric) const;
 };
 
 // Why a step was unsafe, and where its first non-finite value was born (PROTOCOL §3.4).
