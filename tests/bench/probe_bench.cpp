@@ -132,6 +132,17 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
   }
 }
 
+void print_wide_wire(const keel::bench::WideWireCost& w) {
+  std::printf("the wire at a mixture of experts' width (%lld tensors, %zu modules; %d steps of each, interleaved)\n",
+              static_cast<long long>(w.tensors), w.modules, w.steps);
+  std::printf("  %-48s %12.0f bytes  probe %9.1f us\n", "per layer every step (layer_detail_above 0)",
+              w.per_layer_bytes_per_step, w.per_layer_probe_us);
+  std::printf("  %-48s %12.0f bytes  probe %9.1f us\n", "defaults (per layer every 16th step, modules between)",
+              w.rollup_bytes_per_step, w.rollup_probe_us);
+  std::printf("  step record bytes, per layer over defaults: %.1fx\n",
+              w.rollup_bytes_per_step > 0 ? w.per_layer_bytes_per_step / w.rollup_bytes_per_step : 0.0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,11 +165,16 @@ int main(int argc, char** argv) {
   app.add_option("--tensors", tensor_counts, "tensor counts of the deep narrow models (per-tensor cost)")
       ->capture_default_str();
   bool tensors_only = false;
-  app.add_flag("--tensors-only", tensors_only, "measure the per-tensor cost alone");
+  app.add_flag("--tensors-only", tensors_only, "measure the per-tensor cost and the wide model's wire alone");
+  int wide_blocks = 48, wide_experts = 512, wide_steps = 32;
+  app.add_option("--wide-blocks", wide_blocks, "blocks of the wide (mixture of experts) model")->capture_default_str();
+  app.add_option("--wide-experts", wide_experts, "experts per block (2 tensors each)")->capture_default_str();
+  app.add_option("--wide-steps", wide_steps, "measured steps of the wide model (0: not measured)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (pairs <= 0) pairs = quick ? 30 : 100;
   if (tensors_only) {
     print_tensor_counts(keel::bench::measure_tensor_counts(tensor_counts, pairs));
+    if (wide_steps > 0) print_wide_wire(keel::bench::measure_wide_wire(wide_blocks, wide_experts, wide_steps));
     return 0;
   }
   const int warmup = 5;
@@ -220,6 +236,8 @@ int main(int argc, char** argv) {
   const keel::bench::OriginCost origin = keel::bench::measure_origin_cost(pairs);
   const keel::bench::RecordingCost recording = keel::bench::measure_recording_cost(pairs, record_dir);
   const std::vector<keel::bench::TensorCountCost> tensor_rows = keel::bench::measure_tensor_counts(tensor_counts, pairs);
+  const keel::bench::WideWireCost wide =
+      keel::bench::measure_wide_wire(wide_blocks, wide_experts, quick ? std::min(wide_steps, 16) : wide_steps);
   // keel-demo's 42 layers, and a deep model's 2,000.
   std::vector<keel::bench::TelemetryCost> telemetry;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -305,6 +323,7 @@ int main(int argc, char** argv) {
                 100.0 * (t.curve_us_per_record - t.plain_us_per_record) / 1000.0 / plain_med);
   }
   print_tensor_counts(tensor_rows);
+  if (wide.steps > 0) print_wide_wire(wide);
   std::printf(
       "{\"overhead_pct\":%.3f,\"probe_self_pct\":%.3f,\"naive_overhead_pct\":%.3f,\"reduce_vs_memcpy\":%.3f,"
       "\"train_thread_us\":%.1f,\"probe_us\":%.1f,\"step_ms_plain\":%.3f,\"step_ms_probe\":%.3f,"

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <tuple>
 
 #include "keel/probe/probe.hpp"
+#include "keel/wire/codec.hpp"
 #include "naive_checks.hpp"
 
 namespace keel::bench {
@@ -93,7 +95,85 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   return cost;
 }
 
+// blocks.<b>.experts.<e>.{up,down}.weight: each block adds every expert's down(relu(up(x))).
+struct Expert : torch::nn::Module {
+  Expert()
+      : up(register_module("up", torch::nn::Linear(torch::nn::LinearOptions(4, 4).bias(false)))),
+        down(register_module("down", torch::nn::Linear(torch::nn::LinearOptions(4, 4).bias(false)))) {}
+  torch::nn::Linear up, down;
+};
+
+struct MixtureOfExperts : torch::nn::Module {
+  MixtureOfExperts(int blocks, int experts) {
+    auto list = register_module("blocks", torch::nn::ModuleList());
+    for (int b = 0; b < blocks; ++b) {
+      auto block = std::make_shared<torch::nn::Module>();
+      auto block_experts = block->register_module("experts", torch::nn::ModuleList());
+      for (int e = 0; e < experts; ++e) block_experts->push_back(std::make_shared<Expert>());
+      list->push_back(block);
+      experts_of.push_back(block_experts);
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (const auto& block : experts_of) {
+      torch::Tensor sum = torch::zeros_like(x);
+      for (const auto& module : *block) {
+        auto* expert = module->as<Expert>();
+        sum = sum + expert->down->forward(torch::relu(expert->up->forward(x)));
+      }
+      x = torch::tanh(sum);
+    }
+    return x;
+  }
+  std::vector<torch::nn::ModuleList> experts_of;
+};
+
 }  // namespace
+
+WideWireCost measure_wide_wire(int blocks, int experts, int steps) {
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(1);
+  torch::manual_seed(2);
+  MixtureOfExperts rollup_model(blocks, experts), per_layer_model(blocks, experts);
+  torch::optim::SGD rollup_opt(rollup_model.parameters(), torch::optim::SGDOptions(1e-3));
+  torch::optim::SGD per_layer_opt(per_layer_model.parameters(), torch::optim::SGDOptions(1e-3));
+  probe::ProbeOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.record_dir = "";
+  options.dump_on_nonfinite = false;
+  probe::Probe rollup(rollup_model, rollup_opt, options);
+  options.layer_detail_above = 0;
+  probe::Probe per_layer(per_layer_model, per_layer_opt, options);
+  const torch::Tensor x = torch::randn({8, 4});
+  const torch::Tensor y = torch::randn({8, 4});
+
+  WideWireCost cost;
+  cost.tensors = static_cast<int64_t>(rollup_model.parameters().size());
+  cost.modules = rollup.description().modules.size();
+  cost.steps = steps;
+  std::vector<double> rollup_us, per_layer_us;
+  double rollup_bytes = 0, per_layer_bytes = 0;
+  const int warmup = 2;
+  for (int step = 0; step < warmup + steps; ++step) {
+    for (auto [probe, model, opt, us, bytes] :
+         {std::tuple{&rollup, &rollup_model, &rollup_opt, &rollup_us, &rollup_bytes},
+          std::tuple{&per_layer, &per_layer_model, &per_layer_opt, &per_layer_us, &per_layer_bytes}}) {
+      opt->zero_grad();
+      const torch::Tensor loss = torch::mse_loss(model->forward(x), y);
+      loss.backward();
+      probe->step(loss);
+      if (step < warmup) continue;
+      us->push_back(probe->last_timing().probe_us);
+      *bytes += static_cast<double>(wire::encode(probe->last_record()).size());
+    }
+  }
+  cost.rollup_bytes_per_step = rollup_bytes / steps;
+  cost.per_layer_bytes_per_step = per_layer_bytes / steps;
+  cost.rollup_probe_us = median(rollup_us);
+  cost.per_layer_probe_us = median(per_layer_us);
+  torch::set_num_threads(threads);
+  return cost;
+}
 
 std::vector<TensorCountCost> measure_tensor_counts(const std::vector<int64_t>& tensors, int rounds) {
   const int threads = torch::get_num_threads();

@@ -33,4 +33,19 @@ struct TensorCountCost {
 // each (fewer for the largest models: at least 5).
 std::vector<TensorCountCost> measure_tensor_counts(const std::vector<int64_t>& tensors, int rounds);
 
+// The wire at a mixture of experts' width (issue 30, part 2): `blocks` blocks of `experts`
+// experts, each two bias-free Linear(4, 4) (up, down), 2 x blocks x experts tensors, one copy
+// probed with the defaults (per-layer values every layer_detail_every steps, module rollups
+// between) and one sent per layer at every step (layer_detail_above 0), stepping in turn.
+struct WideWireCost {
+  int64_t tensors = 0;
+  size_t modules = 0;                   // in the run description
+  int steps = 0;                        // measured steps of each probe
+  double rollup_bytes_per_step = 0;     // mean encoded step record, defaults
+  double per_layer_bytes_per_step = 0;  // mean encoded step record, every step per layer
+  double rollup_probe_us = 0;           // median ProbeTiming::probe_us, defaults
+  double per_layer_probe_us = 0;        // the same, every step per layer
+};
+WideWireCost measure_wide_wire(int blocks, int experts, int steps);
+
 }  // namespace keel::bench
