@@ -87,8 +87,10 @@ bool Model::ingest(const wire::Message& message) {
           RunModel& run = run_for(wire::run_key_of(m));
           run.note_seq(m.seq, false);
           const uint64_t refused = run.counters().refused_records;
+          const uint64_t refused_rollups = run.counters().refused_rollups;
           run.add_step(m);
           counters_.refused_records += run.counters().refused_records - refused;
+          counters_.refused_rollups += run.counters().refused_rollups - refused_rollups;
           return true;  // stored, or counted as a duplicate or refused: the counters changed
         } else if constexpr (std::is_same_v<T, wire::Event>) {
           RunModel& run = run_for(wire::run_key_of(m));

@@ -54,6 +54,7 @@ struct ModelCounters {
   uint64_t messages = 0;       // every message given to ingest()
   uint64_t runs_evicted = 0;   // runs dropped to stay within max_runs
   uint64_t refused_records = 0;  // step records whose layer count was not their run's (all runs)
+  uint64_t refused_rollups = 0;  // step records whose module values did not fit their run's modules
   // Messages beyond sane limits (ModelConfig): more layers than max_layers, a rank below 0,
   // at or past max_ranks or past its run's world_size. Never stored.
   uint64_t refused_insane = 0;

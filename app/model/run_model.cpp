@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <string_view>
 
 namespace keel::app {
 namespace {
@@ -57,7 +56,7 @@ void RunModel::size_layer_series(size_t layers) {
   // them): halve the full-resolution window or the pyramid, whichever weighs more, until one
   // series fits (or both are at their least).
   layer_config_ = config_;
-  const size_t modules = starts_folded(layers) ? modules_.module_count() : 0;
+  const size_t modules = keeps_module_series_for(layers) ? modules_.module_count() : 0;
   const size_t series = std::max<size_t>(layers + modules, 1) * wire::kLayerMetricCount;
   const size_t per_series = config_.budget_share() / series;
   constexpr int64_t kLeastRecent = 16, kLeastBuckets = 8;
@@ -145,85 +144,13 @@ bool RunModel::describe(const wire::RunDescription& description) {
     layer_names_[i] = description.layers[i].name;
   }
   for (const std::string& watch : description.watches) watch_index(watch);
-  if (modules_stale_) set_modules();
+  // Modules described for the first time keep series from now on (keeps_module_series_for()).
+  if (modules_stale_ || module_series_kept_ != keeps_module_series_for(layer_names_.size())) {
+    set_modules();
+  } else {
+    place_rollups();
+  }
   return true;
-}
-
-void RunModel::set_modules() {
-  modules_stale_ = false;
-  ModuleTree next;
-  next.build(layer_names_);
-  std::unordered_map<std::string_view, size_t> was;
-  for (size_t i = 0; i < modules_.module_count(); ++i) was.emplace(modules_.module(i).path, i);
-  const size_t n = next.module_count();
-  std::swap(modules_, next);
-  // Sized with the new tree's modules counted; the series made from here on get that size.
-  module_series_kept_ = starts_folded(layer_names_.size());
-  size_layer_series(layer_names_.size());
-  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
-    std::vector<SeriesHistory> series;
-    std::vector<float> latest(n, std::numeric_limits<float>::quiet_NaN());
-    std::vector<int64_t> steps(n, -1);
-    for (size_t i = 0; i < n; ++i) {
-      const auto found = was.find(modules_.module(i).path);
-      const size_t old = found == was.end() ? ModuleTree::kNone : found->second;
-      if (series_started_ && module_series_kept_) {
-        series.push_back(old < module_series_[m].size() ? std::move(module_series_[m][old]) : make_layer_series());
-      }
-      if (old < module_latest_[m].size()) {
-        latest[i] = module_latest_[m][old];
-        steps[i] = module_latest_steps_[m][old];
-      }
-    }
-    module_series_[m] = std::move(series);
-    module_latest_[m] = std::move(latest);
-    module_latest_steps_[m] = std::move(steps);
-  }
-  module_folds_.assign(n, ModuleFold{});
-}
-
-void RunModel::add_module_values(int m, int64_t step, const float* values, size_t available) {
-  const size_t modules = modules_.module_count();
-  if (modules == 0) return;
-  const bool sum = static_cast<wire::LayerMetric>(m) == wire::LayerMetric::kGradNonfinite;
-  const bool gradient_metric = is_gradient_metric(static_cast<wire::LayerMetric>(m));
-  const auto fold = [sum](ModuleFold& into, float value, float nonfinite) {
-    if (std::isnan(nonfinite) || (nonfinite != 0 && into.nonfinite == 0)) into.nonfinite = nonfinite;
-    if (!into.any) {
-      into.value = value;
-    } else {
-      into.value = sum ? into.value + value : std::max(into.value, value);
-    }
-    into.any = true;
-  };
-  module_folds_.assign(modules, ModuleFold{});
-  for (size_t i = 0; i < available; ++i) {
-    if (gradient_metric && gradient_states_[i] != GradientState::kMeasured) continue;
-    const size_t parent = modules_.layer_parent(i);
-    if (parent == ModuleTree::kNone) continue;
-    const float v = values[i];
-    if (std::isfinite(v)) {
-      fold(module_folds_[parent], v, 0);
-    } else {
-      // A non-finite layer counts for nothing in the finite fold: its module is non-finite.
-      fold(module_folds_[parent], sum ? 0.0f : -std::numeric_limits<float>::infinity(), v);
-    }
-  }
-  // Pre-order: a module's children come after it, so walking backwards folds each module
-  // before its parent reads it.
-  std::vector<SeriesHistory>& series = module_series_[m];
-  float* latest = module_latest_[m].data();
-  int64_t* latest_steps = module_latest_steps_[m].data();
-  for (size_t j = modules; j-- > 0;) {
-    const ModuleFold& folded = module_folds_[j];
-    if (!folded.any) continue;
-    const float value = folded.nonfinite != 0 ? folded.nonfinite : folded.value;
-    if (j < series.size()) series[j].append(step, value);
-    latest[j] = value;
-    latest_steps[j] = step;
-    const size_t parent = modules_.module(j).parent;
-    if (parent != ModuleTree::kNone) fold(module_folds_[parent], folded.value, folded.nonfinite);
-  }
 }
 
 bool RunModel::same_layer_names(const std::vector<wire::LayerInfo>& layers) const {
@@ -325,6 +252,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   for (uint32_t layer : record.frozen_layers) {
     if (layer < layer_count) gradient_states_[layer] = GradientState::kFrozen;
   }
+  bool layer_values = false;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     const bool gradient_metric = is_gradient_metric(static_cast<wire::LayerMetric>(m));
     const int block = record.metric_block(static_cast<wire::LayerMetric>(m));
@@ -346,7 +274,19 @@ bool RunModel::add_step(const wire::StepRecord& record) {
       latest_steps[i] = step;
     }
     add_module_values(m, step, values, available);
+    layer_values = true;
   }
+  // Module rollups: only of a run described with modules, whose layers they are.
+  bool rollup = false;
+  if (record.module_mask != 0 && described_) {
+    if (rollup_fits(record)) {
+      add_module_rollup(record);
+      rollup = true;
+    } else {
+      ++counters_.refused_rollups;
+    }
+  }
+  note_layer_detail(layer_values, rollup, step);
 
   auto global = [&](GlobalSeries which) -> SeriesHistory& {
     return global_series_[static_cast<size_t>(which)];
@@ -479,75 +419,6 @@ const SeriesHistory& RunModel::watch_series(size_t watch, WatchMetric metric) co
   return index < watch_series_.size() ? watch_series_[index] : empty_series();
 }
 
-const SeriesHistory& RunModel::module_series(size_t module, wire::LayerMetric metric) const {
-  const auto m = static_cast<size_t>(metric);
-  if (m >= module_series_.size() || module >= module_series_[m].size()) return empty_series();
-  return module_series_[m][module];
-}
-
-void RunModel::module_summarize(size_t module, wire::LayerMetric metric, const ColumnGrid& grid, Summary* out) const {
-  const auto columns = size_t(grid.columns());
-  if (module_series_kept_) {
-    module_series(module, metric).summarize(grid, out);
-    return;
-  }
-  std::fill(out, out + columns, Summary{});
-  if (module >= modules_.module_count()) return;
-  const ModuleNode& node = modules_.module(module);
-  const bool sum = metric == wire::LayerMetric::kGradNonfinite;
-  merge_cells_.resize(columns);
-  Summary* cells = merge_cells_.data();
-  for (size_t layer = node.first_layer; layer < node.end_layer && layer < layer_names_.size(); ++layer) {
-    layer_series(layer, metric).summarize(grid, cells);
-    for (size_t c = 0; c < columns; ++c) {
-      const Summary& cell = cells[c];
-      Summary& into = out[c];
-      into.flags |= cell.flags;
-      if (!cell.has_finite()) continue;
-      if (!into.has_finite()) {
-        into.min = cell.min;
-        into.max = cell.max;
-      } else if (sum) {
-        into.min += cell.min;
-        into.max += cell.max;
-      } else {
-        // Per step the module is its largest layer: the cell's max is the largest layer max;
-        // its min, the largest layer minimum, is exact for a cell of one step.
-        into.min = std::max(into.min, cell.min);
-        into.max = std::max(into.max, cell.max);
-      }
-    }
-  }
-}
-
-float RunModel::module_latest(size_t module, wire::LayerMetric metric) const {
-  const auto& values = module_latest_[static_cast<size_t>(metric)];
-  return module < values.size() ? values[module] : std::numeric_limits<float>::quiet_NaN();
-}
-
-int64_t RunModel::module_latest_step(size_t module, wire::LayerMetric metric) const {
-  const auto& steps = module_latest_steps_[static_cast<size_t>(metric)];
-  return module < steps.size() ? steps[module] : -1;
-}
-
-int RunModel::worst_layer(size_t module, wire::LayerMetric metric, int64_t first_step, int64_t last_step) const {
-  if (module >= modules_.module_count()) return -1;
-  const ModuleNode& node = modules_.module(module);
-  const ColumnGrid one_cell(first_step, last_step, 1);
-  int worst = -1;
-  float worst_max = -std::numeric_limits<float>::infinity();
-  for (size_t layer = node.first_layer; layer < node.end_layer && layer < layer_names_.size(); ++layer) {
-    Summary cell;
-    layer_series(layer, metric).summarize(one_cell, &cell);
-    if (cell.has_nonfinite()) return int(layer);
-    if (cell.has_finite() && (worst < 0 || cell.max > worst_max)) {
-      worst = int(layer);
-      worst_max = cell.max;
-    }
-  }
-  return worst;
-}
-
 void RunModel::heatmap(wire::LayerMetric metric, size_t first_layer, size_t layer_count,
                        const ColumnGrid& grid, std::vector<Summary>& out) const {
   const size_t rows = first_layer < layer_names_.size()
@@ -587,6 +458,8 @@ size_t RunModel::bytes_used() const {
   }
   for (const std::string& name : layer_names_) bytes += sizeof(name) + name.capacity();
   for (const std::string& name : watch_names_) bytes += 2 * (sizeof(name) + name.capacity());
+  bytes += rollup_targets_.capacity() * sizeof(size_t);
+  for (const wire::ModuleRange& module : description_.modules) bytes += sizeof(module) + module.name.capacity();
   for (const wire::LayerInfo& layer : description_.layers) {
     bytes += sizeof(layer) + layer.name.capacity() + layer.dtype.capacity() +
              layer.shape.capacity() * sizeof(int64_t);

@@ -15,6 +15,10 @@
 // counted (refused_records): its values are by index into some other layout (another model's,
 // or a plan the description no longer holds), and stored they would be drawn under this run's
 // names. A later description with other layers re-lays them out by name (describe()).
+// Module rollups: a wide model's probe sends per-layer values only every few steps and, on the
+// steps between, each of the description's modules' worst layer (StepRecord::module_values):
+// those steps add to the module series (see the modules section) and leave the layer series a
+// gap, as a metric's cadence does.
 // Threads: not thread-safe; only the model's owner thread (the UI thread) calls it.
 // References it returns (series, names, events) are valid until the next call that ingests.
 // Never: throws for any message content, or blocks. Memory is bounded: the layer series (with
@@ -86,6 +90,11 @@ struct RunCounters {
   uint64_t seq_rewinds = 0;     // messages whose seq was not after the last one (replays)
   uint64_t duplicate_steps = 0; // step records not stored: step not after the newest stored
   uint64_t refused_records = 0; // step records not stored: layer_count not the description's
+  // Step records whose module values were not stored: module_count not the described modules'
+  // (or values missing); the rest of the record is. Before any description they are dropped
+  // uncounted (a client attached mid-run gets the description within seconds).
+  uint64_t refused_rollups = 0;
+  uint64_t rollup_steps = 0;    // records stored with module values (module rollups)
   uint64_t probe_dropped = 0;   // the probe's own cumulative drop count, from the newest record
   uint64_t probe_errors = 0;    // failures inside the probe so far, from the newest record
   uint64_t events_evicted = 0;  // events pushed out of the bounded list (by count or bytes)
@@ -192,9 +201,29 @@ class RunModel {
   //     series): it starts open, and a module folded by hand has its cells merged from its
   //     layers' at query time, one layer query each (a block of a few tensors: what their rows
   //     cost open; all 1,000 layers of a model at 1,366 columns: about 10 ms).
+  //   - a run whose description names modules (the probe sends their rollups between per-layer
+  //     records) keeps them too, whatever its width: on those steps they are its only values.
   // A module's series follow its path when the layers are re-laid out; a model that grows past
   // the threshold starts its module series then.
+  // On a rollup step (a record with module values and no layer values) each of the described
+  // modules gives its value to the tree's module of its name, or, where the tree has none (the
+  // probe names blocks.3.norm.weight's module blocks.3.norm, the tree blocks.3), to the
+  // innermost module holding its layers whose path holds its name; each module above gets the
+  // worst of those below it, as from layers. A described module no module of the tree holds
+  // ("" for the model's own parameters) gives nothing. The tree's modules below the described
+  // ones get nothing on such a step (they have the per-layer steps), nor do the layers. A record
+  // whose module_count is not the described modules' count has its module values refused
+  // (RunCounters::refused_rollups).
   const ModuleTree& modules() const { return modules_; }
+  // The described module whose rollups module `module` of the tree receives (place_rollups()),
+  // by index into description().modules; for tests and tooltips.
+  const std::vector<size_t>& rollup_targets() const { return rollup_targets_; }
+  // How many steps apart the probe sends per-layer values when it sends module rollups between
+  // (ProbeOptions::layer_detail_every, as seen: the widest of the last few gaps between
+  // per-layer records with rollups in them); 0 until seen.
+  int64_t layer_detail_every() const;
+  // The newest step with per-layer values; -1 before any.
+  int64_t last_layer_values_step() const { return last_layer_values_step_; }
   bool keeps_module_series() const { return module_series_kept_; }
   // A module's kept series; an empty series where keeps_module_series() is false.
   const SeriesHistory& module_series(size_t module, wire::LayerMetric metric) const;
@@ -259,9 +288,19 @@ class RunModel {
   // Rebuilds the module tree from layer_names_ and gives its modules their series (moved by path
   // from the tree before, new ones empty).
   void set_modules();
+  // Whether a run of `layers` layers with this description keeps module series.
+  bool keeps_module_series_for(size_t layers) const;
+  // Maps each described module to the tree's module its rollups go to (rollup_targets_).
+  void place_rollups();
   // Folds the step's values of metric `m` into every module (those stored: a gradient metric
   // leaves out layers without a gradient) and appends each module's value.
   void add_module_values(int m, int64_t step, const float* values, size_t available);
+  // Whether the record's module values fit the description (count, and values enough).
+  bool rollup_fits(const wire::StepRecord& record) const;
+  // Stores a rollup record's module values: its modules' folds, then up the tree.
+  void add_module_rollup(const wire::StepRecord& record);
+  // Tracks the per-layer cadence (layer_detail_every()).
+  void note_layer_detail(bool layer_values, bool rollup, int64_t step);
   static size_t event_bytes(const wire::Event& event);
 
   wire::RunKey key_;
@@ -297,6 +336,16 @@ class RunModel {
     bool any = false;
   };
   std::vector<ModuleFold> module_folds_;
+  // The worst-of rule (the sum for a count; NaN before Inf), for a module's fold.
+  static void fold(ModuleFold& into, float value, float nonfinite, bool sum);
+  static void fold_value(ModuleFold& into, float value, bool sum);
+  // Appends every module folded into for the step, folding each into its parent first.
+  void store_module_folds(int m, int64_t step);
+  std::vector<size_t> rollup_targets_;   // per described module: the tree's module, or kNone
+  int64_t last_layer_values_step_ = -1;
+  bool rollups_since_layer_values_ = false;
+  std::array<int64_t, 4> detail_gaps_{};   // the last gaps between per-layer records
+  size_t detail_gap_next_ = 0;
   std::vector<SeriesHistory> global_series_;
   std::vector<std::string> watch_names_;
   std::unordered_map<std::string, size_t> watch_lookup_;
