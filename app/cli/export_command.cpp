@@ -97,6 +97,20 @@ int run_export(const ExportOptions& options, std::ostream& out, std::ostream& er
         row(out, step->step, field, wire::layer_metric_name(metric), step->layer_value(metric, layer));
       }
     }
+    // A rollup step's modules, under their names: "module.<metric>", the worst layer's value.
+    for (uint32_t k = 0; k < step->module_count; ++k) {
+      const std::string name = names.module_name(*step, k);
+      if (!wanted(name)) continue;
+      const std::string field = csv_field(name);
+      for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+        const auto metric = static_cast<wire::LayerMetric>(m);
+        const int block = step->module_block(metric);
+        const size_t at = size_t(block) * step->module_count + k;
+        if (block < 0 || at >= step->module_values.size()) continue;
+        row(out, step->step, field, (std::string("module.") + wire::layer_metric_name(metric)).c_str(),
+            step->module_values[at]);
+      }
+    }
   };
   RecordingFileReport report;
   std::string error;

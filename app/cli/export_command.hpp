@@ -8,9 +8,12 @@
 // one value per row: `step,layer,metric,value`. The run's own series (loss, lr, grad_norm,
 // probe_us, and the loss scale with a scaler) have an empty layer; each layer's metrics
 // (grad_norm, grad_absmax, ...: wire::layer_metric_name) follow under its name, as measured
-// (a metric not due at a step by its cadence has no row). NaN and infinities are written
+// (a metric not due at a step by its cadence has no row). A wide model's rollup step has no
+// layer rows; its modules' values follow under each module's name as `module.<metric>` (the
+// module's worst layer's value; module.grad_nonfinite their sum). NaN and infinities are written
 // nan, inf, -inf, which pandas reads as floats. --layers keeps only the layers whose name
-// the regular expression matches somewhere (ECMAScript syntax), and no run series. --events
+// the regular expression matches somewhere (ECMAScript syntax), and the modules alike, and no
+// run series. --events
 // writes the events instead: `step,rank,kind,layer,detail,cause_kind,cause_op,cause_module,cause`.
 // Fields holding a comma, quote or line break are quoted (RFC 4180).
 // Exit status: 0 when the file was read, 1 when it cannot be or the expression is invalid.

@@ -32,6 +32,13 @@ Json run_json(const wire::RunDescription& run) {
   out["world_size"] = run.world_size;
   out["seq"] = run.seq;
   out["layers"] = std::move(layers);
+  if (!run.modules.empty()) {
+    Json modules = Json::array();
+    for (const wire::ModuleRange& module : run.modules) {
+      modules.push_back(Json{{"name", module.name}, {"first", module.first}, {"count", module.count}});
+    }
+    out["modules"] = std::move(modules);
+  }
   out["watches"] = run.watches;
   out["buffers"] = run.buffers;
   out["device"] = run.device;
@@ -61,6 +68,30 @@ Json layer_json(const wire::StepRecord& step, uint32_t layer, const LayerNames& 
   return out;
 }
 
+// A rollup step's modules: each one's worst layer's value of every metric sent (their sum for
+// grad_nonfinite), named by the run's description.
+Json modules_json(const wire::StepRecord& step, const LayerNames& names) {
+  Json modules = Json::array();
+  for (uint32_t k = 0; k < step.module_count; ++k) {
+    Json entry;
+    entry["name"] = names.module_name(step, k);
+    for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+      const auto metric = static_cast<wire::LayerMetric>(m);
+      const int block = step.module_block(metric);
+      const size_t at = size_t(block) * step.module_count + k;
+      if (block < 0 || at >= step.module_values.size()) continue;
+      const float value = step.module_values[at];
+      if (metric == wire::LayerMetric::kGradNonfinite && std::isfinite(value)) {
+        entry[wire::layer_metric_name(metric)] = static_cast<int64_t>(std::llround(value));
+      } else {
+        entry[wire::layer_metric_name(metric)] = json_number(value);
+      }
+    }
+    modules.push_back(std::move(entry));
+  }
+  return modules;
+}
+
 Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   std::vector<const char*> no_gradient(step.layer_count, nullptr);
   for (uint32_t layer : step.unused_layers) {
@@ -69,8 +100,10 @@ Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   for (uint32_t layer : step.frozen_layers) {
     if (layer < step.layer_count) no_gradient[layer] = "frozen";
   }
+  // A rollup step has no layer values: its layers would be thousands of names without a value.
+  const bool rollup = step.metric_mask == 0 && step.module_mask != 0;
   Json layers = Json::array();
-  for (uint32_t i = 0; i < step.layer_count; ++i) layers.push_back(layer_json(step, i, names, no_gradient[i]));
+  for (uint32_t i = 0; i < step.layer_count && !rollup; ++i) layers.push_back(layer_json(step, i, names, no_gradient[i]));
   Json scaler = nullptr;
   if (step.scaler) {
     scaler = Json{{"scale", json_number(step.scaler->scale)},
@@ -110,6 +143,7 @@ Json step_json(const wire::StepRecord& step, const LayerNames& names) {
   out["probe_errors"] = step.probe_errors;
   out["stamp_unix_ns"] = step.stamp_unix_ns;
   out["layers"] = std::move(layers);
+  if (step.module_mask != 0) out["modules"] = modules_json(step, names);
   out["scaler"] = std::move(scaler);
   out["watch"] = std::move(watches);
   Json buffers = Json::array();

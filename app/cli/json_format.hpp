@@ -23,7 +23,10 @@ namespace keel::app {
 
 // Step records name their layers through `names` (see LayerNames for the fallback). A layer
 // metric absent from the record's metric_mask (not due this step) is omitted from that layer's
-// object rather than written as a number it never had.
+// object rather than written as a number it never had. A wide model's rollup step (no layer
+// values, module values instead) has an empty "layers" and a "modules" array: per module of
+// its run's description, {"name", and each metric sent: the module's worst layer's value, the
+// sum of their grad_nonfinite}. A description with modules lists them ({"name","first","count"}).
 nlohmann::ordered_json to_json(const keel::wire::Message& message, const LayerNames& names);
 
 // to_json() as one line of text without the newline. Strings come from the network and may

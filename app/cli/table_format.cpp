@@ -103,6 +103,19 @@ std::optional<WorstLayer> worst_layer(const wire::StepRecord& step) {
   return worst;
 }
 
+std::optional<WorstLayer> worst_module(const wire::StepRecord& step) {
+  const int block = step.module_block(wire::LayerMetric::kGradNorm);
+  if (block < 0) return {};
+  const size_t begin = size_t(block) * step.module_count;
+  std::optional<WorstLayer> worst;
+  for (uint32_t k = 0; k < step.module_count && begin + k < step.module_values.size(); ++k) {
+    const float norm = step.module_values[begin + k];
+    if (!std::isfinite(norm)) return WorstLayer{k, norm};
+    if (!worst || norm > worst->grad_norm) worst = WorstLayer{k, norm};
+  }
+  return worst;
+}
+
 std::string format_step(const wire::StepRecord& step, const LayerNames& names) {
   std::string update = "applied";
   if (step.skipped) {
@@ -112,6 +125,9 @@ std::string format_step(const wire::StepRecord& step, const LayerNames& names) {
   if (const std::optional<WorstLayer> worst = worst_layer(step)) {
     worst_text = terminal_safe(names.name(step, worst->index)) + " (" +
                  format_value(worst->grad_norm, 4) + ")";
+  } else if (const std::optional<WorstLayer> module = worst_module(step)) {
+    worst_text = "module " + terminal_safe(names.module_name(step, module->index)) + " (" +
+                 format_value(module->grad_norm, 4) + ")";
   }
   const std::string probe_us =
       std::isfinite(step.probe_us) ? printf_string("%.0f", step.probe_us)

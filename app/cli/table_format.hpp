@@ -4,7 +4,8 @@
 // naming the model it measures (when the probe names one) and listing the layers; each step
 // is one compact table row (step, rank, loss, global grad norm, applied/skipped, probe time,
 // dropped records, and the layer with the largest gradient norm, a non-finite one first since
-// that is the signal), its layer named by its own run's description; events, commands and acks
+// that is the signal; on a wide model's rollup step, which has no layer values, the worst
+// module, "module <name>"), its layer named by its own run's description; events, commands and acks
 // are one line each. Non-finite values print as nan / inf / -inf. Text from the network is
 // made safe for a terminal (control bytes become '?').
 // Threads: pure functions; a TablePrinter is a plain value owned by one thread.
@@ -43,6 +44,9 @@ struct WorstLayer {
 // The first layer (model order) whose grad_norm is non-finite, else the largest grad_norm;
 // nothing when the record has no layers or grad_norm is not in its metric_mask.
 std::optional<WorstLayer> worst_layer(const keel::wire::StepRecord& step);
+// The same over a rollup step's modules (index into its run's modules); nothing when it
+// carries no module grad_norm.
+std::optional<WorstLayer> worst_module(const keel::wire::StepRecord& step);
 
 // Adds the step table's column header where a reader needs it: before the first step, again
 // after each run description (which pushes the previous header off screen) and, given

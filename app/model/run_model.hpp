@@ -357,4 +357,9 @@ class RunModel {
   std::deque<std::pair<int64_t, int64_t>> stamps_;
 };
 
+// For a run whose probe sends module rollups (its description names modules): "per-layer
+// values every 16 steps; modules every step" (or "every few steps" before the cadence is seen).
+// "" for a run sent per layer every step.
+std::string layer_cadence(const RunModel& run);
+
 }  // namespace keel::app

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
@@ -181,6 +182,13 @@ void RunModel::note_layer_detail(bool layer_values, bool rollup, int64_t step) {
   }
   rollups_since_layer_values_ = false;
   last_layer_values_step_ = step;
+}
+
+std::string layer_cadence(const RunModel& run) {
+  if (run.description().modules.empty()) return {};
+  const int64_t every = run.layer_detail_every();
+  return "per-layer values every " + (every > 0 ? std::to_string(every) : std::string("few")) +
+         " steps; modules every step";
 }
 
 int64_t RunModel::layer_detail_every() const {

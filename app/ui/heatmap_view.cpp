@@ -268,6 +268,9 @@ void HeatmapView::module_tooltip(const RunModel& run, const AppState& state, siz
     }
   } else if (cell.has_nonfinite()) {
     ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
+  } else if (const std::string cadence = layer_cadence(run); !cadence.empty() && cell.has_finite()) {
+    // A rollup step: the module's value came whole from the probe, its tensors' are not sent.
+    ImGui::TextDisabled("no per-layer values in these steps (%s)", cadence.c_str());
   }
   ImGui::EndTooltip();
 }

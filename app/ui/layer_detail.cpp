@@ -78,6 +78,13 @@ void LayerDetail::draw(const RunModel& run, AppState& state) {
     ImGui::TextColored(ImVec4(0.47f, 0.55f, 0.67f, 1.0f), "%s;", gradient_state_reason(gradient));
     ImGui::SameLine();
   }
+  // A wide model's layers have values only every few steps: their gaps are the cadence, not loss.
+  if (const std::string cadence = layer_cadence(run);
+      !cadence.empty() && run.latest_step(size_t(layer), wire::LayerMetric::kGradNorm) < run.last_step()) {
+    ImGui::TextDisabled("%s (newest here: step %lld);", cadence.c_str(),
+                        static_cast<long long>(run.latest_step(size_t(layer), wire::LayerMetric::kGradNorm)));
+    ImGui::SameLine();
+  }
   ImGui::TextDisabled("%s  (%sspace: follow live, Home: reset view, F: first non-finite, wheel: zoom, drag: pan)",
                       state.follow_live() ? "following live" : "paused on the past",
                       chosen ? "" : "click a layer to choose; ");

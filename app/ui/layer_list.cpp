@@ -153,6 +153,11 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
     for (size_t a = 0; a < aliases.size(); ++a) tip += (a ? ", " : "\nalso named ") + aliases[a];
     const GradientState gradient = run.gradient_state(size_t(layer));
     if (gradient != GradientState::kMeasured) tip += std::string("\n") + gradient_state_reason(gradient);
+    // Values older than the module's are the probe's cadence (module rollups), not a stall.
+    const int64_t values_step = run.latest_step(size_t(layer), LayerMetric::kGradNorm);
+    if (const std::string cadence = layer_cadence(run); !cadence.empty() && values_step < run.last_step()) {
+      tip += "\nvalues of step " + std::to_string(values_step) + " (" + cadence + ")";
+    }
     ImGui::SetTooltip("%s", tip.c_str());
   }
   ImGui::PopID();
@@ -199,7 +204,12 @@ void LayerList::draw_module_row(const RunModel& run, AppState& state, const Modu
     std::string tip = node.path + ": " + std::to_string(node.layers()) + " tensors, " +
                       (row.open ? "open" : "folded: the values are its worst tensor's, the non-finite count their sum");
     const int worst = worst_layer_now(run, node);
-    if (worst >= 0) tip += "\nworst now: " + run.layer_name(size_t(worst));
+    if (worst >= 0 && layer_cadence(run).empty()) {
+      tip += "\nworst now: " + run.layer_name(size_t(worst));
+    } else if (worst >= 0) {
+      // Its values are every step's; its layers' only the per-layer steps'.
+      tip += "\nworst at step " + std::to_string(run.last_layer_values_step()) + ": " + run.layer_name(size_t(worst));
+    }
     ImGui::SetTooltip("%s", tip.c_str());
   }
   ImGui::PopID();

@@ -211,13 +211,25 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
   const LatestStep& latest = run->latest_step();
   ImGui::Text("step %lld", static_cast<long long>(latest.step));
   separator();
+  if (const std::string cadence = layer_cadence(*run); !cadence.empty()) {
+    ImGui::TextDisabled("%s", cadence.c_str());
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip("A model this wide is sent per layer only every few steps (and every unsafe step);\n"
+                        "the steps between carry each of its %zu modules' worst layer. Folded module rows\n"
+                        "have every step; a layer's row and plots the per-layer steps (newest: step %lld).",
+                        run->description().modules.size(), static_cast<long long>(run->last_layer_values_step()));
+    }
+    separator();
+  }
   ImGui::Text("%.1f steps/s", run->steps_per_second());
   separator();
   const RunCounters& counters = run->counters();
   const uint64_t lost = counters.probe_dropped + counters.seq_missing + queue_dropped;
-  // Bad: bytes no decoder took, records refused because their layers were not their run's,
+  // Bad: bytes no decoder took, records refused because their layers were not their run's
+  // (module values too, for their modules),
   // and messages beyond sane limits (too many layers, a rank outside the job).
-  const uint64_t refused = model.counters().refused_records + model.counters().refused_insane;
+  const uint64_t refused =
+      model.counters().refused_records + model.counters().refused_rollups + model.counters().refused_insane;
   const ImVec4 loss_colour = lost + decode_errors + refused > 0 ? ImVec4(0.95f, 0.7f, 0.2f, 1.0f)
                                                                 : ImGui::GetStyleColorVec4(ImGuiCol_Text);
   ImGui::TextColored(loss_colour, "dropped %llu  gaps %llu  bad %llu",
@@ -234,6 +246,8 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
     ImGui::Text("undecodable messages: %llu", static_cast<unsigned long long>(decode_errors));
     ImGui::Text("records refused (layer count not their run's): %llu",
                 static_cast<unsigned long long>(model.counters().refused_records));
+    ImGui::Text("module values refused (module count not their run's): %llu",
+                static_cast<unsigned long long>(model.counters().refused_rollups));
     ImGui::Text("messages refused (beyond sane limits): %llu",
                 static_cast<unsigned long long>(model.counters().refused_insane));
     if (!model.counters().last_refusal.empty()) ImGui::Text("  the last: %s", model.counters().last_refusal.c_str());

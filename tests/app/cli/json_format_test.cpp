@@ -202,6 +202,29 @@ TEST(JsonFormat, MetricsAbsentFromTheMaskAreOmitted) {
   EXPECT_EQ(json["layers"][1]["grad_nonfinite"], 4);
 }
 
+TEST(JsonFormat, ARollupStepListsItsModulesAndNoLayers) {
+  wire::RunDescription run = sample_run();
+  run.modules = {{"blocks.0", 0, 2}};
+  LayerNames names;
+  names.learn(run);
+  EXPECT_EQ(to_json(run, names)["modules"][0]["count"], 2);
+  wire::StepRecord step = sample_step(1);
+  step.metric_mask = 0;
+  step.layer_values.clear();
+  step.module_mask = (1u << static_cast<int>(wire::LayerMetric::kGradNorm)) |
+                     (1u << static_cast<int>(wire::LayerMetric::kGradNonfinite));
+  step.module_count = 1;
+  step.module_values = {kNan, 3.0f};
+  const Json json = to_json(step, names);
+  EXPECT_TRUE(json["layers"].empty()) << "no layer has a value at this step";
+  ASSERT_EQ(json["modules"].size(), 1u);
+  EXPECT_EQ(keys_of(json["modules"][0]), (std::vector<std::string>{"name", "grad_norm", "grad_nonfinite"}));
+  EXPECT_EQ(json["modules"][0]["name"], "blocks.0");
+  EXPECT_EQ(json["modules"][0]["grad_norm"], "nan");
+  EXPECT_EQ(json["modules"][0]["grad_nonfinite"], 3);
+  EXPECT_FALSE(to_json(sample_step(2), names).contains("modules")) << "a per-layer step has none";
+}
+
 TEST(JsonFormat, NonfiniteCountIsAnInteger) {
   wire::StepRecord step = sample_step(1);
   step.layer_values[2 * 2 + 1] = 4096.0f;  // grad_nonfinite block, layer 1

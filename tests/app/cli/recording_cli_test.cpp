@@ -86,13 +86,13 @@ std::vector<wire::Message> messages() {
   return out;
 }
 
-fs::path write_recording(const std::string& name) {
+fs::path write_recording(const std::string& name, const std::vector<wire::Message>& recorded = messages()) {
   const fs::path path = scratch(name);
   std::string error;
   auto writer = wire::RecordingWriter::create(path.string(), {}, error);
   EXPECT_TRUE(writer) << error;
   int64_t step = -1;
-  for (const wire::Message& m : messages()) {
+  for (const wire::Message& m : recorded) {
     FrameKind kind = FrameKind::run;
     if (const auto* r = std::get_if<wire::StepRecord>(&m)) {
       kind = FrameKind::step;
@@ -149,6 +149,51 @@ TEST(RecordingCli, ExportWritesTidyCsvWithEveryMetricAndNanAsNan) {
   EXPECT_NE(csv.find("\n0,,loss,3\n"), std::string::npos);
   // A name with a comma and quotes is one quoted field.
   EXPECT_NE(csv.find("\n0,\"head, \"\"final\"\".bias\",grad_norm,0.5\n"), std::string::npos);
+}
+
+// A wide model's run: step 0 per layer, step 1 a rollup (module values, no layer values).
+std::vector<wire::Message> rollup_messages() {
+  wire::RunDescription description = run();
+  description.modules = {{"blocks.0.attn", 0, 1}, {"blocks.0.mlp", 1, 1}};
+  std::vector<wire::Message> out = {description};
+  for (int64_t s = 0; s < 2; ++s) {
+    wire::StepRecord r;
+    r.run = "night-run";
+    r.step = s;
+    r.loss = 2.0;
+    r.layer_count = 3;
+    if (s == 0) {
+      r.metric_mask = wire::kAllLayerMetrics;
+      r.layer_values.assign(3 * wire::kLayerMetricCount, 0.5f);
+    } else {
+      r.metric_mask = 0;
+      r.module_mask = wire::kAllLayerMetrics;
+      r.module_count = 2;
+      r.module_values.assign(2 * wire::kLayerMetricCount, 0.25f);
+      r.module_values[size_t(r.module_block(wire::LayerMetric::kGradNorm)) * 2 + 1] = 9.0f;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST(RecordingCli, ARollupStepExportsItsModulesUnderTheirNames) {
+  const fs::path path = write_recording("rollup.keelrec", rollup_messages());
+  std::ostringstream out, err;
+  ASSERT_EQ(run_export({path.string(), "", false}, out, err), 0) << err.str();
+  const std::vector<std::string> lines = lines_of(out.str());
+  // Step 0: 4 run series and 3 layers x 6 metrics; step 1: 4 run series and 2 modules x 6.
+  EXPECT_EQ(lines.size(), 1u + (4u + 3u * wire::kLayerMetricCount) + (4u + 2u * wire::kLayerMetricCount));
+  const std::string csv = out.str();
+  EXPECT_NE(csv.find("\n1,blocks.0.mlp,module.grad_norm,9\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n1,blocks.0.attn,module.grad_norm,0.25\n"), std::string::npos);
+  EXPECT_EQ(csv.find("\n1,blocks.0.mlp.fc.weight,"), std::string::npos) << "no layer rows on a rollup step";
+  std::ostringstream picked, picked_err;
+  ASSERT_EQ(run_export({path.string(), "mlp", false}, picked, picked_err), 0);
+  EXPECT_NE(picked.str().find("\n1,blocks.0.mlp,module.grad_norm,9\n"), std::string::npos);
+  EXPECT_EQ(picked.str().find("blocks.0.attn"), std::string::npos);
+  std::ostringstream summary, summary_err;
+  EXPECT_EQ(run_summary(path.string(), summary, summary_err), 0) << summary_err.str();
 }
 
 TEST(RecordingCli, ExportPicksLayersByRegularExpressionAndWritesEventsWithTheirCause) {

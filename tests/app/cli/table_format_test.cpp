@@ -61,6 +61,23 @@ TEST(TableFormat, NoWorstLayerWithoutGradNorm) {
   EXPECT_TRUE(contains(format_step(step, LayerNames{}), "  -"));
 }
 
+TEST(TableFormat, ARollupStepNamesItsWorstModule) {
+  wire::RunDescription run = sample_run();
+  run.modules = {{"blocks.0", 0, 1}, {"blocks.1", 1, 1}};
+  LayerNames names;
+  names.learn(run);
+  wire::StepRecord step = sample_step(1);
+  step.metric_mask = 0;
+  step.layer_values.clear();
+  step.module_mask = 1u << static_cast<int>(wire::LayerMetric::kGradNorm);
+  step.module_count = 2;
+  step.module_values = {0.5f, 7.0f};
+  EXPECT_FALSE(worst_layer(step));
+  EXPECT_TRUE(contains(format_step(step, names), "module blocks.1 (7)")) << format_step(step, names);
+  step.module_values = {kNan, 7.0f};
+  EXPECT_TRUE(contains(format_step(step, names), "module blocks.0 (nan)"));
+}
+
 TEST(TableFormat, StepRowShowsTheColumnsAndNamesTheWorstLayer) {
   LayerNames names;
   names.learn(sample_run());
