@@ -55,10 +55,8 @@ bool ParameterLayout::unchanged(const std::vector<const void*>& sequence, const 
                                 LayoutChange& change) const {
   if (sequence != sequence_ || params.size() != entries_.size()) return false;
   change = LayoutChange{};
-  // The forward and backward passes have left the tensors' bookkeeping out of cache: ask for
-  // all of it at once rather than miss on each tensor in turn.
-  for (const torch::Tensor& t : params) __builtin_prefetch(t.unsafeGetTensorImpl());
   for (size_t k = 0; k < params.size(); ++k) {
+    prefetch_ahead(params, k);
     const Entry& was = entries_[k];
     const torch::Tensor& t = params[k];
     if (was.tensor != t.unsafeGetTensorImpl() || was.device != t.device() || was.dtype != t.scalar_type() ||
@@ -93,7 +91,19 @@ ParameterLayout::Entry::Values ParameterLayout::values_of(const torch::Tensor& t
 }
 
 void ParameterLayout::remember_weights(const std::vector<torch::Tensor>& params) {
-  for (size_t i = 0; i < params.size() && i < entries_.size(); ++i) entries_[i].values = values_of(params[i]);
+  for (size_t i = 0; i < params.size() && i < entries_.size(); ++i) {
+    prefetch_ahead(params, i);
+    entries_[i].values = values_of(params[i]);
+  }
+}
+
+void ParameterLayout::prefetch_ahead(const std::vector<torch::Tensor>& params, size_t k) {
+  // The forward and backward passes have left the tensors' bookkeeping out of cache, and a
+  // model of 50,000 tensors holds more of it than the cache: ask for a later tensor's while
+  // this one's is read, rather than miss on each in turn (asking for all of them first let
+  // the first ones fall out again before they were read).
+  constexpr size_t kAhead = 32;
+  if (k + kAhead < params.size()) __builtin_prefetch(params[k + kAhead].unsafeGetTensorImpl());
 }
 
 LayoutChange ParameterLayout::compare(const NamedParams& now) const {

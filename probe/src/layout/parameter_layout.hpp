@@ -66,6 +66,7 @@ class ParameterLayout {
   };
   static Entry entry_of(const std::string& name, const torch::Tensor& t);
   static Entry::Values values_of(const torch::Tensor& t);
+  static void prefetch_ahead(const std::vector<torch::Tensor>& params, size_t k);
   std::vector<Entry> entries_;
   std::vector<const void*> sequence_;
 };

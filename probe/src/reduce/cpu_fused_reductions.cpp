@@ -20,6 +20,10 @@ CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
     total += params_[i].numel();
   }
   snapshot_.assign(static_cast<size_t>(total), 0.0f);
+  // Both pairs of gradient lists take turns (enqueue_grads swaps them): full size from the
+  // start, so that no step grows them in a trainer's fragmented heap.
+  for (auto* layers : {&taken_grads_, &grad_layers_}) layers->reserve(params_.size());
+  for (auto* spans : {&taken_grad_spans_, &mutable_spans_}) spans->reserve(params_.size());
 }
 
 void CpuFusedReductions::begin_grads() {

@@ -4,9 +4,20 @@
 #include <utility>
 
 namespace keel::probe {
+namespace {
+
+std::vector<int64_t> numels_of(const std::vector<torch::Tensor>& params) {
+  std::vector<int64_t> numels;
+  numels.reserve(params.size());
+  for (const torch::Tensor& p : params) numels.push_back(p.numel());
+  return numels;
+}
+
+}  // namespace
 
 LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
     : params_(std::move(params)), cuda_(params_), cpu_(params_), generic_(params_), sums_(params_.size()),
+      numels_(numels_of(params_)),
       all_on_cpu_(std::all_of(params_.begin(), params_.end(), [](const torch::Tensor& p) { return p.is_cpu(); })) {}
 
 // The forward and backward passes have left the tensors' bookkeeping out of cache, and a
@@ -17,14 +28,14 @@ LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
 // memory for all of them in turn.
 void LayerReducer::prefetch_grad_chain(size_t layer) const {
   const size_t n = params_.size();
-  if (layer + 12 < n) __builtin_prefetch(params_[layer + 12].unsafeGetTensorImpl());
-  if (layer + 8 < n) __builtin_prefetch(params_[layer + 8].unsafeGetTensorImpl()->autograd_meta());
-  if (layer + 4 < n) {
-    const torch::Tensor& grad = params_[layer + 4].grad();
+  if (layer + 32 < n) __builtin_prefetch(params_[layer + 32].unsafeGetTensorImpl());
+  if (layer + 24 < n) __builtin_prefetch(params_[layer + 24].unsafeGetTensorImpl()->autograd_meta());
+  if (layer + 16 < n) {
+    const torch::Tensor& grad = params_[layer + 16].grad();
     if (grad.defined()) __builtin_prefetch(grad.unsafeGetTensorImpl());
   }
-  if (layer + 2 < n) {
-    const torch::Tensor& grad = params_[layer + 2].grad();
+  if (layer + 8 < n) {
+    const torch::Tensor& grad = params_[layer + 8].grad();
     if (grad.defined() && grad.has_storage()) __builtin_prefetch(grad.storage().unsafeGetStorageImpl());
   }
 }
@@ -32,9 +43,9 @@ void LayerReducer::prefetch_grad_chain(size_t layer) const {
 // As prefetch_grad_chain, for a weight: its TensorImpl, then its storage.
 void LayerReducer::prefetch_weight_chain(size_t layer) const {
   const size_t n = params_.size();
-  if (layer + 8 < n) __builtin_prefetch(params_[layer + 8].unsafeGetTensorImpl());
-  if (layer + 4 < n && params_[layer + 4].has_storage()) {
-    __builtin_prefetch(params_[layer + 4].storage().unsafeGetStorageImpl());
+  if (layer + 32 < n) __builtin_prefetch(params_[layer + 32].unsafeGetTensorImpl());
+  if (layer + 16 < n && params_[layer + 16].has_storage()) {
+    __builtin_prefetch(params_[layer + 16].storage().unsafeGetStorageImpl());
   }
 }
 

@@ -79,6 +79,8 @@ class LayerReducer {
   void keep_snapshot() { sums_.next_param_sumsq = sums_.param_sumsq; }
 
   const std::vector<GradStats>& grad_stats() const { return sums_.grads; }
+  // A layer's element count: fixed for the reducer's life (a reshape is a new layout).
+  int64_t numel(size_t layer) const { return numels_[layer]; }
   const std::vector<double>& param_sumsq() const { return sums_.param_sumsq; }
   const std::vector<double>& update_sumsq() const { return sums_.update_sumsq; }
 
@@ -97,6 +99,7 @@ class LayerReducer {
   CpuFusedReductions cpu_;
   GenericReductions generic_;
   LayerSums sums_;
+  std::vector<int64_t> numels_;
   bool all_on_cpu_;
 
   // Per backend, in backends() order: how many gradients it took this step, and (scratch

@@ -353,7 +353,7 @@ double Probe::Impl::layer_value(LayerMetric metric, size_t i, bool applied) cons
     case LayerMetric::kGradAbsmax: return grad.absmax;
     case LayerMetric::kGradNonfinite: return static_cast<double>(grad.nonfinite);
     case LayerMetric::kGradZeroFrac: {
-      const double numel = static_cast<double>(params_[i].numel());
+      const double numel = static_cast<double>(reducer_.numel(i));
       return numel > 0 ? static_cast<double>(grad.zeros) / numel : 0.0;
     }
     case LayerMetric::kParamNorm: return std::sqrt(reducer_.param_sumsq()[i]);
