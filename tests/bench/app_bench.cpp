@@ -13,7 +13,9 @@
 // not a missing bucket), so queries over the whole history touch the same buckets, but the
 // recent window is mostly gaps there; the output says which was run.
 // Wide mode (--steps N, and by default past 10,000 layers, with N = 1,000): a short run of a
-// mixture-of-experts-sized model instead, measured at its end (app_bench_wide.hpp).
+// mixture-of-experts-sized model instead, measured at its end (app_bench_wide.hpp); with
+// --layer-detail-every N fed as the probe feeds it: per-layer records every N steps, module
+// rollups between.
 // The last line is one JSON object.
 #include <CLI/CLI.hpp>
 
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
   double latency_secs = 0;
   double steps_per_s = 10;
   int64_t wide_steps = 0;
+  int layer_detail_every = 0;
   cli.add_flag("--quick", quick, "short run: sparse history past 10k steps, fewer frames, 10 s latency");
   cli.add_option("--layers", layers, "layers in the synthetic model")->capture_default_str()->check(CLI::Range(1, 100000));
   cli.add_option("--frames", frames, "measured frames per scene (default 20 quick, 60 full)")->check(CLI::NonNegativeNumber);
@@ -77,6 +80,11 @@ int main(int argc, char** argv) {
   cli.add_option("--steps", wide_steps,
                  "wide mode: store this many steps and measure there only (default past 10,000 layers: 1000)")
       ->check(CLI::PositiveNumber);
+  cli.add_option("--layer-detail-every", layer_detail_every,
+                 "wide mode: per-layer records every N steps and module rollups between, as the probe sends "
+                 "a model past 4,096 tensors (0: every record per layer)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(cli, argc, argv);
   // Ingesting 1M steps of 50,000 layers would take hours: a model that wide is measured on a
   // short run.
@@ -86,6 +94,7 @@ int main(int argc, char** argv) {
     wide.layers = layers;
     wide.steps = wide_steps > 0 ? wide_steps : 1000;
     wide.frames = frames > 0 ? frames : 20;
+    wide.layer_detail_every = layer_detail_every;
     return bench::run_wide_bench(wide);
   }
   if (frames <= 0) frames = quick ? 20 : 60;
