@@ -218,6 +218,11 @@ class RunModel {
   // The described module whose rollups module `module` of the tree receives (place_rollups()),
   // by index into description().modules; for tests and tooltips.
   const std::vector<size_t>& rollup_targets() const { return rollup_targets_; }
+  // Whether module `module` of the tree gets values on rollup steps (a described module's, or
+  // one above them); a module below them has only the per-layer steps, as its layers.
+  bool module_has_rollups(size_t module) const {
+    return module < module_rolled_up_.size() && module_rolled_up_[module];
+  }
   // How many steps apart the probe sends per-layer values when it sends module rollups between
   // (ProbeOptions::layer_detail_every, as seen: the widest of the last few gaps between
   // per-layer records with rollups in them); 0 until seen.
@@ -342,6 +347,7 @@ class RunModel {
   // Appends every module folded into for the step, folding each into its parent first.
   void store_module_folds(int m, int64_t step);
   std::vector<size_t> rollup_targets_;   // per described module: the tree's module, or kNone
+  std::vector<bool> module_rolled_up_;   // per module of the tree: module_has_rollups()
   int64_t last_layer_values_step_ = -1;
   bool rollups_since_layer_values_ = false;
   std::array<int64_t, 4> detail_gaps_{};   // the last gaps between per-layer records

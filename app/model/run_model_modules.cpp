@@ -87,6 +87,12 @@ void RunModel::place_rollups() {
       }
     }
   }
+  module_rolled_up_.assign(modules_.module_count(), false);
+  for (size_t node : rollup_targets_) {
+    for (; node != ModuleTree::kNone && !module_rolled_up_[node]; node = modules_.module(node).parent) {
+      module_rolled_up_[node] = true;
+    }
+  }
 }
 
 void RunModel::fold(ModuleFold& into, float value, float nonfinite, bool sum) {

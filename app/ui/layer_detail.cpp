@@ -107,8 +107,10 @@ void LayerDetail::draw(const RunModel& run, AppState& state) {
     if (index % 3 != 0) ImGui::SameLine();
     const char* title = wire::info_of(metric).label;
     const MetricStyle& style = style_of(metric);
-    plot_series(title, cell, {{&run.layer_series(size_t(layer), metric), title, style.colour}}, style.log_y, state,
-                skipped);
+    SeriesSpec spec{&run.layer_series(size_t(layer), metric), title, style.colour};
+    // A wide model's layers are sent every few steps: their samples joined, not dotted.
+    if (!run.description().modules.empty()) spec.sampled_every = run.layer_detail_every();
+    plot_series(title, cell, {spec}, style.log_y, state, skipped);
     ++index;
   }
 }

@@ -109,9 +109,10 @@ bool less_by(const RunModel& run, LayerMetric metric, bool ascending, int a, int
 
 float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
 
-// `summarize(grid, out)` fills the grid's columns: a layer's series, or a module's cells.
+// `summarize(grid, out)` fills the grid's columns: a layer's series, or a module's cells;
+// `sampled_every`: the steps between its samples by design (draw_series' bridge), 0 for every step.
 template <typename Summarize>
-void sparkline(Summarize&& summarize, const AppState& state, ImVec2 size) {
+void sparkline(Summarize&& summarize, const AppState& state, ImVec2 size, int64_t sampled_every = 0) {
   const ImVec2 at = ImGui::GetCursorScreenPos();
   ImGui::Dummy(size);
   // A row scrolled out of the table's view costs neither a model query nor vertices: with
@@ -126,7 +127,8 @@ void sparkline(Summarize&& summarize, const AppState& state, ImVec2 size) {
   std::vector<Summary> columns(size_t(grid.columns()));
   summarize(grid, columns.data());
   fit_y(frame, {&columns});
-  draw_series(ImGui::GetWindowDrawList(), frame, columns, IM_COL32(150, 200, 255, 255));
+  draw_series(ImGui::GetWindowDrawList(), frame, columns, IM_COL32(150, 200, 255, 255),
+              bridge_columns(grid, sampled_every));
 }
 
 }  // namespace
@@ -176,7 +178,8 @@ void LayerList::draw_row(const RunModel& run, AppState& state, int layer, const 
   const float font = ImGui::GetFontSize();
   const SeriesHistory& series = run.layer_series(size_t(layer), LayerMetric::kGradNorm);
   sparkline([&](const ColumnGrid& grid, Summary* out) { series.summarize(grid, out); }, state,
-            ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font));
+            ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font),
+            run.description().modules.empty() ? 0 : run.layer_detail_every());
 }
 
 void LayerList::draw_module_row(const RunModel& run, AppState& state, const ModuleRow& row) {
@@ -222,11 +225,13 @@ void LayerList::draw_module_row(const RunModel& run, AppState& state, const Modu
   }
   ImGui::TableSetColumnIndex(kValueCount + 1);
   const float font = ImGui::GetFontSize();
+  // A module below the described ones has only the per-layer steps, as its layers.
+  const bool sampled = !run.description().modules.empty() && !run.module_has_rollups(row.index);
   sparkline([&](const ColumnGrid& grid, Summary* out) {
               run.module_summarize(row.index, LayerMetric::kGradNorm, grid, out);
             },
-            state,
-            ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font));
+            state, ImVec2(std::max(font * 3, ImGui::GetContentRegionAvail().x), font),
+            sampled ? run.layer_detail_every() : 0);
 }
 
 void LayerList::draw_tree(const RunModel& run, AppState& state) {

@@ -189,8 +189,13 @@ void draw_step_axis(ImDrawList* draw, const PlotFrame& frame, double offset) {
   }
 }
 
+int bridge_columns(const ColumnGrid& grid, int64_t steps) {
+  if (steps <= 0 || grid.span_steps() <= 0) return 0;
+  return int(std::ceil(double(steps) * grid.columns() / double(grid.span_steps())));
+}
+
 void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& columns,
-                 ImU32 colour) {
+                 ImU32 colour, int bridge_columns) {
   if (columns.empty()) return;
   draw->PushClipRect(frame.min, frame.max, true);
   const float width = frame.max.x - frame.min.x;
@@ -206,6 +211,7 @@ void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Sum
     }
     points.resize(0);
   };
+  int empty_run = 0;   // empty columns since the last finite one
   for (size_t i = 0; i < columns.size(); ++i) {
     const Summary& c = columns[i];
     const float x = frame.min.x + (float(i) + 0.5f) * column_px;
@@ -216,9 +222,11 @@ void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Sum
                           (kNonfiniteColour & 0x00FFFFFFu) | 0x70000000u);
     }
     if (!c.has_finite()) {
-      flush();
+      // A gap the series has by design is joined over; a longer one, or a non-finite value, is not.
+      if (c.has_nonfinite() || ++empty_run > bridge_columns) flush();
       continue;
     }
+    empty_run = 0;
     points.push_back(ImVec2(x, frame.y_px(c.max)));
     if (c.min != c.max) points.push_back(ImVec2(x, frame.y_px(c.min)));
   }
@@ -305,7 +313,9 @@ void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& 
     spec.skipped->summarize(grid, flags.data());
     draw_flag_columns(draw, frame, flags, (spec.colour & 0x00FFFFFFu) | 0x90000000u);
   }
-  for (size_t i = 0; i < series.size(); ++i) draw_series(draw, frame, columns[i], series[i].colour);
+  for (size_t i = 0; i < series.size(); ++i) {
+    draw_series(draw, frame, columns[i], series[i].colour, bridge_columns(grid, series[i].sampled_every));
+  }
   draw_cursors(draw, frame, state);
 
   // Legend at the top right, in the series' colours.

@@ -16,6 +16,7 @@
 
 #include <imgui.h>
 
+#include "model/column_grid.hpp"
 #include "model/series_history.hpp"
 #include "model/value_summary.hpp"
 
@@ -58,8 +59,14 @@ void draw_axes(ImDrawList* draw, const PlotFrame& frame, const char* title);
 // Step ticks and labels under the plot area; `offset` moves each tick within its step (0.5:
 // the middle of a heatmap column that spans [step, step + 1)).
 void draw_step_axis(ImDrawList* draw, const PlotFrame& frame, double offset);
+// `bridge_columns`: empty columns (no sample) up to this many in a row are joined over rather
+// than breaking the trace: a series sampled every few steps by design (a wide model's layers,
+// sent per layer every 16 steps) reads as a line, not as dots. Non-finite columns always break it.
 void draw_series(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& columns,
-                 ImU32 colour);
+                 ImU32 colour, int bridge_columns = 0);
+// How many columns of `grid` span `steps` steps (0 for 0 steps): the bridge for a series
+// sampled every `steps` steps.
+int bridge_columns(const ColumnGrid& grid, int64_t steps);
 // A thin vertical line on each column whose max is at least 0.5: `flags` is a 0/1 series
 // such as "skipped", summarised on the same columns.
 void draw_flag_columns(ImDrawList* draw, const PlotFrame& frame, const std::vector<Summary>& flags,
@@ -88,6 +95,8 @@ struct SeriesSpec {
   // The whole name when `label` is a shortened one (an overlaid run's): shown in a tooltip
   // over its legend entry. Null: the label is whole.
   const char* full_label = nullptr;
+  // Samples this many steps apart are joined (draw_series' bridge): 0 for a series of every step.
+  int64_t sampled_every = 0;
 };
 
 // A whole step plot over the shared view range of `state`: axes, one min/max trace per series,

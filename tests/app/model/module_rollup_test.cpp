@@ -121,6 +121,7 @@ TEST(ModuleRollup, AFoldedModuleHasEveryStepAndItsLayersOnlyTheirOwn) {
   EXPECT_EQ(run.latest_step(2, LayerMetric::kGradNorm), 32) << "a layer's latest is its last per-layer step";
   EXPECT_EQ(run.last_layer_values_step(), 32);
   EXPECT_EQ(run.layer_detail_every(), 16);
+  EXPECT_EQ(layer_cadence(run), "per-layer values every 16 steps; modules every step");
   EXPECT_EQ(run.counters().rollup_steps, 37u);
   EXPECT_EQ(run.counters().refused_rollups, 0u);
 }
@@ -142,6 +143,10 @@ TEST(ModuleRollup, AModuleAboveGetsTheWorstOfTheDescribedModulesBelowIt) {
   EXPECT_EQ(module_cell(run, "blocks", LayerMetric::kGradNonfinite, 1).max, 13.0f);
   EXPECT_EQ(run.module_latest(module_named(run, "blocks"), LayerMetric::kGradAbsmax), 7.0f);
   const size_t none = ModuleTree::kNone;
+  for (const char* path : {"blocks", "blocks.0", "blocks.0.experts", "blocks.1.experts"}) {
+    EXPECT_TRUE(run.module_has_rollups(module_named(run, path))) << path;
+  }
+  EXPECT_FALSE(run.module_has_rollups(module_named(run, "blocks.0.experts.1"))) << "below the described modules";
   EXPECT_EQ(run.rollup_targets(),
             (std::vector<size_t>{none, module_named(run, "blocks.0.experts"), module_named(run, "blocks.0"),
                                  module_named(run, "blocks.1.experts"), module_named(run, "blocks.1")}));
@@ -159,6 +164,17 @@ TEST(ModuleRollup, ANanInOneDescribedModuleMakesEveryModuleAboveItNan) {
   const Summary sibling = module_cell(run, "blocks.0", LayerMetric::kGradNorm, 1);
   EXPECT_FALSE(sibling.has_nonfinite());
   EXPECT_EQ(sibling.max, 5.0f);
+}
+
+TEST(ModuleRollup, AnUnsafeStepSentPerLayerOutOfCadenceDoesNotShortenIt) {
+  RunModel run("moe", 0, ModelConfig{});
+  run.describe(description());
+  EXPECT_EQ(layer_cadence(run), "per-layer values every few steps; modules every step");
+  for (int64_t step = 0; step < 40; ++step) {
+    const bool per_layer = step % 16 == 0 || step == 21;   // 21: a non-finite step, sent in full
+    ASSERT_TRUE(run.add_step(per_layer ? layer_record(step, kLayers) : rollup_record(step, {1, 2, 3, 4, 5})));
+  }
+  EXPECT_EQ(run.layer_detail_every(), 16);
 }
 
 TEST(ModuleRollup, AWrongModuleCountIsRefusedAndTheStepKept) {
@@ -202,6 +218,7 @@ TEST(ModuleRollup, ARunNotDescribedWithModulesIgnoresThem) {
   const RunModel& run = model.run(0);
   EXPECT_EQ(run.counters().refused_rollups, 1u);
   EXPECT_FALSE(run.keeps_module_series()) << "a narrow model keeps none";
+  EXPECT_EQ(layer_cadence(run), "") << "sent per layer every step: nothing to say";
   EXPECT_EQ(run.counters().steps_stored, 2u);
 }
 
