@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool tensors_only = false;
   app.add_flag("--tensors-only", tensors_only, "measure the per-tensor cost and the wide model's wire alone");
-  int wide_blocks = 48, wide_experts = 512, wide_steps = 32;
+  int wide_blocks = 48, wide_experts = 512, wide_steps = 16;
   app.add_option("--wide-blocks", wide_blocks, "blocks of the wide (mixture of experts) model")->capture_default_str();
   app.add_option("--wide-experts", wide_experts, "experts per block (2 tensors each)")->capture_default_str();
   app.add_option("--wide-steps", wide_steps, "measured steps of the wide model (0: not measured)")->capture_default_str();
@@ -237,7 +237,7 @@ int main(int argc, char** argv) {
   const keel::bench::RecordingCost recording = keel::bench::measure_recording_cost(pairs, record_dir);
   const std::vector<keel::bench::TensorCountCost> tensor_rows = keel::bench::measure_tensor_counts(tensor_counts, pairs);
   const keel::bench::WideWireCost wide =
-      keel::bench::measure_wide_wire(wide_blocks, wide_experts, quick ? std::min(wide_steps, 16) : wide_steps);
+      keel::bench::measure_wide_wire(wide_blocks, wide_experts, quick ? std::min(wide_steps, 8) : wide_steps);
   // keel-demo's 42 layers, and a deep model's 2,000.
   std::vector<keel::bench::TelemetryCost> telemetry;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();

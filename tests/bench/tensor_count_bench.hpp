@@ -4,8 +4,9 @@
 //
 // A deep narrow model of N tensors (N/2 Linear(16, 16) layers, each a weight and a bias, on
 // the CPU, one intra-op thread, SGD) trains twice: plain (optimizer.step()) and with the
-// probe's defaults but recording and dumps (a publisher, the command socket, the ring). The
-// two step in turn, round by round. Per N: the median step of each and the A/B, the probe's
+// probe's defaults but recording and dumps (a publisher, the command socket, the ring; a ring
+// of 8 records, which the warm-up rounds fill, so that what is measured is the steady state
+// a real run reaches after its first 256 steps). The two step in turn, round by round. Per N: the median step of each and the A/B, the probe's
 // own time on the training thread (ProbeTiming), its reductions' share, and both over N: the
 // cost per tensor. The reductions read every value, so their per-tensor cost grows with the
 // tensor's size; the rest (hooks, arrival order, the layout check, building the record, the
