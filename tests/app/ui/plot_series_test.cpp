@@ -22,6 +22,7 @@ class PlotSeries : public ::testing::Test {
  protected:
   void SetUp() override {
     ImGui::CreateContext();
+    ImGui::GetIO().IniFilename = nullptr;   // no imgui.ini left in the working directory
     unsigned char* pixels = nullptr;
     int width = 0, height = 0;
     ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &width, &height);
