@@ -30,7 +30,9 @@ e2e::HeatmapGeometry last_geometry(const std::string& log) {
   e2e::HeatmapGeometry g;
   const size_t at = log.rfind("keel: heatmap");
   EXPECT_NE(at, std::string::npos) << log;
-  if (at != std::string::npos) EXPECT_TRUE(e2e::parse_geometry(log.substr(at, log.find('\n', at) - at), g));
+  if (at != std::string::npos) {
+    EXPECT_TRUE(e2e::parse_geometry(log.substr(at, log.find('\n', at) - at), g));
+  }
   return g;
 }
 
