@@ -130,6 +130,12 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
     }
     std::printf("  per-tensor cost, largest over smallest: %.2fx (target <= 1.5x)\n", lo > 0 ? hi / lo : 0.0);
   }
+  std::printf("  where it goes, median ns per tensor (ProbeTiming's stages):\n");
+  std::printf("  %8s %10s %10s %10s %10s %10s %10s\n", "tensors", "begin", "layout", "grads", "update", "record", "end");
+  for (const keel::bench::TensorCountCost& r : rows) {
+    std::printf("  %8lld %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n", static_cast<long long>(r.tensors), r.begin_ns,
+                r.layout_ns, r.grads_ns, r.update_ns, r.record_ns, r.end_ns);
+  }
 }
 
 void print_wide_wire(const keel::bench::WideWireCost& w) {

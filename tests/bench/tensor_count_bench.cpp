@@ -71,6 +71,7 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   cost.tensors = layers * 2;
   cost.rounds = rounds;
   std::vector<double> plain_ms, probed_ms, probe_us, reduce_us;
+  std::vector<double> begin_us, layout_us, grads_us, update_us, record_us, end_us;
   const int warmup = static_cast<int>(options.queue_capacity) + 3;
   for (int round = 0; round < warmup + rounds; ++round) {
     for (int k = 0; k < 2; ++k) {
@@ -85,8 +86,15 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
       if (round < warmup) continue;
       (with_probe ? probed_ms : plain_ms).push_back(ms_since(start));
       if (with_probe) {
-        probe_us.push_back(probe.last_timing().probe_us);
-        reduce_us.push_back(probe.last_timing().reduce_us);
+        const probe::ProbeTiming& t = probe.last_timing();
+        probe_us.push_back(t.probe_us);
+        reduce_us.push_back(t.reduce_us);
+        begin_us.push_back(t.begin_us);
+        layout_us.push_back(t.layout_us);
+        grads_us.push_back(t.grads_us);
+        update_us.push_back(t.update_us);
+        record_us.push_back(t.record_us);
+        end_us.push_back(t.end_us);
       }
     }
   }
@@ -97,6 +105,13 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   cost.reduce_us = median(reduce_us);
   cost.probe_ns_per_tensor = 1000.0 * cost.probe_us / static_cast<double>(cost.tensors);
   cost.outside_ns_per_tensor = 1000.0 * (cost.probe_us - cost.reduce_us) / static_cast<double>(cost.tensors);
+  const auto per_tensor_ns = [&](const std::vector<double>& us) { return 1000.0 * median(us) / static_cast<double>(cost.tensors); };
+  cost.begin_ns = per_tensor_ns(begin_us);
+  cost.layout_ns = per_tensor_ns(layout_us);
+  cost.grads_ns = per_tensor_ns(grads_us);
+  cost.update_ns = per_tensor_ns(update_us);
+  cost.record_ns = per_tensor_ns(record_us);
+  cost.end_ns = per_tensor_ns(end_us);
   return cost;
 }
 

@@ -28,6 +28,9 @@ struct TensorCountCost {
   double reduce_us = 0;                 // median ProbeTiming::reduce_us
   double probe_ns_per_tensor = 0;       // probe_us / tensors
   double outside_ns_per_tensor = 0;     // (probe_us - reduce_us) / tensors
+  // Where the probe's time went (ProbeTiming's stages), median ns per tensor: what grows with
+  // the count is what to cut next.
+  double begin_ns = 0, layout_ns = 0, grads_ns = 0, update_ns = 0, record_ns = 0, end_ns = 0;
 };
 
 // One row per count in `tensors` (rounded down to an even count), `rounds` measured rounds

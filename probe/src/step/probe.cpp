@@ -39,10 +39,12 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   begin_step();
   // The last step's record, when it was deferred: its results are in by now.
   settle_pending();
+  times.begun = Clock::now();
   // After it: the settled step was of the old layers.
   follow_layout();
   follow_buffers();
   const StepPlan plan = plan_step();
+  times.planned = Clock::now();
   enqueue_buffers();
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
@@ -71,7 +73,9 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   if (scaler_ && scaler_->enabled()) scaler_->update();
 
   if (reduction.stats_ok) measure_updates(plan, outcome.applied, reduction);
+  times.updated = Clock::now();
   record(plan, reduction, outcome, times);
+  times.recorded = Clock::now();
   last_settled_ = outcome;
   end_step(plan, reduction, times);
   return outcome;
@@ -316,13 +320,29 @@ void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepT
   const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
   snapshot_current_ = r.stats_ok && plan.update_due && !(r.lost_mask & update_bit);
   // The optimizer's writes are the step's: a write after this one is the user's.
+  const auto end_start = Clock::now();
   layout_.remember_weights(params_);
   order_.rearm();
-  timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
+  const auto end = Clock::now();
+  timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(end - times.optimizer_end) + watch_us_;
   timing_.reduce_us = r.reduce_us + watch_us_;
+  fill_stage_times(times, end_start, end);
   watch_us_ = 0;
   last_step_enter_ = times.enter;
   ++step_;
+}
+
+void Probe::Impl::fill_stage_times(const StepTimes& times, Clock::time_point end_start, Clock::time_point end) {
+  // A stage the step did not reach (a deferred step's update and record) is 0.
+  const auto span = [](Clock::time_point from, Clock::time_point to) {
+    return from.time_since_epoch().count() == 0 || to < from ? 0.0 : micros(to - from);
+  };
+  timing_.begin_us = span(times.enter, times.begun);
+  timing_.layout_us = span(times.begun, times.planned);
+  timing_.grads_us = span(times.planned, times.optimizer_start);
+  timing_.update_us = span(times.optimizer_end, times.updated);
+  timing_.record_us = span(times.updated, times.recorded);
+  timing_.end_us = span(end_start, end);
 }
 
 void Probe::Impl::fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced) {

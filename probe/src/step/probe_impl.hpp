@@ -218,6 +218,9 @@ class Probe::Impl {
   };
   struct StepTimes {
     Clock::time_point enter, optimizer_start, optimizer_end;
+    // Stage boundaries on the host (ProbeTiming): begun after begin_step and settling, planned
+    // after the layout check and the plan, updated after the update pass, recorded after record().
+    Clock::time_point begun, planned, updated, recorded;
   };
   // A deferred step (DESIGN §8): enqueued on the device with its verdict there, settled at the
   // next step() (or settle()) when its results have arrived with no wait.
@@ -288,6 +291,8 @@ class Probe::Impl {
   void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,
               std::vector<wire::WatchStats>* watches = nullptr);
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
+  // ProbeTiming's stages from the step's boundaries and end_step's own [end_start, end).
+  void fill_stage_times(const StepTimes& times, Clock::time_point end_start, Clock::time_point end);
   // The record's values of the metrics in `mask`: per layer, or, on a wide model's step that
   // is not due in full (ProbeOptions::layer_detail_every), per module of the description.
   void fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced);

@@ -194,9 +194,18 @@ struct StepOutcome {
 };
 
 // Where the probe's time on the training thread went in the last step (for the benchmark).
+// The stages below add up to about probe_us (less watch() calls); a stage a step did not run on
+// the host is 0 (a deferred step's update and record, DESIGN §8, settle a step later).
 struct ProbeTiming {
   double probe_us = 0;     // all of the probe's time this step (excludes optimizer.step())
   double reduce_us = 0;    // of which: reductions (gradient, weight, update, watched tensors)
+  // The host's stages, in the order they run:
+  double begin_us = 0;     // commands, finished dumps, refusals; settling a deferred step
+  double layout_us = 0;    // following the model: the walk of its modules, the layout check, the step's plan
+  double grads_us = 0;     // the gradient pass and the step's verdict (the reductions before the update)
+  double update_us = 0;    // after optimizer.step(): the update pass
+  double record_us = 0;    // building the record and its events, handing them to the publisher
+  double end_us = 0;       // remembering the weights' versions, re-arming the arrival hooks
 };
 
 class Probe {

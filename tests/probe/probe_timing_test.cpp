@@ -1,0 +1,42 @@
+// ProbeTiming's stages: where the probe's time on the training thread went, as
+// keel-bench-probe --tensors-only prints it per tensor (BENCHMARKS.md, "Per-tensor cost").
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
+
+namespace {
+
+struct TwoLayers : torch::nn::Module {
+  TwoLayers() : a(register_module("a", torch::nn::Linear(8, 8))), b(register_module("b", torch::nn::Linear(8, 2))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return b->forward(torch::relu(a->forward(x))); }
+  torch::nn::Linear a, b;
+};
+
+TEST(ProbeTiming, AHostStepsStagesAreEachMeasuredAndAddUpToItsTime) {
+  torch::manual_seed(3);
+  TwoLayers model;
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(model, optimizer, keel::test::quiet());
+  const torch::Tensor x = torch::randn({4, 8}), y = torch::randn({4, 2});
+  for (int step = 0; step < 3; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::mse_loss(model.forward(x), y);
+    loss.backward();
+    probe.step(loss);
+  }
+  const keel::probe::ProbeTiming& t = probe.last_timing();
+  // Every stage ran on the host in a CPU step with the default cadence (update_ratio due).
+  for (double stage : {t.begin_us, t.layout_us, t.grads_us, t.update_us, t.record_us, t.end_us}) EXPECT_GT(stage, 0.0);
+  const double stages = t.begin_us + t.layout_us + t.grads_us + t.update_us + t.record_us + t.end_us;
+  // Only a few statements between record() and end_step() fall outside every stage.
+  EXPECT_LE(stages, t.probe_us + 1e-6);
+  EXPECT_NEAR(stages, t.probe_us, 0.05 * t.probe_us + 5.0);
+  // The reductions run inside the gradient and update stages.
+  EXPECT_LE(t.reduce_us, t.grads_us + t.update_us + 1e-6);
+}
+
+}  // namespace
