@@ -18,7 +18,8 @@ std::vector<int64_t> numels_of(const std::vector<torch::Tensor>& params) {
 LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
     : params_(std::move(params)), cuda_(params_), cpu_(params_), generic_(params_), sums_(params_.size()),
       numels_(numels_of(params_)),
-      all_on_cpu_(std::all_of(params_.begin(), params_.end(), [](const torch::Tensor& p) { return p.is_cpu(); })) {}
+      all_on_cpu_(std::all_of(params_.begin(), params_.end(), [](const torch::Tensor& p) { return p.is_cpu(); })),
+      states_(params_.size(), LayerState::kWithoutGrad) {}
 
 // The forward and backward passes have left the tensors' bookkeeping out of cache, and a
 // model of 50,000 tensors holds more of it than the cache. Reading a gradient walks a chain of
@@ -72,10 +73,14 @@ bool LayerReducer::device_rebuilds_every_update() const {
 void LayerReducer::enqueue_grads(float unscale) {
   const auto order = backends();
   grads_taken_.fill(0);
+  ++grad_passes_;
   for (ReductionBackend* backend : order) backend->begin_grads();
   for (size_t i = 0; i < params_.size(); ++i) {
     prefetch_grad_chain(i);
     const auto& grad = params_[i].grad();
+    states_[i] = !params_[i].requires_grad() ? LayerState::kFrozen
+                 : grad.defined()            ? LayerState::kWithGrad
+                                             : LayerState::kWithoutGrad;
     if (!grad.defined()) {
       sums_.grads[i] = GradStats{};
       sums_.grads[i].zeros = params_[i].numel();

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include <torch/torch.h>
@@ -78,6 +79,17 @@ class LayerReducer {
   // The update was skipped: W did not move, so the snapshot and its norms stay as they are.
   void keep_snapshot() { sums_.next_param_sumsq = sums_.param_sumsq; }
 
+  // A layer as the last enqueue_grads found it on its way to the gradient: frozen (it does not
+  // require grad), without a gradient, or with one. grad_passes() counts the enqueue_grads
+  // calls, so that a caller can tell the states are this step's.
+  enum class LayerState : uint8_t { kFrozen, kWithoutGrad, kWithGrad };
+  static LayerState state_of(const torch::Tensor& param) {
+    if (!param.requires_grad()) return LayerState::kFrozen;
+    return param.grad().defined() ? LayerState::kWithGrad : LayerState::kWithoutGrad;
+  }
+  LayerState layer_state(size_t layer) const { return states_[layer]; }
+  uint64_t grad_passes() const { return grad_passes_; }
+
   const std::vector<GradStats>& grad_stats() const { return sums_.grads; }
   // A layer's element count: fixed for the reducer's life (a reshape is a new layout).
   int64_t numel(size_t layer) const { return numels_[layer]; }
@@ -105,6 +117,8 @@ class LayerReducer {
   // Per backend, in backends() order: how many gradients it took this step, and (scratch
   // reused every step) the layers of a weight pass.
   std::array<size_t, kBackends> grads_taken_{};
+  std::vector<LayerState> states_;
+  uint64_t grad_passes_ = 0;
   std::array<std::vector<size_t>, kBackends> weight_layers_;
 };
 

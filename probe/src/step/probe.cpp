@@ -43,17 +43,19 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   // After it: the settled step was of the old layers.
   follow_layout();
   follow_buffers();
-  const StepPlan plan = plan_step();
+  StepPlan plan = plan_step();
+  const uint64_t grad_passes_before = reducer_.grad_passes();
   times.planned = Clock::now();
   enqueue_buffers();
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
   if (closure_ == nullptr && deferrable_device(plan, loss) >= 0) {
-    deferred_step(loss, plan, outcome, times);
+    deferred_step(loss, plan, grad_passes_before, outcome, times);
     end_step(plan, Reduction{}, times);
     return outcome;
   }
   Reduction reduction = reduce(loss, plan, outcome);
+  classify_layers(plan, grad_passes_before);
   collect_buffers();
   decide(reduction, outcome);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
@@ -115,18 +117,32 @@ Probe::Impl::StepPlan Probe::Impl::plan_step() const {
   }
   plan.update_due = (plan.mask & update_bit) != 0;
   plan.param_due = plan.update_due || (plan.mask & wire::bit_of(LayerMetric::kParamNorm)) != 0;
+  return plan;
+}
+
+void Probe::Impl::classify_layers(StepPlan& plan, uint64_t grad_passes_before) const {
   // Freezing and unfreezing mid-run is read each step. Unused: no gradient at all (zero_grad
   // sets them to none), or one left from an earlier step that this backward did not add to.
+  // This step's gradient pass read each layer's state on its way to the gradient: a second
+  // walk to the same bookkeeping, out of cache on a wide model, is made only without one.
+  const bool from_pass = reducer_.grad_passes() != grad_passes_before;
+  plan.frozen.clear();
+  plan.unused.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
-    // Ask for a later tensor's bookkeeping while this one's is read (LayerReducer does too).
-    if (i + 8 < params_.size()) __builtin_prefetch(params_[i + 8].unsafeGetTensorImpl());
-    if (!params_[i].requires_grad()) {
+    LayerReducer::LayerState state;
+    if (from_pass) {
+      state = reducer_.layer_state(i);
+    } else {
+      // Ask for a later tensor's bookkeeping while this one's is read (LayerReducer does too).
+      if (i + 8 < params_.size()) __builtin_prefetch(params_[i + 8].unsafeGetTensorImpl());
+      state = LayerReducer::state_of(params_[i]);
+    }
+    if (state == LayerReducer::LayerState::kFrozen) {
       plan.frozen.push_back(static_cast<uint32_t>(i));
-    } else if (!params_[i].grad().defined() || order_.passed_by(i)) {
+    } else if (state == LayerReducer::LayerState::kWithoutGrad || order_.passed_by(i)) {
       plan.unused.push_back(static_cast<uint32_t>(i));
     }
   }
-  return plan;
 }
 
 Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome) {

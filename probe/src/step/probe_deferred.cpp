@@ -45,8 +45,8 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   return device;
 }
 
-void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome,
-                                StepTimes& times) {
+void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan, uint64_t grad_passes_before,
+                                StepOutcome& outcome, StepTimes& times) {
   PendingStep p;
   p.step = step_;
   origin_.reset();
@@ -67,6 +67,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     // The scale the loss was scaled with: the device's, which the host's equals once the last
     // deferred step settled (step() settles it before this one begins).
     reducer_.enqueue_grads(p.scaler ? p.scaler->inv_scale_value() : 1.0f);
+    classify_layers(p.plan, grad_passes_before);
     p.has_loss = loss.defined() && loss.numel() == 1;
     // The verdict asks what the host's policies would (decide()): a non-finite gradient value
     // for the scaler; non-finite values, a non-finite loss (with one rank:
@@ -174,7 +175,8 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
     std::vector<wire::WatchStats> none;
     collect_buffers();   // enqueued before this step's passes, so not lost with them
-    record(plan, failed, outcome, times, &none);
+    classify_layers(p.plan, grad_passes_before);
+    record(p.plan, failed, outcome, times, &none);
     last_settled_ = outcome;
   }
 }

@@ -244,7 +244,8 @@ class Probe::Impl {
   // the host): every gradient and weight in a fused pass on one device, a verdict the fused
   // optimizer step can take, and nothing that must be known before the update.
   int deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const;
-  void deferred_step(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome, StepTimes& times);
+  void deferred_step(const torch::Tensor& loss, const StepPlan& plan, uint64_t grad_passes_before, StepOutcome& outcome,
+                     StepTimes& times);
   void begin_step();
   // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
   // layout is planned again and re-described, weights written since the last step make the
@@ -267,7 +268,12 @@ class Probe::Impl {
   bool buffers_turn_nonfinite() const;
   // The nonfinite_buffer event's detail: which buffers, NaN or Inf, and what a skip cannot do.
   std::string describe_nonfinite_buffers() const;
+  // What the step measures, from the cadence and the policies; its frozen and unused layers
+  // come after the gradient pass (classify_layers).
   StepPlan plan_step() const;
+  // plan.frozen and plan.unused, from the states this step's gradient pass read (when
+  // reducer_.grad_passes() moved past `grad_passes_before`), else from the parameters.
+  void classify_layers(StepPlan& plan, uint64_t grad_passes_before) const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
   // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
