@@ -78,9 +78,7 @@ void LayerReducer::enqueue_grads(float unscale) {
   for (size_t i = 0; i < params_.size(); ++i) {
     prefetch_grad_chain(i);
     const auto& grad = params_[i].grad();
-    states_[i] = !params_[i].requires_grad() ? LayerState::kFrozen
-                 : grad.defined()            ? LayerState::kWithGrad
-                                             : LayerState::kWithoutGrad;
+    states_[i] = state_of(params_[i].requires_grad(), grad.defined());
     if (!grad.defined()) {
       sums_.grads[i] = GradStats{};
       sums_.grads[i].zeros = params_[i].numel();

@@ -83,9 +83,11 @@ class LayerReducer {
   // require grad), without a gradient, or with one. grad_passes() counts the enqueue_grads
   // calls, so that a caller can tell the states are this step's.
   enum class LayerState : uint8_t { kFrozen, kWithoutGrad, kWithGrad };
+  static LayerState state_of(bool requires_grad, bool has_grad) {
+    return !requires_grad ? LayerState::kFrozen : has_grad ? LayerState::kWithGrad : LayerState::kWithoutGrad;
+  }
   static LayerState state_of(const torch::Tensor& param) {
-    if (!param.requires_grad()) return LayerState::kFrozen;
-    return param.grad().defined() ? LayerState::kWithGrad : LayerState::kWithoutGrad;
+    return state_of(param.requires_grad(), param.grad().defined());
   }
   LayerState layer_state(size_t layer) const { return states_[layer]; }
   uint64_t grad_passes() const { return grad_passes_; }
