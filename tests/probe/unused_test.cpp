@@ -111,4 +111,25 @@ TEST(UnusedLayers, AFrozenLayerIsFrozenNotUnused) {
   EXPECT_EQ(probe.description().layers.at(probe.last_record().frozen_layers[0]).name, "branch.bias");
 }
 
+TEST(UnusedLayers, AStepWithoutAGradientPassStillListsThemFromTheParameters) {
+  // No gradient metric due and no policy that reads gradients: the gradient pass, which
+  // otherwise notes each layer's state on its way, does not run this step.
+  torch::manual_seed(0);
+  Branched net;
+  net->branch->bias.set_requires_grad(false);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+  keel::probe::ProbeOptions options = quiet();
+  options.skip_on_nonfinite = false;
+  for (int m = 0; m < keel::wire::kLayerMetricCount; ++m) {
+    if ((keel::wire::kGradientMetrics >> m) & 1u) options.cadence[m] = 0;
+  }
+  keel::probe::Probe probe(*net, opt, options);
+  backward(net, /*use_branch=*/false);
+  probe.step(torch::tensor(1.0));
+  EXPECT_EQ(probe.last_record().metric_mask & keel::wire::kGradientMetrics, 0u);
+  EXPECT_EQ(unused_names(probe), std::vector<std::string>{"branch.weight"});
+  ASSERT_EQ(probe.last_record().frozen_layers.size(), 1u);
+  EXPECT_EQ(probe.description().layers.at(probe.last_record().frozen_layers[0]).name, "branch.bias");
+}
+
 }  // namespace
