@@ -19,11 +19,22 @@ CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
     offset_[i] = total;
     total += params_[i].numel();
   }
-  snapshot_.assign(static_cast<size_t>(total), 0.0f);
+  snapshot_elems_ = static_cast<size_t>(total);
   // Both pairs of gradient lists take turns (enqueue_grads swaps them): full size from the
   // start, so that no step grows them in a trainer's fragmented heap.
   for (auto* layers : {&taken_grads_, &grad_layers_}) layers->reserve(params_.size());
   for (auto* spans : {&taken_grad_spans_, &mutable_spans_}) spans->reserve(params_.size());
+}
+
+void CpuFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer) {
+  // An optimizer that steps a tensor twice moves it by twice -lr * g: only the copy sees that.
+  optimizer_ = optimizer != nullptr && !steps_a_tensor_twice(*optimizer) ? optimizer : nullptr;
+  group_of_ = optimizer_ ? group_of_layers(*optimizer_, LayerIndex(params_)) : std::vector<int>();
+}
+
+void CpuFusedReductions::plan_update(bool grads_this_step) {
+  // Read each step: a group's momentum, weight decay or lr may be set between steps.
+  update_from_grads_ = grads_this_step && optimizer_ != nullptr && plain_sgd_lrs(*optimizer_, group_lrs_);
 }
 
 void CpuFusedReductions::begin_grads() {
@@ -63,6 +74,7 @@ bool CpuFusedReductions::takes_weights(size_t layer, bool /*for_update*/) const 
 }
 
 const std::vector<SnapshotSpan>& CpuFusedReductions::snapshot_spans(const std::vector<size_t>& layers) {
+  if (snapshot_.size() != snapshot_elems_) snapshot_.assign(snapshot_elems_, 0.0f);
   snapshot_spans_.clear();
   for (size_t i : layers) {
     snapshot_spans_.push_back({params_[i].data_ptr<float>(), snapshot_.data() + offset_[i], params_[i].numel()});
@@ -70,15 +82,20 @@ const std::vector<SnapshotSpan>& CpuFusedReductions::snapshot_spans(const std::v
   return snapshot_spans_;
 }
 
+const std::vector<ConstSpan>& CpuFusedReductions::weight_spans(const std::vector<size_t>& layers) {
+  const_spans_.clear();
+  for (size_t i : layers) const_spans_.push_back({params_[i].data_ptr<float>(), params_[i].numel()});
+  return const_spans_;
+}
+
 void CpuFusedReductions::enqueue_weights(const std::vector<size_t>& layers, bool for_update) {
   weight_layers_ = layers;
   if (layers.empty()) return;
-  if (for_update) {
+  if (for_update && !update_from_grads_) {
     fused_.snapshot_sumsq(snapshot_spans(layers), weight_out_);
+    snapshot_is_w_ = true;
   } else {
-    const_spans_.clear();
-    for (size_t i : layers) const_spans_.push_back({params_[i].data_ptr<float>(), params_[i].numel()});
-    fused_.sumsq(const_spans_, weight_out_);
+    fused_.sumsq(weight_spans(layers), weight_out_);
   }
 }
 
@@ -88,15 +105,36 @@ void CpuFusedReductions::collect_weights(LayerSums& out) {
 
 void CpuFusedReductions::enqueue_updates(const std::vector<size_t>& layers) {
   update_layers_ = layers;
+  updates_were_from_grads_ = update_from_grads_;
+  update_from_grads_ = false;   // planned again by the next step
   if (layers.empty()) return;
-  fused_.update_and_snapshot(snapshot_spans(layers), update_out_, next_weight_out_);
+  if (updates_were_from_grads_) {
+    // Only |W_new|^2 is left to read; the copy is not refreshed, and no longer W.
+    fused_.sumsq(weight_spans(layers), next_weight_out_);
+    update_lrs_.clear();
+    for (size_t i : layers) {
+      const int group = group_of_[i];
+      update_lrs_.push_back(group >= 0 ? group_lrs_[static_cast<size_t>(group)] : 0.0);   // -1: not stepped
+    }
+    snapshot_is_w_ = false;
+  } else {
+    fused_.update_and_snapshot(snapshot_spans(layers), update_out_, next_weight_out_);
+    snapshot_is_w_ = true;
+  }
 }
 
-void CpuFusedReductions::collect_updates(bool /*applied*/, LayerSums& out) {
-  // Measured against the copy: a skipped update is the zero it measured.
+void CpuFusedReductions::collect_updates(bool applied, LayerSums& out) {
   for (size_t k = 0; k < update_layers_.size(); ++k) {
-    out.update_sumsq[update_layers_[k]] = update_out_[k];
-    out.next_param_sumsq[update_layers_[k]] = next_weight_out_[k];
+    const size_t i = update_layers_[k];
+    if (updates_were_from_grads_) {
+      // -lr * g, with out.grads this step's (plan_update); a skipped step moved nothing.
+      const double lr = update_lrs_[k];
+      out.update_sumsq[i] = applied ? lr * lr * out.grads[i].sumsq : 0.0;
+    } else {
+      // Measured against the copy: a skipped update is the zero it measured.
+      out.update_sumsq[i] = update_out_[k];
+    }
+    out.next_param_sumsq[i] = next_weight_out_[k];
   }
 }
 

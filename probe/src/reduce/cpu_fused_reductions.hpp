@@ -3,7 +3,9 @@
 //
 // What it is for: the CPU backend of ReductionBackend. Its update_ratio compares W with a
 // copy taken before the step: one host buffer for all of its layers, refreshed by the update
-// pass itself, so a step with update_ratio due reads W twice and copies it once.
+// pass itself, so a step with update_ratio due reads W twice and copies it once. A plain SGD
+// step needs no copy: it moves W by -lr * g, whose norm the gradient pass has measured, and
+// the pass after the step reads W once, for its norm (measure_updates_of).
 // Threads: the training thread only. Never: allocates once warmed up.
 #pragma once
 
@@ -11,12 +13,26 @@
 #include <vector>
 
 #include "reduction_backend.hpp"
+#include "update_rules.hpp"
 
 namespace keel::probe {
 
 class CpuFusedReductions final : public ReductionBackend {
  public:
   explicit CpuFusedReductions(const std::vector<torch::Tensor>& params);
+
+  // The optimizer whose steps the update pass measures (nullptr: not known). Asked again
+  // whenever its parameter groups change.
+  void measure_updates_of(torch::optim::Optimizer* optimizer);
+  // Before the step: how its update will be measured. From the gradients when the gradient
+  // pass ran this step (`grads_this_step`) and every group of the optimizer is plain SGD now;
+  // otherwise against the copy of W.
+  void plan_update(bool grads_this_step);
+  // Whether the update as planned can be measured without a fresh copy of W: it is taken from
+  // the gradients, or the copy still holds W as the last update pass left it.
+  bool update_needs_no_copy() const { return update_from_grads_ || snapshot_is_w_; }
+  // The host memory its copy of W holds (0 until an update is first measured against one).
+  size_t copy_bytes() const { return snapshot_.size() * sizeof(float); }
 
   void begin_grads() override;
   bool take_grad(size_t layer, const torch::Tensor& grad) override;
@@ -32,16 +48,31 @@ class CpuFusedReductions final : public ReductionBackend {
  private:
   // Each layer's weights beside its place in the snapshot.
   const std::vector<SnapshotSpan>& snapshot_spans(const std::vector<size_t>& layers);
+  // Each layer's weights, read only.
+  const std::vector<ConstSpan>& weight_spans(const std::vector<size_t>& layers);
 
   std::vector<torch::Tensor> params_;
   std::vector<int64_t> offset_;   // into snapshot_, -1 for a layer this backend does not hold
+  // Sized at its first use: a run whose updates all come from the gradients never holds a
+  // second copy of its weights.
   std::vector<float> snapshot_;
+  size_t snapshot_elems_ = 0;
+  bool snapshot_is_w_ = false;   // refreshed by the last update pass, or copied this step
+
+  // Plain SGD (plan_update): each layer's group, each group's lr as the step applies it, and
+  // whether this step's update (and the last update pass) was taken from the gradients.
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  std::vector<int> group_of_;
+  std::vector<double> group_lrs_;
+  bool update_from_grads_ = false;
+  bool updates_were_from_grads_ = false;
   FusedReducer fused_;
 
   // The last enqueue's layers and results, until their collect.
   std::vector<size_t> grad_layers_, weight_layers_, update_layers_;
   std::vector<GradStats> grad_out_;
   std::vector<double> weight_out_, update_out_, next_weight_out_;
+  std::vector<double> update_lrs_;   // the last update pass's layers' lr, from the gradients
 
   // The gradients taken since the last enqueue_grads, and where their values are.
   std::vector<size_t> taken_grads_;

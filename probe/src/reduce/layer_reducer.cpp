@@ -50,7 +50,10 @@ void LayerReducer::prefetch_weight_chain(size_t layer) const {
   }
 }
 
-void LayerReducer::measure_updates_of(torch::optim::Optimizer* optimizer) { cuda_.measure_updates_of(optimizer); }
+void LayerReducer::measure_updates_of(torch::optim::Optimizer* optimizer) {
+  cuda_.measure_updates_of(optimizer);
+  cpu_.measure_updates_of(optimizer);
+}
 
 bool LayerReducer::needs_device_snapshot() const {
   // A reducer lives for one layout, and a layout's tensors stay on their devices (a move is

@@ -28,8 +28,16 @@ class LayerReducer {
   explicit LayerReducer(std::vector<torch::Tensor> params);
   // The optimizer whose step the update pass measures. With AdamW, Adam or SGD, the updates of
   // the layers on a CUDA device are rebuilt from its state after the step, and those layers
-  // keep no snapshot; otherwise (or with nullptr) every layer off the CPU keeps one.
+  // keep no snapshot; otherwise (or with nullptr) every layer off the CPU keeps one. A plain
+  // SGD's updates of CPU layers are taken from the gradient pass (plan_update). Asked again
+  // when its parameter groups change.
   void measure_updates_of(torch::optim::Optimizer* optimizer);
+  // Before the weights' pass of a step whose update is measured: decides how the CPU layers'
+  // update is (CpuFusedReductions::plan_update). `grads_this_step`: this step's gradient pass ran.
+  void plan_update(bool grads_this_step) { cpu_.plan_update(grads_this_step); }
+  // After plan_update: whether the update can be measured with no fresh copy of W, given that
+  // nothing but the optimizer wrote W since the last update pass (reuse_snapshot's condition).
+  bool update_needs_no_copy() const { return cpu_.update_needs_no_copy(); }
 
   // Whether measuring the update would copy a weight that lives off the CPU: a layer there
   // whose update cannot be rebuilt (another optimizer, or a layout the device passes refuse).

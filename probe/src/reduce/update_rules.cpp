@@ -131,4 +131,28 @@ void read_update_rules(torch::optim::Optimizer& optimizer, const LayerIndex& lay
   }
 }
 
+std::vector<int> group_of_layers(torch::optim::Optimizer& optimizer, const LayerIndex& layers) {
+  std::vector<int> group_of(layers.layers, -1);
+  int g = 0;
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      const auto found = layers.layer_of.find(p.unsafeGetTensorImpl());
+      if (found != layers.layer_of.end()) group_of[found->second] = g;
+    }
+    ++g;
+  }
+  return group_of;
+}
+
+bool plain_sgd_lrs(torch::optim::Optimizer& optimizer, std::vector<double>& lrs) {
+  lrs.clear();
+  if (dynamic_cast<torch::optim::SGD*>(&optimizer) == nullptr) return false;
+  for (auto& group : optimizer.param_groups()) {
+    const auto* options = dynamic_cast<const torch::optim::SGDOptions*>(&group.options());
+    if (options == nullptr || options->momentum() != 0 || options->weight_decay() != 0) return false;
+    lrs.push_back(options->lr());
+  }
+  return true;
+}
+
 }  // namespace keel::probe

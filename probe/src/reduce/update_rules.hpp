@@ -42,4 +42,13 @@ struct LayerIndex {
 // W_old; a tensor the optimizer steps twice).
 void read_update_rules(torch::optim::Optimizer& optimizer, const LayerIndex& layers, std::vector<LayerUpdateRule>& rules);
 
+// Which of the optimizer's parameter groups steps each of `layers` (-1: none). Read once per
+// list of layers and groups: the parameter sequence the probe compares every step marks a
+// change of either.
+std::vector<int> group_of_layers(torch::optim::Optimizer& optimizer, const LayerIndex& layers);
+// A plain SGD step (no momentum, no weight decay) moves W by -lr * g, so its update's norm is
+// lr * |g|, which the gradient pass has already measured. When every group of `optimizer` is
+// such a step now, `lrs` gets each group's lr and the answer is true.
+bool plain_sgd_lrs(torch::optim::Optimizer& optimizer, std::vector<double>& lrs);
+
 }  // namespace keel::probe

@@ -161,7 +161,8 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     if (plan.grads_due) reducer_.enqueue_grads(unscale);
     // The weights before the update, enqueued ahead of the gradients' results so that one
     // wait on a device brings both in.
-    const bool reuse_snapshot = plan.update_due && snapshot_current_;
+    if (plan.update_due) reducer_.plan_update(plan.grads_due);
+    const bool reuse_snapshot = plan.update_due && snapshot_current_ && reducer_.update_needs_no_copy();
     const bool weights_due = !reuse_snapshot && (plan.update_due || plan.param_due);
     if (weights_due) reducer_.enqueue_weights(/*for_update=*/plan.update_due);
     // Read before the update: a non-finite loss is a reason to skip it.

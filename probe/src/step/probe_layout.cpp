@@ -40,7 +40,11 @@ void Probe::Impl::follow_layout() {
     }
     const ModelParameters now = parameters_of(model_, &optimizer_);
     const LayoutChange change = layout_.compare(now.params);
-    if (!change.layout) layout_.remember_sequence(sequence_);
+    if (!change.layout) {
+      layout_.remember_sequence(sequence_);
+      // The same layers, in other places or groups of the optimizer: the groups' lrs follow.
+      reducer_.measure_updates_of(&optimizer_);
+    }
     // Weights written outside the step: the copy the last update pass kept is not W. (They
     // are remembered as the step's own again at end_step.)
     if (change.weights) snapshot_current_ = false;
