@@ -147,6 +147,43 @@ TEST(ProbeMetrics, PlainSgdUpdatesMatchTheReferenceAcrossGroupsAndATurnToMomentu
   }
 }
 
+// A model all in fp32 on the CPU under a plain SGD keeps neither a copy of W nor |W_new|^2
+// between steps: each step reads W before its update. Weights written between steps are
+// therefore seen as they are, and when momentum turns on the copy taken then must still be
+// checked against such writes (the versions are remembered again from that step on).
+TEST(ProbeMetrics, AWholeCpuModelUnderPlainSgdSeesWeightsWrittenBetweenSteps) {
+  torch::manual_seed(0);
+  torch::nn::Sequential net(torch::nn::Linear(6, 8), torch::nn::Tanh(), torch::nn::Linear(8, 3));
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05));
+  keel::probe::ProbeOptions options;
+  options.dump_on_nonfinite = false;
+  options.endpoint = "";
+  keel::probe::Probe probe(*net, opt, options);
+  for (int64_t step = 0; step < 6; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    if (step == 3) static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options()).momentum(0.9);
+    if (step % 2 == 0) {
+      // A write outside the step (a weight loaded in place).
+      torch::NoGradGuard no_grad;
+      net->parameters()[0].mul_(1.5);
+    }
+    opt.zero_grad();
+    torch::manual_seed(400 + step);
+    net->forward(torch::randn({4, 6})).pow(2).mean().backward();
+    std::vector<torch::Tensor> before;
+    for (const auto& p : net->parameters()) before.push_back(p.detach().clone());
+    ASSERT_TRUE(probe.step(torch::tensor(1.0)).applied);
+    const auto& record = probe.last_record();
+    const auto params = net->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      SCOPED_TRACE("layer " + std::to_string(i));
+      EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kParamNorm, i), keel::test::reference_norm(before[i])));
+      EXPECT_TRUE(keel::test::close_rel(record.layer_value(LayerMetric::kUpdateRatio, i),
+                                        keel::test::reference_update_ratio(before[i], params[i]), 1e-3));
+    }
+  }
+}
+
 // The copy an optimizer without an update rule needs is opt-in only on a device: on the CPU
 // (host memory) RMSprop's update ratio is measured with the defaults, exactly.
 TEST(ProbeMetrics, AnOptimizerWithoutRulesStillMeasuresUpdatesOnTheCpu) {

@@ -143,48 +143,56 @@ TEST(ReductionBackends, EachBackendMeasuresTheUpdateAgainstTheWeightsBeforeIt) {
 // A plain SGD step moves W by -lr * g: its update is read off the gradient pass, with each
 // layer's group lr and nothing for a layer the optimizer does not hold, and no copy of W is
 // made. Once a group turns to momentum the update is not -lr * g any more: measured against a
-// copy again, from the next step on.
+// copy again, from the next step on. Holding the whole model, the backend reads nothing after
+// a plain step (|W_new|^2 is left to the next step's read of W); holding part of it (another
+// backend has a float64 layer), it reads |W_new|^2 for its layers.
 TEST(ReductionBackends, APlainSgdStepIsMeasuredFromItsGradientsWithNoCopyOfTheWeights) {
-  torch::manual_seed(13);
-  std::vector<torch::Tensor> params;
-  for (int64_t numel : {4099, 300, 2048, 17}) params.push_back(torch::randn({numel}).requires_grad_());
-  torch::optim::SGD sgd({params[0], params[1]}, torch::optim::SGDOptions(0.1));
-  sgd.add_param_group(torch::optim::OptimizerParamGroup({params[2]}, std::make_unique<torch::optim::SGDOptions>(0.02)));
-  CpuFusedReductions cpu(params);
-  cpu.measure_updates_of(&sgd);
-  const auto layers = every_layer(params);
-  for (int step = 0; step < 4; ++step) {
-    SCOPED_TRACE("step " + std::to_string(step));
-    const bool momentum = step >= 2;
-    if (step == 2) {
-      for (auto& group : sgd.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).momentum(0.9);
+  for (const bool whole_model : {true, false}) {
+    SCOPED_TRACE(whole_model ? "the whole model" : "part of the model");
+    torch::manual_seed(13);
+    std::vector<torch::Tensor> params;
+    for (int64_t numel : {4099, 300, 2048, 17}) params.push_back(torch::randn({numel}).requires_grad_());
+    if (!whole_model) params.push_back(torch::randn({5}, torch::kDouble).requires_grad_());
+    torch::optim::SGD sgd({params[0], params[1]}, torch::optim::SGDOptions(0.1));
+    sgd.add_param_group(torch::optim::OptimizerParamGroup({params[2]}, std::make_unique<torch::optim::SGDOptions>(0.02)));
+    CpuFusedReductions cpu(params);
+    cpu.measure_updates_of(&sgd);
+    const std::vector<size_t> layers{0, 1, 2, 3};   // the fp32 ones
+    for (int step = 0; step < 4; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      const bool momentum = step >= 2;
+      if (step == 2) {
+        for (auto& group : sgd.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).momentum(0.9);
+      }
+      for (auto& p : params) p.mutable_grad() = torch::randn_like(p) * 0.5;
+      LayerSums sums(params.size());
+      cpu.begin_grads();
+      for (size_t i : layers) ASSERT_TRUE(cpu.take_grad(i, params[i].grad()));
+      cpu.enqueue_grads(1.0f);
+      cpu.collect_grads(sums);
+      cpu.plan_update(/*grads_this_step=*/true);
+      // A plain step needs no copy; the first step with momentum finds none current, and the
+      // next one finds the copy its update pass refreshed.
+      EXPECT_EQ(cpu.update_needs_no_copy(), step != 2);
+      std::vector<torch::Tensor> before;
+      for (const auto& p : params) before.push_back(p.detach().clone());
+      cpu.enqueue_weights(layers, /*for_update=*/true);
+      cpu.collect_weights(sums);
+      EXPECT_EQ(cpu.copy_bytes() > 0, momentum);
+      sgd.step();
+      cpu.enqueue_updates(layers);
+      cpu.collect_updates(/*applied=*/true, sums);
+      const bool next_norms = momentum || !whole_model;
+      EXPECT_EQ(cpu.measured_next_norms(), next_norms);
+      for (size_t i : layers) {
+        SCOPED_TRACE("layer " + std::to_string(i));
+        const auto after = params[i].detach();
+        EXPECT_TRUE(close_rel(std::sqrt(sums.param_sumsq[i]), reference_norm(before[i]), 1e-6));
+        EXPECT_TRUE(close_rel(std::sqrt(sums.update_sumsq[i]), reference_norm(after - before[i]), 1e-5));
+        if (next_norms) EXPECT_TRUE(close_rel(std::sqrt(sums.next_param_sumsq[i]), reference_norm(after), 1e-6));
+      }
+      EXPECT_EQ(sums.update_sumsq[3], 0.0);   // not the optimizer's
     }
-    for (auto& p : params) p.mutable_grad() = torch::randn_like(p) * 0.5;
-    LayerSums sums(layers.size());
-    cpu.begin_grads();
-    for (size_t i : layers) ASSERT_TRUE(cpu.take_grad(i, params[i].grad()));
-    cpu.enqueue_grads(1.0f);
-    cpu.collect_grads(sums);
-    cpu.plan_update(/*grads_this_step=*/true);
-    // A plain step needs no copy; the first step with momentum finds none current, and the
-    // next one finds the copy its update pass refreshed.
-    EXPECT_EQ(cpu.update_needs_no_copy(), step != 2);
-    std::vector<torch::Tensor> before;
-    for (const auto& p : params) before.push_back(p.detach().clone());
-    cpu.enqueue_weights(layers, /*for_update=*/true);
-    cpu.collect_weights(sums);
-    EXPECT_EQ(cpu.copy_bytes() > 0, momentum);
-    sgd.step();
-    cpu.enqueue_updates(layers);
-    cpu.collect_updates(/*applied=*/true, sums);
-    for (size_t i : layers) {
-      SCOPED_TRACE("layer " + std::to_string(i));
-      const auto after = params[i].detach();
-      EXPECT_TRUE(close_rel(std::sqrt(sums.param_sumsq[i]), reference_norm(before[i]), 1e-6));
-      EXPECT_TRUE(close_rel(std::sqrt(sums.update_sumsq[i]), reference_norm(after - before[i]), 1e-5));
-      EXPECT_TRUE(close_rel(std::sqrt(sums.next_param_sumsq[i]), reference_norm(after), 1e-6));
-    }
-    EXPECT_EQ(sums.update_sumsq[3], 0.0);   // not the optimizer's
   }
 }
 

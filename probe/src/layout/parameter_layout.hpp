@@ -34,10 +34,12 @@ class ParameterLayout {
 
   // The cheap check of every step: the same tensors in the same places (`sequence` now) and
   // each planned tensor (`params`, in the planned order) on the same device, with the same
-  // type and shape. True: nothing but their values may have changed, and `change` says whether
-  // they did. False: compare() must say what changed.
+  // type and shape. True: nothing but their values may have changed, and, with
+  // `compare_values`, `change` says whether they did (without, the version counters are not
+  // read and `change.weights` stays false: for a caller that trusts nothing it kept of them).
+  // False: compare() must say what changed.
   bool unchanged(const std::vector<const void*>& sequence, const std::vector<torch::Tensor>& params,
-                 LayoutChange& change) const;
+                 LayoutChange& change, bool compare_values = true) const;
   // What differs between the planned parameters and `now` (parameters_of the model).
   LayoutChange compare(const NamedParams& now) const;
   // The tensors' sequence as it is now (an unchanged layout seen by compare(): the optimizer

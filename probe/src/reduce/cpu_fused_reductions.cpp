@@ -1,5 +1,7 @@
 #include "cpu_fused_reductions.hpp"
 
+#include <algorithm>
+
 namespace keel::probe {
 namespace {
 
@@ -20,6 +22,7 @@ CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
     total += params_[i].numel();
   }
   snapshot_elems_ = static_cast<size_t>(total);
+  holds_every_layer_ = std::all_of(offset_.begin(), offset_.end(), [](int64_t offset) { return offset >= 0; });
   // Both pairs of gradient lists take turns (enqueue_grads swaps them): full size from the
   // start, so that no step grows them in a trainer's fragmented heap.
   for (auto* layers : {&taken_grads_, &grad_layers_}) layers->reserve(params_.size());
@@ -107,10 +110,18 @@ void CpuFusedReductions::enqueue_updates(const std::vector<size_t>& layers) {
   update_layers_ = layers;
   updates_were_from_grads_ = update_from_grads_;
   update_from_grads_ = false;   // planned again by the next step
+  measured_next_norms_ = true;
   if (layers.empty()) return;
   if (updates_were_from_grads_) {
-    // Only |W_new|^2 is left to read; the copy is not refreshed, and no longer W.
-    fused_.sumsq(weight_spans(layers), next_weight_out_);
+    // Only |W_new|^2 is left to read, for the next step. The whole model's: the next step
+    // reads W before its update instead, which spares this pass and the versions' walks that
+    // trusting it takes (remembered at the step's end, compared at the next one's start). Part
+    // of it: read now, so that the other backends' layers keep reusing theirs.
+    if (holds_every_layer_) {
+      measured_next_norms_ = false;
+    } else {
+      fused_.sumsq(weight_spans(layers), next_weight_out_);
+    }
     update_lrs_.clear();
     for (size_t i : layers) {
       const int group = group_of_[i];
@@ -134,7 +145,7 @@ void CpuFusedReductions::collect_updates(bool applied, LayerSums& out) {
       // Measured against the copy: a skipped update is the zero it measured.
       out.update_sumsq[i] = update_out_[k];
     }
-    out.next_param_sumsq[i] = next_weight_out_[k];
+    if (measured_next_norms_) out.next_param_sumsq[i] = next_weight_out_[k];
   }
 }
 

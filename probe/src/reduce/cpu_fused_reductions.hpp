@@ -31,6 +31,10 @@ class CpuFusedReductions final : public ReductionBackend {
   // Whether the update as planned can be measured without a fresh copy of W: it is taken from
   // the gradients, or the copy still holds W as the last update pass left it.
   bool update_needs_no_copy() const { return update_from_grads_ || snapshot_is_w_; }
+  // Whether the last update pass measured |W_new|^2 of its layers. Not when it holds every
+  // layer of the model and took the update from the gradients: then no pass runs after the
+  // step at all, and the next step reads W before its update (the caller trusts no norms).
+  bool measured_next_norms() const { return measured_next_norms_; }
   // The host memory its copy of W holds (0 until an update is first measured against one).
   size_t copy_bytes() const { return snapshot_.size() * sizeof(float); }
 
@@ -66,6 +70,8 @@ class CpuFusedReductions final : public ReductionBackend {
   std::vector<double> group_lrs_;
   bool update_from_grads_ = false;
   bool updates_were_from_grads_ = false;
+  bool holds_every_layer_ = false;
+  bool measured_next_norms_ = true;
   FusedReducer fused_;
 
   // The last enqueue's layers and results, until their collect.

@@ -144,6 +144,7 @@ void LayerReducer::enqueue_updates() {
 
 void LayerReducer::collect_updates(bool applied) {
   for (ReductionBackend* backend : backends()) backend->collect_updates(applied, sums_);
+  next_norms_measured_ = cpu_.measured_next_norms();
 }
 
 }  // namespace keel::probe

@@ -79,13 +79,20 @@ class LayerReducer {
     enqueue_updates();
     collect_updates(true);
   }
+  // Whether the last update pass (or keep_snapshot) left every layer's |W_new|^2 for
+  // reuse_snapshot(). A model held whole by the CPU backend under a plain SGD leaves none: its
+  // next step reads W before the update instead (CpuFusedReductions::enqueue_updates).
+  bool next_norms_measured() const { return next_norms_measured_; }
   void enqueue_updates();
   void collect_updates(bool applied);
   // The snapshot already equals W (refreshed by the last reduce_updates, or the update was
   // skipped): take the weight norms from it without another pass.
   void reuse_snapshot() { sums_.param_sumsq = sums_.next_param_sumsq; }
   // The update was skipped: W did not move, so the snapshot and its norms stay as they are.
-  void keep_snapshot() { sums_.next_param_sumsq = sums_.param_sumsq; }
+  void keep_snapshot() {
+    sums_.next_param_sumsq = sums_.param_sumsq;
+    next_norms_measured_ = true;
+  }
 
   // A layer as the last enqueue_grads found it on its way to the gradient: frozen (it does not
   // require grad), without a gradient, or with one. grad_passes() counts the enqueue_grads
@@ -129,6 +136,7 @@ class LayerReducer {
   std::array<size_t, kBackends> grads_taken_{};
   std::vector<LayerState> states_;
   uint64_t grad_passes_ = 0;
+  bool next_norms_measured_ = true;
   std::array<std::vector<size_t>, kBackends> weight_layers_;
 };
 

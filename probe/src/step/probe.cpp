@@ -335,10 +335,11 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
 void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepTimes& times) {
   // Valid only while nothing but our own update pass has touched the weights since.
   const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
-  snapshot_current_ = r.stats_ok && plan.update_due && !(r.lost_mask & update_bit);
-  // The optimizer's writes are the step's: a write after this one is the user's.
+  snapshot_current_ = r.stats_ok && plan.update_due && !(r.lost_mask & update_bit) && reducer_.next_norms_measured();
+  // The optimizer's writes are the step's: a write after this one is the user's. Only a
+  // snapshot the next step may trust needs the versions to be compared with.
   const auto end_start = Clock::now();
-  layout_.remember_weights(params_);
+  if (snapshot_current_) layout_.remember_weights(params_);
   order_.rearm();
   const auto end = Clock::now();
   timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(end - times.optimizer_end) + watch_us_;

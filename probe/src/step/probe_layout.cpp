@@ -33,7 +33,9 @@ void Probe::Impl::follow_layout() {
   try {
     // One walk of the modules for the parameters and the buffers (follow_buffers reads it).
     parameter_sequence(model_, &optimizer_, sequence_, &buffer_sequence_);
-    if (LayoutChange same; layout_.unchanged(sequence_, params_, same)) {
+    // Whether the weights were written since the last step matters only to a copy (or norms)
+    // of them that the next step would trust: without one, their versions are not read.
+    if (LayoutChange same; layout_.unchanged(sequence_, params_, same, /*compare_values=*/snapshot_current_)) {
       if (same.weights) snapshot_current_ = false;
       layout_error_.clear();
       return;
