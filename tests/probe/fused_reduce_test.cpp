@@ -350,6 +350,46 @@ TEST(FusedReduceUnscale, ManyBuffers) {
   }
 }
 
+// ---- grad_and_weight_stats --------------------------------------------------------------
+
+// The gradients' statistics and the weights' norms of one pass are those of the two passes
+// apart, with the unscale and without, across the serial and the parallel path (the last
+// buffer takes the total past the parallel threshold).
+TEST(FusedReduceGradAndWeight, OnePassGivesWhatTheTwoPassesGive) {
+  for (const float scale : {1.0f, 0.25f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    std::vector<std::vector<float>> grads, weights, expected;
+    for (int b = 0; b < 120; ++b) {
+      const size_t n = b == 119 ? (size_t{1} << 21) : static_cast<size_t>(b * 53 % 5000);
+      grads.push_back(random_floats(n, 700 + b));
+      weights.push_back(random_floats(n, 900 + b));
+      expected.push_back(grads.back());
+      for (auto& x : expected.back()) x *= scale;
+    }
+    std::vector<MutableSpan> grad_spans;
+    std::vector<ConstSpan> weight_spans;
+    for (size_t b = 0; b < grads.size(); ++b) {
+      grad_spans.push_back({grads[b].data(), static_cast<int64_t>(grads[b].size())});
+      weight_spans.push_back({weights[b].data(), static_cast<int64_t>(weights[b].size())});
+    }
+    FusedReducer r;
+    std::vector<GradStats> out;
+    std::vector<double> weight_out;
+    r.grad_and_weight_stats(grad_spans, scale, weight_spans, out, weight_out);
+    ASSERT_EQ(out.size(), grads.size());
+    ASSERT_EQ(weight_out.size(), grads.size());
+    std::vector<double> weights_apart;
+    r.sumsq(weight_spans, weights_apart);
+    for (size_t b = 0; b < grads.size(); ++b) {
+      SCOPED_TRACE("buffer " + std::to_string(b));
+      ASSERT_TRUE(same_bits(grads[b], expected[b]));
+      expect_matches(out[b], ref_grad(expected[b].data(), expected[b].size()), "gradient");
+      EXPECT_EQ(weight_out[b], weights_apart[b]);
+      expect_sum_near(weight_out[b], ref_sumsq(weights[b].data(), weights[b].size()), "weight");
+    }
+  }
+}
+
 // ---- snapshot_sumsq / update_and_snapshot / sumsq --------------------------------------------
 
 TEST(FusedReduceSnapshot, CopiesBitExactlyAndSumsSquares) {

@@ -27,6 +27,8 @@ CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
   // start, so that no step grows them in a trainer's fragmented heap.
   for (auto* layers : {&taken_grads_, &grad_layers_}) layers->reserve(params_.size());
   for (auto* spans : {&taken_grad_spans_, &mutable_spans_}) spans->reserve(params_.size());
+  taken_weight_spans_.reserve(params_.size());
+  weighed_in_pass_.assign(params_.size(), 0);
 }
 
 void CpuFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer) {
@@ -38,17 +40,30 @@ void CpuFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer) 
 void CpuFusedReductions::plan_update(bool grads_this_step) {
   // Read each step: a group's momentum, weight decay or lr may be set between steps.
   update_from_grads_ = grads_this_step && optimizer_ != nullptr && plain_sgd_lrs(*optimizer_, group_lrs_);
+  weights_with_grads_ = update_from_grads_ && holds_every_layer_;
+  weighed_this_pass_ = false;   // until this step's pass has run
 }
 
 void CpuFusedReductions::begin_grads() {
   taken_grads_.clear();
   taken_grad_spans_.clear();
+  taken_weight_spans_.clear();
+  taken_weights_ok_ = true;
 }
 
 bool CpuFusedReductions::take_grad(size_t layer, const torch::Tensor& grad) {
   if (offset_[layer] < 0 || !cpu_float_contiguous(grad)) return false;
   taken_grads_.push_back(layer);
   taken_grad_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
+  if (weights_with_grads_) {
+    // The parameter's TensorImpl is in cache now, on the way to its gradient.
+    const torch::Tensor& weight = params_[layer];
+    if (cpu_float_contiguous(weight) && weight.numel() == grad.numel()) {
+      taken_weight_spans_.push_back({weight.data_ptr<float>(), weight.numel()});
+    } else {
+      taken_weights_ok_ = false;   // the weights' own pass reads them all
+    }
+  }
   return true;
 }
 
@@ -56,8 +71,13 @@ void CpuFusedReductions::enqueue_grads(float unscale) {
   // The taken lists become the pass's; the swapped-out ones gather the next step's.
   grad_layers_.swap(taken_grads_);
   mutable_spans_.swap(taken_grad_spans_);
+  ++grad_pass_;
+  weighed_this_pass_ = weights_with_grads_ && taken_weights_ok_;
   if (grad_layers_.empty()) return;
-  if (unscale != 1.0f) {
+  if (weighed_this_pass_) {
+    fused_.grad_and_weight_stats(mutable_spans_, unscale, taken_weight_spans_, grad_out_, grad_weight_out_);
+    for (size_t layer : grad_layers_) weighed_in_pass_[layer] = grad_pass_;
+  } else if (unscale != 1.0f) {
     fused_.unscale_and_grad_stats(mutable_spans_, unscale, grad_out_);
   } else {
     const_spans_.clear();
@@ -68,6 +88,8 @@ void CpuFusedReductions::enqueue_grads(float unscale) {
 
 void CpuFusedReductions::collect_grads(LayerSums& out) {
   for (size_t k = 0; k < grad_layers_.size(); ++k) out.grads[grad_layers_[k]] = grad_out_[k];
+  if (!weighed_this_pass_) return;
+  for (size_t k = 0; k < grad_layers_.size(); ++k) out.param_sumsq[grad_layers_[k]] = grad_weight_out_[k];
 }
 
 // Asked every step: set_data can leave a planned weight with the same shape and type but
@@ -92,13 +114,17 @@ const std::vector<ConstSpan>& CpuFusedReductions::weight_spans(const std::vector
 }
 
 void CpuFusedReductions::enqueue_weights(const std::vector<size_t>& layers, bool for_update) {
-  weight_layers_ = layers;
-  if (layers.empty()) return;
+  // The layers this step's gradient pass weighed already have their norms (collect_grads).
+  weight_layers_.clear();
+  for (size_t i : layers) {
+    if (!weighed_this_pass_ || weighed_in_pass_[i] != grad_pass_) weight_layers_.push_back(i);
+  }
+  if (weight_layers_.empty()) return;
   if (for_update && !update_from_grads_) {
-    fused_.snapshot_sumsq(snapshot_spans(layers), weight_out_);
+    fused_.snapshot_sumsq(snapshot_spans(weight_layers_), weight_out_);
     snapshot_is_w_ = true;
   } else {
-    fused_.sumsq(weight_spans(layers), weight_out_);
+    fused_.sumsq(weight_spans(weight_layers_), weight_out_);
   }
 }
 

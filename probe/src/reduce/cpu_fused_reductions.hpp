@@ -24,9 +24,11 @@ class CpuFusedReductions final : public ReductionBackend {
   // The optimizer whose steps the update pass measures (nullptr: not known). Asked again
   // whenever its parameter groups change.
   void measure_updates_of(torch::optim::Optimizer* optimizer);
-  // Before the step: how its update will be measured. From the gradients when the gradient
-  // pass ran this step (`grads_this_step`) and every group of the optimizer is plain SGD now;
-  // otherwise against the copy of W.
+  // Every step, before its gradient pass: how its update will be measured. From the gradients
+  // when this step's gradient pass measures its update (`grads_this_step`) and every group of
+  // the optimizer is plain SGD now; otherwise against the copy of W. Holding the whole model,
+  // the gradient pass then reads each layer's W beside its gradient (W is read before every
+  // such update: measured_next_norms), and enqueue_weights only the layers it did not reach.
   void plan_update(bool grads_this_step);
   // Whether the update as planned can be measured without a fresh copy of W: it is taken from
   // the gradients, or the copy still holds W as the last update pass left it.
@@ -72,6 +74,17 @@ class CpuFusedReductions final : public ReductionBackend {
   bool updates_were_from_grads_ = false;
   bool holds_every_layer_ = false;
   bool measured_next_norms_ = true;
+
+  // The weights read by the gradient pass (plan_update): their spans as the gradients are
+  // taken, whether every taken layer's W could be (dense, as long as its gradient), the norms,
+  // and which layers this step's pass weighed (weighed_in_pass_[layer] == grad_pass_).
+  bool weights_with_grads_ = false;
+  bool taken_weights_ok_ = true;
+  bool weighed_this_pass_ = false;
+  std::vector<ConstSpan> taken_weight_spans_;
+  std::vector<double> grad_weight_out_;
+  std::vector<uint64_t> weighed_in_pass_;
+  uint64_t grad_pass_ = 0;
   FusedReducer fused_;
 
   // The last enqueue's layers and results, until their collect.

@@ -524,6 +524,29 @@ void FusedReducer::unscale_and_grad_stats(const std::vector<MutableSpan>& grads,
   combine_grad(chunks_, partial_grad_, grads.size(), out);
 }
 
+void FusedReducer::grad_and_weight_stats(const std::vector<MutableSpan>& grads, float scale,
+                                         const std::vector<ConstSpan>& weights, std::vector<GradStats>& out,
+                                         std::vector<double>& weight_out) {
+  const int64_t total = build_chunks(grads, chunks_, tasks_);
+  grow_to(partial_grad_, chunks_.size());
+  grow_to(partial_sum_, chunks_.size());
+  const bool unscale = scale != 1.0f;
+  const auto ahead = [&](int64_t c) {
+    const Chunk& k = chunks_[c];
+    prefetch_start(grads[k.buffer].data + k.begin, k.end - k.begin, /*for_write=*/unscale);
+    prefetch_start(weights[k.buffer].data + k.begin, k.end - k.begin);
+  };
+  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
+    const Chunk& k = chunks_[c];
+    float* g = grads[k.buffer].data + k.begin;
+    const int64_t n = k.end - k.begin;
+    partial_grad_[c] = to_partial(unscale ? unscale_grad_kernel(g, n, scale) : grad_kernel(g, n));
+    partial_sum_[c] = sumsq_kernel(weights[k.buffer].data + k.begin, n);
+  });
+  combine_grad(chunks_, partial_grad_, grads.size(), out);
+  combine_sum(chunks_, partial_sum_, grads.size(), weight_out);
+}
+
 void FusedReducer::snapshot_sumsq(const std::vector<SnapshotSpan>& spans,
                                   std::vector<double>& out) {
   const int64_t total = build_chunks(spans, chunks_, tasks_);

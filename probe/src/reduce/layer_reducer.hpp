@@ -32,8 +32,9 @@ class LayerReducer {
   // SGD's updates of CPU layers are taken from the gradient pass (plan_update). Asked again
   // when its parameter groups change.
   void measure_updates_of(torch::optim::Optimizer* optimizer);
-  // Before the weights' pass of a step whose update is measured: decides how the CPU layers'
-  // update is (CpuFusedReductions::plan_update). `grads_this_step`: this step's gradient pass ran.
+  // Every step, before its gradient pass: decides how the CPU layers' update is measured
+  // (CpuFusedReductions::plan_update). `grads_this_step`: the step's update is measured and
+  // its gradient pass runs.
   void plan_update(bool grads_this_step) { cpu_.plan_update(grads_this_step); }
   // After plan_update: whether the update can be measured with no fresh copy of W, given that
   // nothing but the optimizer wrote W since the last update pass (reuse_snapshot's condition).

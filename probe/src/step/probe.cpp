@@ -158,10 +158,11 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     const float unscale = unscale_here ? scaler_->inv_scale_value() : 1.0f;
     const auto reduce_start = Clock::now();
     static const std::vector<GradStats> kNoGrads;
+    // Before the gradient pass, which may read the weights too.
+    reducer_.plan_update(plan.update_due && plan.grads_due);
     if (plan.grads_due) reducer_.enqueue_grads(unscale);
     // The weights before the update, enqueued ahead of the gradients' results so that one
     // wait on a device brings both in.
-    if (plan.update_due) reducer_.plan_update(plan.grads_due);
     const bool reuse_snapshot = plan.update_due && snapshot_current_ && reducer_.update_needs_no_copy();
     const bool weights_due = !reuse_snapshot && (plan.update_due || plan.param_due);
     if (weights_due) reducer_.enqueue_weights(/*for_update=*/plan.update_due);

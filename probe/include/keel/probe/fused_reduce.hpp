@@ -51,6 +51,11 @@ class FusedReducer {
   // unscale fused with the statistics of the unscaled gradient).
   void unscale_and_grad_stats(const std::vector<MutableSpan>& grads, float scale,
                               std::vector<GradStats>& out);
+  // unscale_and_grad_stats (grad_stats when `scale` is 1: nothing is written), and sum w^2 of
+  // each weights buffer (weights[b] as long as grads[b]) into weight_out, in the same pass
+  // over the buffers: a model whose norms are read before every update walks its layers once.
+  void grad_and_weight_stats(const std::vector<MutableSpan>& grads, float scale, const std::vector<ConstSpan>& weights,
+                             std::vector<GradStats>& out, std::vector<double>& weight_out);
   // Copies each weights buffer into its snapshot and returns sum w^2 per buffer.
   void snapshot_sumsq(const std::vector<SnapshotSpan>& spans, std::vector<double>& out);
   // sum (w - snapshot)^2 and sum w^2 per buffer, then snapshot = w: measures this step's
