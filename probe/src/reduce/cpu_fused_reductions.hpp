@@ -4,8 +4,9 @@
 // What it is for: the CPU backend of ReductionBackend. Its update_ratio compares W with a
 // copy taken before the step: one host buffer for all of its layers, refreshed by the update
 // pass itself, so a step with update_ratio due reads W twice and copies it once. A plain SGD
-// step needs no copy: it moves W by -lr * g, whose norm the gradient pass has measured, and
-// the pass after the step reads W once, for its norm (measure_updates_of).
+// step needs no copy: it moves W by -lr * g, whose norm the gradient pass has measured
+// (plan_update). Its W is then read once a step, for its norm: in the gradient pass when this
+// backend holds the whole model, else after the optimizer's step.
 // Threads: the training thread only. Never: allocates once warmed up.
 #pragma once
 
