@@ -117,7 +117,7 @@ void CpuFusedReductions::enqueue_weights(const std::vector<size_t>& layers, bool
   // The layers this step's gradient pass weighed already have their norms (collect_grads).
   weight_layers_.clear();
   for (size_t i : layers) {
-    if (!weighed_this_pass_ || weighed_in_pass_[i] != grad_pass_) weight_layers_.push_back(i);
+    if (!weighed_this_step(i)) weight_layers_.push_back(i);
   }
   if (weight_layers_.empty()) return;
   if (for_update && !update_from_grads_) {

@@ -38,6 +38,8 @@ class CpuFusedReductions final : public ReductionBackend {
   // layer of the model and took the update from the gradients: then no pass runs after the
   // step at all, and the next step reads W before its update (the caller trusts no norms).
   bool measured_next_norms() const { return measured_next_norms_; }
+  // This step's gradient pass read `layer`'s W (its norm is in collect_grads' output).
+  bool weighed_this_step(size_t layer) const { return weighed_this_pass_ && weighed_in_pass_[layer] == grad_pass_; }
   // The host memory its copy of W holds (0 until an update is first measured against one).
   size_t copy_bytes() const { return snapshot_.size() * sizeof(float); }
 

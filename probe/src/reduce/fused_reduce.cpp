@@ -32,6 +32,10 @@
 #include <cstring>
 #include <limits>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace keel::probe {
 namespace {
 
@@ -410,6 +414,17 @@ inline void prefetch_start(const float* p, int64_t n, bool for_write = false) {
   }
 }
 
+// Whether a parallel region would have more than one thread: a trainer that limits itself to
+// one (torch::set_num_threads(1) sets OpenMP's count) would pay for the region's team, which
+// libgomp allocates and frees for every region of one thread, for no parallelism at all.
+inline bool pool_has_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads() > 1;
+#else
+  return false;
+#endif
+}
+
 // Runs body(c) for every chunk index, task by task, after ahead(c + kPrefetchAhead) asked for
 // that later chunk's memory; the tasks in parallel only when the work pays for the region.
 template <typename Ahead, typename Body>
@@ -420,7 +435,7 @@ void for_each_chunk(const std::vector<int64_t>& tasks, int64_t total_elems, Ahea
     if (c + kPrefetchAhead < num_chunks) ahead(c + kPrefetchAhead);
     body(c);
   };
-  if (total_elems >= kParallelMinElems && num_tasks > 1) {
+  if (total_elems >= kParallelMinElems && num_tasks > 1 && pool_has_threads()) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t t = 0; t < num_tasks; ++t) {
       for (int64_t c = tasks[t]; c < tasks[t + 1]; ++c) run(c);
@@ -433,7 +448,7 @@ void for_each_chunk(const std::vector<int64_t>& tasks, int64_t total_elems, Ahea
 // Runs body(c) for c in [0, count): pieces already large (row blocks of logits).
 template <typename Body>
 void for_each_piece(int64_t count, int64_t total_elems, Body body) {
-  if (total_elems >= kParallelMinElems && count > 1) {
+  if (total_elems >= kParallelMinElems && count > 1 && pool_has_threads()) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t c = 0; c < count; ++c) body(c);
   } else {

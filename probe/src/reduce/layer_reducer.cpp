@@ -112,10 +112,14 @@ torch::Tensor LayerReducer::found_inf() const { return cuda_.found_inf(); }
 
 float LayerReducer::collected_found_inf() const { return cuda_.collected_found_inf(); }
 
-void LayerReducer::partition_weights(bool for_update) {
+void LayerReducer::partition_weights(bool for_update, bool weighed_to_cpu) {
   const auto order = backends();
   for (auto& layers : weight_layers_) layers.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (cpu_.weighed_this_step(i)) {
+      if (weighed_to_cpu) weight_layers_[kCpu].push_back(i);
+      continue;
+    }
     prefetch_weight_chain(i);
     for (size_t b = params_[i].is_cpu() ? kCpu : kCuda; b < order.size(); ++b) {
       if (order[b]->takes_weights(i, for_update)) {
@@ -127,7 +131,7 @@ void LayerReducer::partition_weights(bool for_update) {
 }
 
 void LayerReducer::enqueue_weights(bool for_update) {
-  partition_weights(for_update);
+  partition_weights(for_update, /*weighed_to_cpu=*/false);
   const auto order = backends();
   for (size_t b = 0; b < order.size(); ++b) order[b]->enqueue_weights(weight_layers_[b], for_update);
 }
@@ -137,7 +141,7 @@ void LayerReducer::collect_weights() {
 }
 
 void LayerReducer::enqueue_updates() {
-  partition_weights(/*for_update=*/true);
+  partition_weights(/*for_update=*/true, /*weighed_to_cpu=*/true);
   const auto order = backends();
   for (size_t b = 0; b < order.size(); ++b) order[b]->enqueue_updates(weight_layers_[b]);
 }

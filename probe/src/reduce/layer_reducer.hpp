@@ -121,8 +121,10 @@ class LayerReducer {
   std::array<ReductionBackend*, kBackends> backends() { return {&cuda_, &cpu_, &generic_}; }
   void prefetch_grad_chain(size_t layer) const;
   void prefetch_weight_chain(size_t layer) const;
-  // Hands each layer's weights to the first backend that takes them (weight_layers_).
-  void partition_weights(bool for_update);
+  // Hands each layer's weights to the first backend that takes them (weight_layers_). The
+  // layers this step's gradient pass weighed (dense fp32 CPU weights, their norms in) are not
+  // asked: the weights' pass leaves them out, the update pass hands them to the CPU backend.
+  void partition_weights(bool for_update, bool weighed_to_cpu);
 
   std::vector<torch::Tensor> params_;
   CudaFusedReductions cuda_;
