@@ -9,6 +9,7 @@
 #include <string>
 
 #include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
 #include "reference_stats.hpp"
 
 namespace {
@@ -96,9 +97,7 @@ TEST(ProbeMetrics, EveryMetricMatchesDoubleReference) {
   torch::manual_seed(0);
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   keel::probe::Probe probe(*net, opt, options);
   for (int64_t step = 0; step < 3; ++step) {
     backward(net, opt, probe, 100 + step);
@@ -131,9 +130,7 @@ TEST(ProbeMetrics, PlainSgdUpdatesMatchTheReferenceAcrossGroupsAndATurnToMomentu
   }
   torch::optim::SGD opt(fast, torch::optim::SGDOptions(0.1));
   opt.add_param_group(torch::optim::OptimizerParamGroup(slow, std::make_unique<torch::optim::SGDOptions>(0.03)));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   keel::probe::Probe probe(*net, opt, options);
   for (int64_t step = 0; step < 5; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
@@ -155,9 +152,7 @@ TEST(ProbeMetrics, AWholeCpuModelUnderPlainSgdSeesWeightsWrittenBetweenSteps) {
   torch::manual_seed(0);
   torch::nn::Sequential net(torch::nn::Linear(6, 8), torch::nn::Tanh(), torch::nn::Linear(8, 3));
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   keel::probe::Probe probe(*net, opt, options);
   for (int64_t step = 0; step < 6; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
@@ -190,9 +185,7 @@ TEST(ProbeMetrics, AnOptimizerWithoutRulesStillMeasuresUpdatesOnTheCpu) {
   torch::manual_seed(0);
   MixedNet net;
   torch::optim::RMSprop opt(net->parameters(), torch::optim::RMSpropOptions(1e-2));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   ASSERT_FALSE(options.snapshot_for_update_ratio);
   keel::probe::Probe probe(*net, opt, options);
   for (int64_t step = 0; step < 2; ++step) {
@@ -210,9 +203,7 @@ TEST(ProbeMetrics, UpdateRatioStaysRightAcrossSkippedSteps) {
   torch::manual_seed(2);
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   keel::probe::Probe probe(*net, opt, options);
   for (int64_t step = 0; step < 6; ++step) {
     backward(net, opt, probe, 200 + step);
@@ -231,9 +222,7 @@ TEST(ProbeMetrics, NonFiniteGradientsAreCountedAndPropagate) {
   torch::manual_seed(1);
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   options.skip_on_nonfinite = false;   // apply anyway, so update_ratio is checked too
   keel::probe::Probe probe(*net, opt, options);
   backward(net, opt, probe, 7);
@@ -254,9 +243,7 @@ TEST(ProbeMetrics, NonFiniteGradientsAreCountedAndPropagate) {
 TEST(ProbeMetrics, WatchedTensorStatsMatchReference) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   keel::probe::Probe probe(*net, opt, options);
   torch::manual_seed(3);
   auto logits = torch::randn({3, 4, 7}) * 5;
@@ -289,9 +276,7 @@ TEST(ProbeMetrics, WatchedTensorStatsMatchReference) {
 TEST(ProbeMetrics, CadenceLeavesMetricsOutOfTheRecord) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   options.cadence[static_cast<int>(LayerMetric::kUpdateRatio)] = 2;
   options.cadence[static_cast<int>(LayerMetric::kGradZeroFrac)] = 0;
   keel::probe::Probe probe(*net, opt, options);
@@ -308,9 +293,7 @@ TEST(ProbeMetrics, CadenceLeavesMetricsOutOfTheRecord) {
 TEST(ProbeMetrics, GlobalGradNormIsNotStaleWhenNoGradientPassRan) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
-  keel::probe::ProbeOptions options;
-  options.dump_on_nonfinite = false;   // no dumps in the test's working directory
-  options.endpoint = "";
+  keel::probe::ProbeOptions options = keel::test::quiet();
   options.skip_on_nonfinite = false;   // no policy needs the gradient pass on odd steps
   for (int m = 0; m < 4; ++m) options.cadence[m] = 2;   // gradient metrics every other step
   keel::probe::Probe probe(*net, opt, options);
@@ -329,9 +312,7 @@ TEST(ProbeAttach, ARankOutsideTheWorldIsRefused) {
   MixedNet net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   auto attach_error = [&](int32_t rank, int32_t world_size) -> std::string {
-    keel::probe::ProbeOptions options;
-    options.endpoint = "";
-    options.dump_on_nonfinite = false;
+    keel::probe::ProbeOptions options = keel::test::quiet();
     options.rank = rank;
     options.world_size = world_size;
     try {
