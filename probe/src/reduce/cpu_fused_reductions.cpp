@@ -40,7 +40,6 @@ void CpuFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer) 
 void CpuFusedReductions::plan_update(bool grads_this_step) {
   // Read each step: a group's momentum, weight decay or lr may be set between steps.
   update_from_grads_ = grads_this_step && optimizer_ != nullptr && plain_sgd_lrs(*optimizer_, group_lrs_);
-  weights_with_grads_ = update_from_grads_ && holds_every_layer_;
   weighed_this_pass_ = false;   // until this step's pass has run
 }
 
@@ -55,7 +54,7 @@ bool CpuFusedReductions::take_grad(size_t layer, const torch::Tensor& grad) {
   if (offset_[layer] < 0 || !cpu_float_contiguous(grad)) return false;
   taken_grads_.push_back(layer);
   taken_grad_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
-  if (weights_with_grads_) {
+  if (weighs_with_grads()) {
     // The parameter's TensorImpl is in cache now, on the way to its gradient.
     const torch::Tensor& weight = params_[layer];
     if (cpu_float_contiguous(weight) && weight.numel() == grad.numel()) {
@@ -72,7 +71,7 @@ void CpuFusedReductions::enqueue_grads(float unscale) {
   grad_layers_.swap(taken_grads_);
   mutable_spans_.swap(taken_grad_spans_);
   ++grad_pass_;
-  weighed_this_pass_ = weights_with_grads_ && taken_weights_ok_;
+  weighed_this_pass_ = weighs_with_grads() && taken_weights_ok_;
   if (grad_layers_.empty()) return;
   if (weighed_this_pass_) {
     fused_.grad_and_weight_stats(mutable_spans_, unscale, taken_weight_spans_, grad_out_, grad_weight_out_);

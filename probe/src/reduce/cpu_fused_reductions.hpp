@@ -59,6 +59,9 @@ class CpuFusedReductions final : public ReductionBackend {
   const std::vector<SnapshotSpan>& snapshot_spans(const std::vector<size_t>& layers);
   // Each layer's weights, read only.
   const std::vector<ConstSpan>& weight_spans(const std::vector<size_t>& layers);
+  // Whether this step's gradient pass reads W too: a whole model whose update is planned
+  // from the gradients (plan_update) reads W before every update anyway.
+  bool weighs_with_grads() const { return update_from_grads_ && holds_every_layer_; }
 
   std::vector<torch::Tensor> params_;
   std::vector<int64_t> offset_;   // into snapshot_, -1 for a layer this backend does not hold
@@ -81,7 +84,6 @@ class CpuFusedReductions final : public ReductionBackend {
   // The weights read by the gradient pass (plan_update): their spans as the gradients are
   // taken, whether every taken layer's W could be (dense, as long as its gradient), the norms,
   // and which layers this step's pass weighed (weighed_in_pass_[layer] == grad_pass_).
-  bool weights_with_grads_ = false;
   bool taken_weights_ok_ = true;
   bool weighed_this_pass_ = false;
   std::vector<ConstSpan> taken_weight_spans_;
