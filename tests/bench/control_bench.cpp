@@ -16,6 +16,8 @@
 
 #include "dump/checkpoint_capture.hpp"
 #include "dump/checkpoint_writer.hpp"
+#include "front/libtorch_model.hpp"
+#include "front/libtorch_optimizer.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "dump/remove_tree.hpp"
@@ -183,7 +185,9 @@ DumpSpeed measure_dump_speed(const std::string& dir, int repeats) {
     keel::probe::CheckpointJob job;
     job.dir = dir;
     job.name = keel::probe::checkpoint_name(why);
-    job.files = keel::probe::capture_checkpoint(*trainer.model(), trainer.optimizer(), probe.description(), {}, why);
+    keel::probe::LibtorchModel model(*trainer.model());
+    keel::probe::LibtorchOptimizer optimizer(trainer.optimizer());
+    job.files = keel::probe::capture_checkpoint(model, optimizer, probe.description(), {}, why);
     const auto captured = Clock::now();
     const auto result = keel::probe::write_checkpoint(job);
     const auto written = Clock::now();

@@ -27,7 +27,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "step/fused_step.hpp"
+#include "front/fused_step.hpp"
 
 #include <algorithm>
 #include <chrono>

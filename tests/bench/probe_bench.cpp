@@ -21,6 +21,8 @@
 
 #include "reduce/buffer_reducer.hpp"
 #include "control_bench.hpp"
+#include "front/libtorch_model.hpp"
+#include "front/libtorch_optimizer.hpp"
 #include "keel/probe/probe.hpp"
 #include "layout/model_buffers.hpp"
 #include "naive_checks.hpp"
@@ -49,8 +51,10 @@ double ms_since(Clock::time_point start) {
 // check.
 // The probe's layout check of every step (ParameterLayout::unchanged over parameter_sequence).
 double layout_check_us(torch::nn::Module& model, torch::optim::Optimizer& optimizer, int rounds) {
-  const keel::probe::NamedParams params = keel::probe::parameters_of(model, &optimizer).params;
-  const keel::probe::ParameterLayout layout(params, keel::probe::parameter_sequence(model, &optimizer));
+  keel::probe::LibtorchModel trained(model);
+  const keel::probe::LibtorchOptimizer adapter(optimizer);
+  const keel::probe::NamedParams params = keel::probe::parameters_of(trained, &adapter).params;
+  const keel::probe::ParameterLayout layout(params, keel::probe::parameter_sequence(trained, &adapter));
   std::vector<torch::Tensor> tensors;
   for (const auto& p : params) tensors.push_back(p.second);
   std::vector<const void*> sequence;
@@ -59,7 +63,7 @@ double layout_check_us(torch::nn::Module& model, torch::optim::Optimizer& optimi
   for (int r = 0; r < rounds; ++r) {
     const auto start = Clock::now();
     for (int i = 0; i < 100; ++i) {
-      keel::probe::parameter_sequence(model, &optimizer, sequence);
+      keel::probe::parameter_sequence(trained, &adapter, sequence);
       keel::probe::LayoutChange change;
       changed += !layout.unchanged(sequence, tensors, change);
     }
@@ -94,7 +98,8 @@ TORCH_MODULE(ResNet50Norms);
 // `rounds` batches of 100, in us per check.
 double buffer_check_us(int rounds, size_t& buffers) {
   ResNet50Norms model;
-  const keel::probe::ModelBuffers planned = keel::probe::float_buffers_of(*model);
+  keel::probe::LibtorchModel trained(*model);
+  const keel::probe::ModelBuffers planned = keel::probe::float_buffers_of(trained);
   buffers = planned.tensors.size();
   keel::probe::BufferReducer reducer(planned.tensors);
   std::vector<float> absmax;
@@ -103,7 +108,7 @@ double buffer_check_us(int rounds, size_t& buffers) {
   for (int r = 0; r < rounds; ++r) {
     const auto start = Clock::now();
     for (int i = 0; i < 100; ++i) {
-      changed += !keel::probe::float_buffers_of(*model).same_as(planned);
+      changed += !keel::probe::float_buffers_of(trained).same_as(planned);
       reducer.enqueue();
       reducer.collect(absmax);
     }

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "step/fused_step.hpp"
+#include "front/fused_step.hpp"
 #include "optimizer_cases.hpp"
 #include "keel/probe/torch_compat.hpp"
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "front/libtorch_optimizer.hpp"
 #include "reduce/cpu_fused_reductions.hpp"
 #include "reduce/generic_reductions.hpp"
 #include "reduce/layer_reducer.hpp"
@@ -156,7 +157,8 @@ TEST(ReductionBackends, APlainSgdStepIsMeasuredFromItsGradientsWithNoCopyOfTheWe
     torch::optim::SGD sgd({params[0], params[1]}, torch::optim::SGDOptions(0.1));
     sgd.add_param_group(torch::optim::OptimizerParamGroup({params[2]}, std::make_unique<torch::optim::SGDOptions>(0.02)));
     CpuFusedReductions cpu(params);
-    cpu.measure_updates_of(&sgd);
+    const keel::probe::LibtorchOptimizer adapter(sgd);
+    cpu.measure_updates_of(&adapter);
     const std::vector<size_t> layers{0, 1, 2, 3};   // the fp32 ones
     for (int step = 0; step < 4; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));

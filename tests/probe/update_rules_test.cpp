@@ -12,11 +12,13 @@
 #include "cuda/update_math.hpp"
 #include "optimizer_cases.hpp"
 #include "reference_stats.hpp"
+#include "front/libtorch_optimizer.hpp"
 #include "reduce/update_rules.hpp"
 
 namespace {
 
 using keel::probe::LayerUpdateRule;
+using keel::probe::LibtorchOptimizer;
 using keel::probe::cuda::ElementType;
 using keel::probe::cuda::UpdateAccumulator;
 
@@ -51,7 +53,7 @@ TEST(UpdateRules, RebuiltUpdatesMatchWhatTheOptimizerApplied) {
       for (const auto& p : params) before.push_back(p.detach().clone());
       optimizer->step();
       std::vector<LayerUpdateRule> rules;
-      keel::probe::read_update_rules(*optimizer, keel::probe::LayerIndex(params), rules);
+      keel::probe::read_update_rules(LibtorchOptimizer(*optimizer), keel::probe::LayerIndex(params), rules);
       ASSERT_EQ(rules.size(), params.size());
       for (size_t i = 0; i < params.size(); ++i) {
         SCOPED_TRACE("step " + std::to_string(step) + " tensor " + std::to_string(i));
@@ -75,10 +77,10 @@ TEST(UpdateRules, OnlyAdamWAdamAndSgdHaveRules) {
   std::vector<torch::Tensor> params = {torch::randn({4}, torch::requires_grad())};
   torch::optim::RMSprop rmsprop(params, torch::optim::RMSpropOptions(1e-2));
   torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(1e-2));
-  EXPECT_FALSE(keel::probe::has_update_rules(rmsprop));
-  EXPECT_TRUE(keel::probe::has_update_rules(adamw));
+  EXPECT_FALSE(keel::probe::has_update_rules(LibtorchOptimizer(rmsprop)));
+  EXPECT_TRUE(keel::probe::has_update_rules(LibtorchOptimizer(adamw)));
   std::vector<LayerUpdateRule> rules;
-  EXPECT_THROW(keel::probe::read_update_rules(rmsprop, keel::probe::LayerIndex(params), rules), std::runtime_error);
+  EXPECT_THROW(keel::probe::read_update_rules(LibtorchOptimizer(rmsprop), keel::probe::LayerIndex(params), rules), std::runtime_error);
 }
 
 TEST(UpdateRules, DecayThatErasesTheWeightsIsRefused) {
@@ -87,7 +89,7 @@ TEST(UpdateRules, DecayThatErasesTheWeightsIsRefused) {
   params[0].mutable_grad() = torch::ones({4});
   adamw.step();
   std::vector<LayerUpdateRule> rules;
-  EXPECT_THROW(keel::probe::read_update_rules(adamw, keel::probe::LayerIndex(params), rules), std::runtime_error);
+  EXPECT_THROW(keel::probe::read_update_rules(LibtorchOptimizer(adamw), keel::probe::LayerIndex(params), rules), std::runtime_error);
 }
 
 // An optimizer built from a model that registers a submodule twice holds its tensors twice,
@@ -98,8 +100,8 @@ TEST(UpdateRules, ATensorSteppedTwiceIsRefused) {
   torch::Tensor own = torch::randn({3}, torch::requires_grad());
   torch::optim::SGD twice({shared, own, shared}, torch::optim::SGDOptions(0.1));
   torch::optim::SGD once({shared, own}, torch::optim::SGDOptions(0.1));
-  EXPECT_TRUE(keel::probe::steps_a_tensor_twice(twice));
-  EXPECT_FALSE(keel::probe::steps_a_tensor_twice(once));
+  EXPECT_TRUE(keel::probe::steps_a_tensor_twice(LibtorchOptimizer(twice)));
+  EXPECT_FALSE(keel::probe::steps_a_tensor_twice(LibtorchOptimizer(once)));
 
   shared.mutable_grad() = torch::ones({4});
   own.mutable_grad() = torch::ones({3});
@@ -108,7 +110,7 @@ TEST(UpdateRules, ATensorSteppedTwiceIsRefused) {
   EXPECT_TRUE(torch::allclose(before - shared.detach(), torch::full({4}, 0.2))) << "libtorch stepped it twice";
   std::vector<LayerUpdateRule> rules;
   try {
-    keel::probe::read_update_rules(twice, keel::probe::LayerIndex({shared, own}), rules);
+    keel::probe::read_update_rules(LibtorchOptimizer(twice), keel::probe::LayerIndex({shared, own}), rules);
     ADD_FAILURE() << "rebuilt as one step";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("holds one tensor twice"), std::string::npos) << e.what();

@@ -11,19 +11,6 @@
 namespace keel::probe {
 namespace {
 
-template <class Saveable>
-std::string serialise(Saveable& saveable) {
-  torch::serialize::OutputArchive archive;
-  saveable.save(archive);
-  // Appending to one string skips std::ostringstream's per-write overhead and re-copies.
-  std::string out;
-  archive.save_to([&out](const void* data, size_t size) {
-    out.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  return out;
-}
-
 std::string json_string(const std::string& text) {
   std::string out = "\"";
   for (const unsigned char c : text) {
@@ -80,13 +67,13 @@ std::string checkpoint_name(const DumpReason& why) {
   return name;
 }
 
-std::vector<CheckpointFile> capture_checkpoint(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+std::vector<CheckpointFile> capture_checkpoint(TrainedModel& model, OptimizerAdapter& optimizer,
                                                const wire::RunDescription& description,
                                                const std::vector<KeptMessage>& telemetry,
                                                const DumpReason& why) {
   std::vector<CheckpointFile> files;
-  files.push_back({"model.pt", serialise(model)});
-  files.push_back({"optimizer.pt", serialise(optimizer)});
+  files.push_back({"model.pt", model.serialise()});
+  files.push_back({"optimizer.pt", optimizer.serialise()});
   std::string stream;
   size_t steps = 0;
   for (const auto& [topic, payload] : telemetry) {

@@ -3,8 +3,10 @@
 // What it is for: a dump must hold the state of one step exactly, so it is taken on the
 // training thread between the gradient pass and the update; only the copy into memory happens
 // there, the disk write goes to CheckpointWriter. The files of a dump directory:
-//   model.pt           parameters and buffers: torch::load(model, dir + "/model.pt")
-//   optimizer.pt       optimizer state:        torch::load(optimizer, dir + "/optimizer.pt")
+//   model.pt           parameters and buffers (TrainedModel::serialise; the C++ front's
+//                      torch::load(model, dir + "/model.pt") reads it)
+//   optimizer.pt       optimizer state (OptimizerAdapter::serialise; the C++ front's
+//                      torch::load(optimizer, dir + "/optimizer.pt"))
 //   telemetry.msgpack  the recent step records, oldest first, as published (PROTOCOL §3.3),
 //                      one msgpack map after another, with the run descriptions between
 //                      them where the layers changed (Publisher::history())
@@ -22,6 +24,8 @@
 #include <torch/torch.h>
 
 #include "checkpoint_writer.hpp"
+#include "keel/probe/optimizer_adapter.hpp"
+#include "keel/probe/trained_model.hpp"
 #include "keel/wire/messages.hpp"
 #include "transport/kept_message.hpp"
 
@@ -42,7 +46,7 @@ struct DumpReason {
 std::string checkpoint_name(const DumpReason& why);
 
 // The files of a dump. Throws c10::Error / std::exception when serialisation fails.
-std::vector<CheckpointFile> capture_checkpoint(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+std::vector<CheckpointFile> capture_checkpoint(TrainedModel& model, OptimizerAdapter& optimizer,
                                                const wire::RunDescription& description,
                                                const std::vector<KeptMessage>& telemetry,
                                                const DumpReason& why);

@@ -12,26 +12,18 @@ bool ModelBuffers::same_as(const ModelBuffers& other) const {
   return true;
 }
 
-ModelBuffers float_buffers_of(torch::nn::Module& model) {
+ModelBuffers float_buffers_of(TrainedModel& model) {
   ModelBuffers out;
   std::unordered_set<const void*> seen;
-  for (const auto& named : model.named_buffers(/*recurse=*/true)) {
-    const torch::Tensor& t = named.value();
+  NamedTensors named_buffers;
+  model.named_buffers(named_buffers);
+  for (const auto& [name, t] : named_buffers) {
     if (!t.defined() || !t.is_floating_point()) continue;
     if (!seen.insert(t.unsafeGetTensorImpl()).second) continue;
-    out.names.push_back(named.key());
+    out.names.push_back(name);
     out.tensors.push_back(t);
   }
   return out;
-}
-
-void all_buffers(const torch::nn::Module& model, std::vector<torch::Tensor>& out) {
-  out.clear();
-  model.apply([&out](const torch::nn::Module& module) {
-    for (const auto& buffer : module.named_buffers(/*recurse=*/false)) {
-      if (buffer.value().defined()) out.push_back(buffer.value());
-    }
-  });
 }
 
 }  // namespace keel::probe

@@ -13,6 +13,8 @@
 
 #include <torch/torch.h>
 
+#include "keel/probe/trained_model.hpp"
+
 namespace keel::probe {
 
 struct ModelBuffers {
@@ -23,11 +25,7 @@ struct ModelBuffers {
   bool same_as(const ModelBuffers& other) const;
 };
 
-// The model's floating-point buffers now (named_buffers(), recursive).
-ModelBuffers float_buffers_of(torch::nn::Module& model);
-
-// Every buffer of the model, integer ones too (BatchNorm's num_batches_tracked), a tensor once
-// per name, with no names built: what a re-run of a step saves and puts back (RerunPoint).
-void all_buffers(const torch::nn::Module& model, std::vector<torch::Tensor>& out);
+// The model's floating-point buffers now (TrainedModel::named_buffers).
+ModelBuffers float_buffers_of(TrainedModel& model);
 
 }  // namespace keel::probe

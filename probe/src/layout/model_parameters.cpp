@@ -1,15 +1,17 @@
 #include "model_parameters.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace keel::probe {
 
-ModelParameters parameters_of(torch::nn::Module& model, torch::optim::Optimizer* optimizer) {
-  const auto named = model.named_parameters(/*recurse=*/true);
+ModelParameters parameters_of(TrainedModel& model, const OptimizerAdapter* optimizer) {
+  NamedTensors named;
+  model.named_parameters(named);
   const size_t n = named.size();
   // Names grouped by tensor (sorted once, no per-name lookup): each name's first name.
   std::vector<std::pair<const void*, size_t>> by_tensor(n);
-  for (size_t i = 0; i < n; ++i) by_tensor[i] = {named[i].value().unsafeGetTensorImpl(), i};
+  for (size_t i = 0; i < n; ++i) by_tensor[i] = {named[i].second.unsafeGetTensorImpl(), i};
   std::sort(by_tensor.begin(), by_tensor.end());
   std::vector<size_t> first_name(n);
   for (size_t k = 0; k < n; ++k) {
@@ -21,16 +23,15 @@ ModelParameters parameters_of(torch::nn::Module& model, torch::optim::Optimizer*
   for (size_t i = 0; i < n; ++i) {
     if (first_name[i] == i) {
       entry_of[i] = out.params.size();
-      out.params.emplace_back(named[i].key(), named[i].value());
+      out.params.push_back(std::move(named[i]));
       out.aliases.emplace_back();
     } else {
-      out.aliases[entry_of[first_name[i]]].push_back(named[i].key());
+      out.aliases[entry_of[first_name[i]]].push_back(std::move(named[i].first));
     }
   }
   if (optimizer == nullptr) return out;
-  const auto& groups = optimizer->param_groups();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto& params = groups[g].params();
+  for (size_t g = 0; g < optimizer->group_count(); ++g) {
+    const auto& params = optimizer->group_params(g);
     for (size_t k = 0; k < params.size(); ++k) {
       // by_tensor grows as the optimizer's own are found: one listed twice is one layer.
       const std::pair<const void*, size_t> key{params[k].unsafeGetTensorImpl(), 0};

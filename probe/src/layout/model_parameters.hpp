@@ -1,8 +1,8 @@
 // The model's parameters as the probe's layers: one layer per tensor.
 //
-// What it is for: libtorch's named_parameters() lists a tensor once per name it has (a
-// submodule registered under two names, weights tied by registering one tensor twice), unlike
-// PyTorch's. Measured per name, a shared gradient was unscaled twice, and two spans wrote the
+// What it is for: a model lists a tensor once per name it has (TrainedModel::named_parameters:
+// a submodule registered under two names, weights tied by registering one tensor twice).
+// Measured per name, a shared gradient was unscaled twice, and two spans wrote the
 // same memory in one parallel region. Here it is one layer, under the first name, and the
 // other names are its aliases (LayerInfo::aliases). Distinct tensors that share storage
 // (tied with set_data) have gradients of their own and stay layers of their own.
@@ -19,17 +19,20 @@
 
 #include <torch/torch.h>
 
+#include "keel/probe/optimizer_adapter.hpp"
+#include "keel/probe/trained_model.hpp"
+
 namespace keel::probe {
 
-using NamedParams = std::vector<std::pair<std::string, torch::Tensor>>;
+using NamedParams = NamedTensors;
 
 struct ModelParameters {
   NamedParams params;                              // one per tensor, in named_parameters() order
   std::vector<std::vector<std::string>> aliases;   // per entry of params: its other names
 };
 
-// The model's parameters now (named_parameters(), recursive), one entry per tensor, then the
-// optimizer's that the model does not have (none without an optimizer).
-ModelParameters parameters_of(torch::nn::Module& model, torch::optim::Optimizer* optimizer);
+// The model's parameters now, one entry per tensor, then the optimizer's that the model does
+// not have (none without an optimizer).
+ModelParameters parameters_of(TrainedModel& model, const OptimizerAdapter* optimizer);
 
 }  // namespace keel::probe

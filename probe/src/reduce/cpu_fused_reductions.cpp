@@ -31,7 +31,7 @@ CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
   weighed_in_pass_.assign(params_.size(), 0);
 }
 
-void CpuFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer) {
+void CpuFusedReductions::measure_updates_of(const OptimizerAdapter* optimizer) {
   // An optimizer that steps a tensor twice moves it by twice -lr * g: only the copy sees that.
   optimizer_ = optimizer != nullptr && !steps_a_tensor_twice(*optimizer) ? optimizer : nullptr;
   group_of_ = optimizer_ ? group_of_layers(*optimizer_, LayerIndex(params_)) : std::vector<int>();

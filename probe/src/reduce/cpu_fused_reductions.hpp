@@ -24,7 +24,7 @@ class CpuFusedReductions final : public ReductionBackend {
 
   // The optimizer whose steps the update pass measures (nullptr: not known). Asked again
   // whenever its parameter groups change.
-  void measure_updates_of(torch::optim::Optimizer* optimizer);
+  void measure_updates_of(const OptimizerAdapter* optimizer);
   // Every step, before its gradient pass: how its update will be measured. From the gradients
   // when this step's gradient pass measures its update (`grads_this_step`) and every group of
   // the optimizer is plain SGD now; otherwise against the copy of W. Holding the whole model,
@@ -73,7 +73,7 @@ class CpuFusedReductions final : public ReductionBackend {
 
   // Plain SGD (plan_update): each layer's group, each group's lr as the step applies it, and
   // whether this step's update (and the last update pass) was taken from the gradients.
-  torch::optim::Optimizer* optimizer_ = nullptr;
+  const OptimizerAdapter* optimizer_ = nullptr;
   std::vector<int> group_of_;
   std::vector<double> group_lrs_;
   bool update_from_grads_ = false;

@@ -7,7 +7,7 @@ namespace keel::probe {
 CudaFusedReductions::CudaFusedReductions(const std::vector<torch::Tensor>& params)
     : params_(params), layers_(params) {}
 
-void CudaFusedReductions::measure_updates_of(torch::optim::Optimizer* optimizer) {
+void CudaFusedReductions::measure_updates_of(const OptimizerAdapter* optimizer) {
   const bool rebuildable = optimizer != nullptr && has_update_rules(*optimizer) && !steps_a_tensor_twice(*optimizer);
   rebuild_from_ = rebuildable ? optimizer : nullptr;
 }

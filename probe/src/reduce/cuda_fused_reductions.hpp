@@ -25,7 +25,7 @@ class CudaFusedReductions final : public ReductionBackend {
   explicit CudaFusedReductions(const std::vector<torch::Tensor>& params);
   // The optimizer whose step the update pass measures; nullptr, or one without update rules
   // (or stepping a tensor twice, which one rule would report as half): no rebuilt updates.
-  void measure_updates_of(torch::optim::Optimizer* optimizer);
+  void measure_updates_of(const OptimizerAdapter* optimizer);
 
   void begin_grads() override;
   bool take_grad(size_t layer, const torch::Tensor& grad) override;
@@ -87,7 +87,7 @@ class CudaFusedReductions final : public ReductionBackend {
   std::vector<torch::Tensor> params_;
   LayerIndex layers_;   // which layer each parameter is, for the update rules
   std::map<int, Device> devices_;
-  torch::optim::Optimizer* rebuild_from_ = nullptr;   // set when its updates can be rebuilt
+  const OptimizerAdapter* rebuild_from_ = nullptr;   // set when its updates can be rebuilt
   int verdict_device_ = -1;   // the device of the last finish_grads' verdict, -1: none
   std::vector<size_t> taken_grads_;   // since the last enqueue_grads
 

@@ -50,7 +50,7 @@ void LayerReducer::prefetch_weight_chain(size_t layer) const {
   }
 }
 
-void LayerReducer::measure_updates_of(torch::optim::Optimizer* optimizer) {
+void LayerReducer::measure_updates_of(const OptimizerAdapter* optimizer) {
   cuda_.measure_updates_of(optimizer);
   cpu_.measure_updates_of(optimizer);
 }

@@ -31,7 +31,7 @@ class LayerReducer {
   // keep no snapshot; otherwise (or with nullptr) every layer off the CPU keeps one. A plain
   // SGD's updates of CPU layers are taken from the gradient pass (plan_update). Asked again
   // when its parameter groups change.
-  void measure_updates_of(torch::optim::Optimizer* optimizer);
+  void measure_updates_of(const OptimizerAdapter* optimizer);
   // Every step, before its gradient pass: decides how the CPU layers' update is measured
   // (CpuFusedReductions::plan_update). `grads_this_step`: the step's update is measured and
   // its gradient pass runs.

@@ -64,7 +64,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
 
   times.optimizer_start = Clock::now();
   try {
-    if (outcome.applied) optimizer_.step();
+    if (outcome.applied) optimizer_->step();
   } catch (...) {
     // The user's optimizer threw: its exception is theirs. The scaler must not stay marked
     // unscaled, or the next step's gradients (scaled again) would reach the optimizer unscaled.
@@ -286,7 +286,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
       record_.lr = *r.lr;
       record_.group_lrs = r.group_lrs;
     } else {
-      read_lrs(optimizer_, record_.lr, record_.group_lrs);
+      read_lrs(*optimizer_, record_.lr, record_.group_lrs);
     }
     record_.skipped = !outcome.applied;
     record_.skip_reason = outcome.skip_reason;

@@ -8,8 +8,10 @@
 
 namespace keel::probe {
 namespace {
-ModelParameters named_params(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
-  ModelParameters out = parameters_of(model, &optimizer);
+ModelParameters named_params(TrainedModel* model, OptimizerAdapter* optimizer) {
+  if (model == nullptr || optimizer == nullptr) throw AttachError("keel probe: no model or no optimizer to watch");
+  optimizer->begin_step();
+  ModelParameters out = parameters_of(*model, optimizer);
   if (out.params.empty()) throw AttachError("keel probe: the model has no parameters to watch");
   return out;
 }
@@ -98,26 +100,26 @@ void check_command_security(const ProbeOptions& options) {
 
 }  // namespace
 
-Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, torch::optim::Optimizer& optimizer,
-                  ProbeOptions options)
+Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<OptimizerAdapter> optimizer,
+                  const ModelParameters& parameters, ProbeOptions options)
     : options_(std::move(options)),
-      model_(model),
-      optimizer_(optimizer),
+      model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
       names_(column(parameters.params, &NamedParams::value_type::first)),
       params_(column(parameters.params, &NamedParams::value_type::second)),
       reducer_(params_),
       order_(params_),
-      layout_(parameters.params, parameter_sequence(model, &optimizer)),
+      layout_(parameters.params, parameter_sequence(*model_, optimizer_.get())),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   description_ = describe_run(parameters, options_);
   try {
-    plan_buffers(float_buffers_of(model));
+    plan_buffers(float_buffers_of(*model_));
   } catch (const std::exception&) {
     // Attaching must not fail for a check of buffers: none are watched, and the next step
     // tries again (follow_buffers), counted if it fails there.
     buffers_ = ModelBuffers{};
   }
-  reducer_.measure_updates_of(&optimizer_);
+  reducer_.measure_updates_of(optimizer_.get());
   check_rank(options_);
   check_model_name(options_);
   check_layer_detail(options_);
@@ -170,8 +172,10 @@ Probe::Impl::Impl(torch::nn::Module& model, const ModelParameters& parameters, t
   record_.layer_count = static_cast<uint32_t>(params_.size());
 }
 
-Probe::Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options)
-    : impl_(std::make_unique<Impl>(model, named_params(model, optimizer), optimizer, std::move(options))) {}
+Probe::Probe(std::unique_ptr<TrainedModel> model, std::unique_ptr<OptimizerAdapter> optimizer, ProbeOptions options) {
+  const ModelParameters parameters = named_params(model.get(), optimizer.get());
+  impl_ = std::make_unique<Impl>(std::move(model), std::move(optimizer), parameters, std::move(options));
+}
 
 Probe::Impl::~Impl() {
   // A dump still being written when the job ends is finished, and its outcome (a failure
@@ -198,7 +202,7 @@ void Probe::use_scaler(GradScaler* scaler) { impl_->scaler_ = scaler; }
 void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_->watch(name, tensor); }
 
 StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
-StepOutcome Probe::step(const torch::optim::Optimizer::LossClosure& closure) { return impl_->step(closure); }
+StepOutcome Probe::step(const LossClosure& closure) { return impl_->step(closure); }
 
 void Probe::settle() { impl_->settle_pending(); }
 const StepOutcome& Probe::last_settled() const { return impl_->last_settled_; }

@@ -27,14 +27,14 @@ void Probe::Impl::plan_buffers(ModelBuffers all) {
   description_.buffers = watched_buffers_.names;
   buffer_nonfinite_last_step_ = false;
   std::vector<const void*> parameters;
-  parameter_sequence(model_, nullptr, parameters, &planned_buffer_sequence_);
+  parameter_sequence(*model_, nullptr, parameters, &planned_buffer_sequence_);
 }
 
 void Probe::Impl::follow_buffers() {
   try {
     // buffer_sequence_ is this step's, from follow_layout's walk of the modules.
     if (buffer_sequence_ == planned_buffer_sequence_) return;
-    ModelBuffers now = float_buffers_of(model_);
+    ModelBuffers now = float_buffers_of(*model_);
     if (now.same_as(buffers_)) {
       planned_buffer_sequence_ = buffer_sequence_;
       return;

@@ -163,7 +163,7 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   if (error.empty()) {
     try {
       const auto telemetry = publisher_ ? publisher_->history() : std::vector<KeptMessage>{};
-      job.files = capture_checkpoint(model_, optimizer_, description_, telemetry, why);
+      job.files = capture_checkpoint(*model_, *optimizer_, description_, telemetry, why);
     } catch (const std::exception& e) {
       error = std::string("cannot serialise the model or optimizer: ") + e.what();
     }

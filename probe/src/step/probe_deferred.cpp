@@ -39,7 +39,7 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   if (scaler_active && !scaler_->on_device(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)))) return -1;
   std::string why;
   if ((options_.skip_on_nonfinite || options_.skip_on_spike || scaler_active) &&
-      !FusedOptimizerStep::supports(optimizer_, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)), why)) {
+      !optimizer_->supports_deferred_step(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)), why)) {
     return -1;
   }
   return device;
@@ -53,7 +53,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
   not_traced_ = kPlainStepAdvice;
   p.plan = plan;
   p.times = times;
-  read_lrs(optimizer_, p.lr, p.group_lrs);
+  read_lrs(*optimizer_, p.lr, p.group_lrs);
   const bool scheduled_skip = !scheduled_skips_.empty() && scheduled_skips_.erase(step_) > 0;
   if (command_skips_left_ > 0 || scheduled_skip) {
     if (command_skips_left_ > 0) --command_skips_left_;
@@ -98,16 +98,16 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     if (!p.command_skip) {
       if (p.verdict) {
         try {
-          fused_step_.step(optimizer_, reducer_.found_inf());
+          optimizer_->deferred_step(reducer_.found_inf());
         } catch (const std::exception&) {
           // Refused or taken back before anything was enqueued: libtorch's own step (below)
           // is the whole step. Enqueued in part (a broken device): the verdict settles it.
-          stepped = fused_step_.enqueued();
+          stepped = optimizer_->deferred_step_enqueued();
           throw;
         }
       } else {
         in_user_step = true;
-        optimizer_.step();
+        optimizer_->step();
         in_user_step = false;
       }
       stepped = true;
@@ -127,58 +127,63 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     outcome.settled = !pending_->verdict;
   } catch (const std::exception& e) {
     if (in_user_step) throw;
-    // The probe's own failure must not change training, and this step is recorded with
-    // nothing measured. Without a scaler the update is applied as libtorch would. With one,
-    // the gradients may still be scaled (or half unscaled): the step ends as an overflow,
-    // skipped, the scale backed off. A fused step already taken counted its steps before its
-    // verdict, and a scaler's update may be on its way: both are read now (a wait, on this
-    // rare path).
-    pending_.reset();
-    std::string consequence;
-    if (stepped && p.verdict) {
-      try {
-        reducer_.collect_grads();
-        const bool applied = reducer_.collected_found_inf() == 0.0f;
-        fused_step_.settle(applied);
-        const bool scaler_overflow = p.scaler && p.scaler->settle_device_update();
-        outcome.applied = applied;
-        outcome.skip_reason = applied ? "" : scaler_overflow ? "scaler" : "nonfinite";
-        consequence = applied ? "update applied (the device found it safe)" : "update skipped by the device's verdict";
-      } catch (const std::exception& again) {
-        if (p.scaler) scaler_out_of_step_ = true;
-        consequence = std::string("the device's verdict could not be read either (") + again.what() + ")";
-      }
-    } else if (p.scaler) {
-      // The host's overflow update also overwrites whatever the device's had begun.
-      p.scaler->mark_probe_failed();
-      p.scaler->update();
-      if (!stepped) {
-        outcome.applied = false;
-        outcome.skip_reason = "scaler";
-      }
-    } else if (!stepped) {
-      optimizer_.step();
-    }
-    if (p.command_skip) {
-      outcome.applied = false;
-      outcome.skip_reason = "command";
-    }
-    times.optimizer_end = Clock::now();
-    report_probe_error("the deferred step", e.what(), consequence.empty() ? consequence_of(outcome) : consequence);
-    try {
-      watches_.take();   // this step's watches are not read
-    } catch (const std::exception&) {
-    }
-    Reduction failed;
-    failed.stats_ok = false;
-    failed.lost_mask = plan.mask;
-    failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
-    std::vector<wire::WatchStats> none;
-    collect_buffers();   // enqueued before this step's passes, so not lost with them
-    classify_layers(p.plan, grad_passes_before);
-    record(p.plan, failed, outcome, times, &none);
-    last_settled_ = outcome;
+    recover_deferred_step(e, p, stepped, plan, grad_passes_before, outcome, times);
   }
+}
+
+void Probe::Impl::recover_deferred_step(const std::exception& e, PendingStep& p, bool stepped, const StepPlan& plan,
+                                        uint64_t grad_passes_before, StepOutcome& outcome, StepTimes& times) {
+  // The probe's own failure must not change training, and this step is recorded with
+  // nothing measured. Without a scaler the update is applied as libtorch would. With one,
+  // the gradients may still be scaled (or half unscaled): the step ends as an overflow,
+  // skipped, the scale backed off. A fused step already taken counted its steps before its
+  // verdict, and a scaler's update may be on its way: both are read now (a wait, on this
+  // rare path).
+  pending_.reset();
+  std::string consequence;
+  if (stepped && p.verdict) {
+    try {
+      reducer_.collect_grads();
+      const bool applied = reducer_.collected_found_inf() == 0.0f;
+      optimizer_->settle_deferred_step(applied);
+      const bool scaler_overflow = p.scaler && p.scaler->settle_device_update();
+      outcome.applied = applied;
+      outcome.skip_reason = applied ? "" : scaler_overflow ? "scaler" : "nonfinite";
+      consequence = applied ? "update applied (the device found it safe)" : "update skipped by the device's verdict";
+    } catch (const std::exception& again) {
+      if (p.scaler) scaler_out_of_step_ = true;
+      consequence = std::string("the device's verdict could not be read either (") + again.what() + ")";
+    }
+  } else if (p.scaler) {
+    // The host's overflow update also overwrites whatever the device's had begun.
+    p.scaler->mark_probe_failed();
+    p.scaler->update();
+    if (!stepped) {
+      outcome.applied = false;
+      outcome.skip_reason = "scaler";
+    }
+  } else if (!stepped) {
+    optimizer_->step();
+  }
+  if (p.command_skip) {
+    outcome.applied = false;
+    outcome.skip_reason = "command";
+  }
+  times.optimizer_end = Clock::now();
+  report_probe_error("the deferred step", e.what(), consequence.empty() ? consequence_of(outcome) : consequence);
+  try {
+    watches_.take();   // this step's watches are not read
+  } catch (const std::exception&) {
+  }
+  Reduction failed;
+  failed.stats_ok = false;
+  failed.lost_mask = plan.mask;
+  failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
+  std::vector<wire::WatchStats> none;
+  collect_buffers();   // enqueued before this step's passes, so not lost with them
+  classify_layers(p.plan, grad_passes_before);
+  record(p.plan, failed, outcome, times, &none);
+  last_settled_ = outcome;
 }
 
 void Probe::Impl::settle_pending() {
@@ -210,7 +215,7 @@ void Probe::Impl::settle_pending() {
     outcome.nonfinite_layers = health_.nonfinite_layers;
     outcome.nonfinite_cause = health_.cause();
     const bool device_skipped = p.verdict && reducer_.collected_found_inf() != 0.0f;
-    if (p.verdict) fused_step_.settle(!device_skipped);
+    if (p.verdict) optimizer_->settle_deferred_step(!device_skipped);
     const bool scaler_overflow = r.scaler_found_inf;
     outcome.applied = !p.command_skip && !device_skipped;
     const bool nonfinite_skip = p.skip_nonfinite && health_.unsafe_to_apply(loss_is_the_jobs());

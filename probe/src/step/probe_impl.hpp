@@ -23,8 +23,9 @@
 #include "dump/checkpoint_writer.hpp"
 #include "transport/command_server.hpp"
 #include "reduce/deferred_scalar.hpp"
-#include "fused_step.hpp"
+#include "keel/probe/optimizer_adapter.hpp"
 #include "keel/probe/probe.hpp"
+#include "keel/probe/trained_model.hpp"
 #include "reduce/layer_reducer.hpp"
 #include "layout/model_buffers.hpp"
 #include "layout/parameter_layout.hpp"
@@ -50,12 +51,12 @@ inline double micros(Clock::duration d) { return std::chrono::duration<double, s
 
 // Group 0's lr (0 without groups), and every group's when there are several
 // (StepRecord::group_lrs; empty with one group).
-inline void read_lrs(torch::optim::Optimizer& optimizer, double& lr, std::vector<double>& group_lrs) {
-  const auto& groups = optimizer.param_groups();
-  lr = groups.empty() ? 0.0 : groups[0].options().get_lr();
+inline void read_lrs(const OptimizerAdapter& optimizer, double& lr, std::vector<double>& group_lrs) {
+  const size_t groups = optimizer.group_count();
+  lr = groups == 0 ? 0.0 : optimizer.hyperparameters(0).lr;
   group_lrs.clear();
-  if (groups.size() > 1) {
-    for (const auto& group : groups) group_lrs.push_back(group.options().get_lr());
+  if (groups > 1) {
+    for (size_t g = 0; g < groups; ++g) group_lrs.push_back(optimizer.hyperparameters(g).lr);
   }
 }
 
@@ -69,21 +70,22 @@ auto column(const Pairs& pairs, Field field) {
 
 class Probe::Impl {
  public:
-  Impl(torch::nn::Module& model, const ModelParameters& parameters, torch::optim::Optimizer& optimizer,
-       ProbeOptions options);
+  // `parameters`: the model's now (parameters_of), not empty.
+  Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<OptimizerAdapter> optimizer,
+       const ModelParameters& parameters, ProbeOptions options);
   ~Impl();
 
   void watch(const std::string& name, const torch::Tensor& tensor);
   StepOutcome step(const torch::Tensor& loss);
   // The closure form (probe_origin.cpp): the state a re-run needs saved, the closure run, then
   // step(loss); an unsafe step is run again traced before its update is applied or skipped.
-  StepOutcome step(const torch::optim::Optimizer::LossClosure& closure);
+  StepOutcome step(const LossClosure& closure);
   // The deferred step still waiting for its verdict, if any: collected, decided, recorded.
   void settle_pending();
 
   ProbeOptions options_;
-  torch::nn::Module& model_;
-  torch::optim::Optimizer& optimizer_;
+  std::unique_ptr<TrainedModel> model_;
+  std::unique_ptr<OptimizerAdapter> optimizer_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> params_;
   LayerReducer reducer_;
@@ -147,7 +149,7 @@ class Probe::Impl {
   // The closure of this step when it came in the closure form (null otherwise), the state its
   // re-run starts from, what the re-run's trace found (when it ran), why it did not run
   // otherwise, and the cause of the step being recorded (none when it was safe).
-  const torch::optim::Optimizer::LossClosure* closure_ = nullptr;
+  const LossClosure* closure_ = nullptr;
   RerunPoint rerun_point_;
   std::vector<torch::Tensor> rerun_buffers_;   // all_buffers() when the step began (reused)
   std::optional<Origin> origin_;
@@ -178,7 +180,6 @@ class Probe::Impl {
   std::vector<wire::Event> events_;
   size_t events_published_ = 0;       // events_[0, this) went out with a record already
   int64_t record_step_ = 0;           // the step the record and events being made are of
-  FusedOptimizerStep fused_step_;
   StepOutcome last_settled_ = [] {
     StepOutcome none;
     none.step = -1;   // no step has settled yet
@@ -246,6 +247,12 @@ class Probe::Impl {
   int deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const;
   void deferred_step(const torch::Tensor& loss, const StepPlan& plan, uint64_t grad_passes_before, StepOutcome& outcome,
                      StepTimes& times);
+  // The probe failed inside deferred_step with `e` (`stepped`: the optimizer's step, or a part of
+  // the fused one, was taken): the step ends safely, as decide() would have ended it without
+  // the probe (applied; with a scaler, its overflow), the device's verdict read where the fused
+  // step was enqueued, and it is recorded with nothing measured.
+  void recover_deferred_step(const std::exception& e, PendingStep& p, bool stepped, const StepPlan& plan,
+                             uint64_t grad_passes_before, StepOutcome& outcome, StepTimes& times);
   void begin_step();
   // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
   // layout is planned again and re-described, weights written since the last step make the

@@ -31,8 +31,9 @@ std::string alias_change(const ModelParameters& now, const wire::RunDescription&
 
 void Probe::Impl::follow_layout() {
   try {
+    optimizer_->begin_step();
     // One walk of the modules for the parameters and the buffers (follow_buffers reads it).
-    parameter_sequence(model_, &optimizer_, sequence_, &buffer_sequence_);
+    parameter_sequence(*model_, optimizer_.get(), sequence_, &buffer_sequence_);
     // Whether the weights were written since the last step matters only to a copy (or norms)
     // of them that the next step would trust: without one, their versions are not read.
     if (LayoutChange same; layout_.unchanged(sequence_, params_, same, /*compare_values=*/snapshot_current_)) {
@@ -40,12 +41,12 @@ void Probe::Impl::follow_layout() {
       layout_error_.clear();
       return;
     }
-    const ModelParameters now = parameters_of(model_, &optimizer_);
+    const ModelParameters now = parameters_of(*model_, optimizer_.get());
     const LayoutChange change = layout_.compare(now.params);
     if (!change.layout) {
       layout_.remember_sequence(sequence_);
       // The same layers, in other places or groups of the optimizer: the groups' lrs follow.
-      reducer_.measure_updates_of(&optimizer_);
+      reducer_.measure_updates_of(optimizer_.get());
     }
     // Weights written outside the step: the copy the last update pass kept is not W. (They
     // are remembered as the step's own again at end_step.)
@@ -72,7 +73,7 @@ void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
   std::vector<std::string> names = column(now.params, &NamedParams::value_type::first);
   std::vector<torch::Tensor> params = column(now.params, &NamedParams::value_type::second);
   LayerReducer reducer(params);
-  reducer.measure_updates_of(&optimizer_);
+  reducer.measure_updates_of(optimizer_.get());
   wire::RunDescription description = description_;   // the same run: its id, start and watches
   describe_layers(now, options_.layer_detail_above, description);
   ParameterLayout layout(now.params, sequence_);

@@ -20,11 +20,11 @@ std::vector<c10::Device> cuda_devices_of(const std::vector<torch::Tensor>& param
 
 }  // namespace
 
-StepOutcome Probe::Impl::step(const torch::optim::Optimizer::LossClosure& closure) {
+StepOutcome Probe::Impl::step(const LossClosure& closure) {
   const auto start = Clock::now();
   try {
     // Every buffer, integer ones too: BatchNorm counts its batches in num_batches_tracked.
-    all_buffers(model_, rerun_buffers_);
+    model_->buffers(rerun_buffers_);
     rerun_point_.capture(rerun_buffers_, cuda_devices_of(params_));
   } catch (const std::exception& e) {
     rerun_point_ = RerunPoint{};
@@ -36,7 +36,7 @@ StepOutcome Probe::Impl::step(const torch::optim::Optimizer::LossClosure& closur
   const torch::Tensor loss = closure();   // the user's exceptions are theirs
   closure_ = &closure;
   struct Forget {
-    const torch::optim::Optimizer::LossClosure*& closure;
+    const LossClosure*& closure;
     ~Forget() { closure = nullptr; }
   } forget{closure_};
   return step(loss);

@@ -54,6 +54,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -63,6 +64,8 @@
 
 #include "keel/probe/attach_error.hpp"
 #include "keel/probe/grad_scaler.hpp"
+#include "keel/probe/optimizer_adapter.hpp"
+#include "keel/probe/trained_model.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel/wire/messages.hpp"
 
@@ -208,9 +211,16 @@ struct ProbeTiming {
   double end_us = 0;       // remembering the weights' versions, re-arming the arrival hooks
 };
 
+// A step's closure, as optimizer.step(closure) takes it (torch::optim::Optimizer::LossClosure).
+using LossClosure = std::function<torch::Tensor()>;
+
 class Probe {
  public:
+  // The C++ front: a libtorch module and optimizer, which must outlive the probe.
   Probe(torch::nn::Module& model, torch::optim::Optimizer& optimizer, ProbeOptions options = {});
+  // The core, for any front: the model's tensors and the optimizer through their adapters
+  // (trained_model.hpp, optimizer_adapter.hpp). Both constructors throw AttachError alike.
+  Probe(std::unique_ptr<TrainedModel> model, std::unique_ptr<OptimizerAdapter> optimizer, ProbeOptions options = {});
   // Finishes a dump still being written (the user or a policy asked for it) and publishes
   // its outcome as an event, then closes the sockets after a short linger.
   ~Probe();
@@ -247,7 +257,7 @@ class Probe {
   // (DESIGN §8): its skip is decided on the host, with the wait that costs, so that an unsafe
   // step is known while its closure and batch are still there to run again.
   // Exceptions of the closure's first run propagate; its re-run's are a probe_error.
-  StepOutcome step(const torch::optim::Optimizer::LossClosure& closure);
+  StepOutcome step(const LossClosure& closure);
 
   // The last step's record (what was published), for tests and in-process users.
   const wire::StepRecord& last_record() const;
