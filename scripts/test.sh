@@ -4,9 +4,10 @@
 #                       [ctest arguments]
 #   (no flag)           every test, in build/, against Debian's libtorch 1.13
 #   --official-libtorch every test, in build-torch2/, against the official libtorch 2.x that
-#                       scripts/install-deps.sh --official-libtorch pins and installs
+#                       scripts/install-deps.sh --official-libtorch pins and installs, and the
+#                       Python front (pip install ./probe/python, then pytest) in its environment
 #   --newest-libtorch   the probe and its tests (no app), in build-torch-newest/, against the
-#                       newest torch the package index serves today
+#                       newest torch the package index serves today, and the Python front's
 #   --sanitize          AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
 #   --sanitize=thread   ThreadSanitizer build in build-tsan/
 # A sanitizer build compiles and runs only the tests of code that parses bytes or runs
@@ -37,8 +38,13 @@ case "${1:-}" in
     # A build configured against another libtorch keeps that one's paths in its cache.
     cache="$build/CMakeCache.txt"
     if [ -f "$cache" ] && ! grep -qxF "Torch_DIR:PATH=$prefix/Torch" "$cache"; then rm -f "$cache"; fi
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" "${scope[@]}" >/dev/null
+    # The Python front (probe/python) is installed into that torch's environment as a user
+    # installs it, and its tests (tests/python, ctest's PythonFront.*) run there.
+    python="${prefix%%/lib/python*}/bin/python"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" \
+      -DKEEL_PYTHON="$python" "${scope[@]}" >/dev/null
     cmake --build "$build" -j"$jobs"
+    "$root/scripts/install-python-front.sh" "$python"
     cd "$build"
     exec ctest --output-on-failure -j"$jobs" "$@"
     ;;

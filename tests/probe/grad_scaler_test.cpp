@@ -134,6 +134,26 @@ TEST(GradScaler, GrowthStopsAtFloatMax) {
   EXPECT_EQ(scaler.scale_value(), 2e38f);
 }
 
+// A state loaded from another scaler (the Python front's torch.amp.GradScaler) is where the
+// next update starts from: its scale and its count of clean steps.
+TEST(GradScaler, ALoadedStateIsWhereTheNextUpdateStarts) {
+  keel::probe::GradScalerOptions options;
+  options.growth_interval = 3;
+  keel::probe::GradScaler scaler(options);
+  scaler.load_state(1024.0f, 2);
+  EXPECT_EQ(scaler.scale_value(), 1024.0f);
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+  scaler.mark_unscaled(false);
+  scaler.update();   // the third clean step in a row: the scale grows
+  EXPECT_EQ(scaler.scale_value(), 2048.0f);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  scaler.load_state(8.0f, 1);
+  scaler.mark_unscaled(true);
+  scaler.update();
+  EXPECT_EQ(scaler.scale_value(), 4.0f);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
 // Steps the probe failed are overflows to the scaler, but a run of them backs off once; an
 // overflow of the gradients themselves always backs off, failures or not around it.
 TEST(GradScaler, ARunOfProbeFailuresBacksOffOnce) {

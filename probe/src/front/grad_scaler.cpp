@@ -99,6 +99,16 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   mark_unscaled(found_inf);
 }
 
+void GradScaler::load_state(float scale, int32_t growth_tracker) {
+  if (device_update_pending_) throw std::logic_error("keel: GradScaler::load_state with a device update to settle");
+  scale_ = scale;
+  growth_tracker_ = growth_tracker;
+  if (device_scale_.defined()) {
+    device_scale_.fill_(scale_);
+    device_growth_tracker_.fill_(growth_tracker_);
+  }
+}
+
 void GradScaler::mark_unscaled(bool found_inf) {
   unscaled_ = true;
   found_inf_ = found_inf;

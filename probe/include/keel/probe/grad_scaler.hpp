@@ -49,6 +49,11 @@ class GradScaler {
   // Adjusts the scale from this step's found_inf (PyTorch's _amp_update_scale_) and rearms.
   void update();
 
+  // Takes the scale and growth tracker another scaler holds (the Python front mirrors a
+  // torch.amp.GradScaler's before each step) on the host, and on the device where scale()
+  // keeps them there. Between steps only: not with a device update still to settle.
+  void load_state(float scale, int32_t growth_tracker);
+
   // The probe's fused pass unscaled the gradients itself and found `found_inf`.
   void mark_unscaled(bool found_inf);
   bool unscaled() const { return unscaled_; }

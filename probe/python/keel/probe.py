@@ -1,0 +1,136 @@
+"""keel.Probe: the probe of one model and its optimizer in a Python training loop."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+
+from . import _probe
+from ._amp import ScalerBridge
+
+
+def _options(overrides: Dict[str, Any]) -> "_probe.ProbeOptions":
+    options = _probe.ProbeOptions()
+    for name, value in overrides.items():
+        if name.startswith("_") or not hasattr(options, name):
+            known = ", ".join(sorted(n for n in dir(options) if not n.startswith("_")))
+            raise TypeError(f"keel.Probe: unknown option {name!r} (the options are: {known})")
+        setattr(options, name, value)
+    return options
+
+
+class Probe:
+    """Measures a model's training, step by step, and guards its updates.
+
+    ``keel.Probe(model, optimizer, **options)`` attaches to ``model`` (a ``torch.nn.Module``)
+    and ``optimizer`` (any ``torch.optim.Optimizer``); ``probe.step(loss)`` then takes the place
+    of ``optimizer.step()``. Each step measures every parameter's gradient, weights and update,
+    skips an update whose gradients or loss are NaN or Inf (``skip_on_nonfinite``), and
+    publishes the step on ``endpoint`` for keel's dashboard.
+
+    The options are ``keel::probe::ProbeOptions``'s fields, as keyword arguments, for example
+    ``endpoint="tcp://127.0.0.1:5555"`` (``""``: publish nothing), ``model="generator"``,
+    ``rank=`` and ``world_size=``, ``skip_on_nonfinite=``, ``dump_dir=``, ``record_dir=``
+    (``""``: record nothing). An unknown name raises TypeError; a setting the probe cannot
+    work with (an endpoint in use, a rank outside the world) raises keel.AttachError.
+
+    Call it from the training thread only: the probe calls the model and the optimizer from
+    inside ``step()``, never from autograd's threads or its own.
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: Any) -> None:
+        self._core = _probe.Probe(model, optimizer, _options(options))
+        self._optimizer = optimizer
+        self._scalers: Dict[int, ScalerBridge] = {}
+
+    def step(self, loss: Optional[torch.Tensor] = None, *,
+             closure: Optional[Callable[[], torch.Tensor]] = None,
+             scaler: Optional[torch.amp.GradScaler] = None) -> "_probe.StepOutcome":
+        """Measures the step, decides whether its update is safe, and applies it or skips it.
+
+        Pass the step's ``loss`` after ``loss.backward()``; or, instead, ``closure=``: a
+        function that zeroes the gradients, runs the forward and backward passes and returns
+        the loss (as ``optimizer.step(closure)`` takes it). With a closure, the first of a run of
+        unsafe steps is run again with keel's origin tracer armed, which names the op and module
+        where the NaN was born.
+
+        With loss scaling, ``scaler.scale(loss).backward()`` then ``probe.step(loss,
+        scaler=scaler)`` (the unscaled loss) in place of ``scaler.step(optimizer)`` and
+        ``scaler.update()``: the probe unscales in its own pass, skips the update on an
+        overflow and updates the scale as PyTorch would. ``scaler.unscale_(optimizer)`` before
+        it (to clip the gradients) is allowed, as with ``scaler.step``.
+
+        Returns what the step did (``applied``, ``skip_reason``, ``nonfinite_layers``, ...).
+        """
+        if closure is not None and loss is not None:
+            raise TypeError("keel.Probe.step: pass the loss or a closure, not both")
+        bridge = self._bridge(scaler)
+        if bridge is not None:
+            bridge.before_step(self._optimizer)
+        try:
+            if closure is not None:
+                return self._core.step_closure(closure)
+            return self._core.step(loss if loss is not None else torch.Tensor())
+        finally:
+            if bridge is not None:
+                bridge.after_step()
+
+    def _bridge(self, scaler: Optional[torch.amp.GradScaler]) -> Optional[ScalerBridge]:
+        if scaler is None:
+            self._core.use_scaler(None)
+            return None
+        bridge = self._scalers.get(id(scaler))
+        if bridge is None or bridge.torch_scaler is not scaler:
+            bridge = ScalerBridge(scaler)
+            self._scalers[id(scaler)] = bridge
+        self._core.use_scaler(bridge.keel)
+        return bridge
+
+    def watch(self, name: str, tensor: torch.Tensor) -> None:
+        """Measures an activation this step (absmax, rms, mean logsumexp, non-finite count)."""
+        self._core.watch(name, tensor)
+
+    def settle(self) -> None:
+        """Collects a deferred step's verdict now (call it before saving the optimizer)."""
+        self._core.settle()
+
+    @property
+    def last_settled(self) -> "_probe.StepOutcome":
+        """What the last settled step did."""
+        return self._core.last_settled
+
+    @property
+    def last_record(self) -> Dict[str, Any]:
+        """The last step's record, as published: step, loss, lr, grad_norm, skipped, skip_reason,
+        cause, and ``layers``: each measured metric's per-layer values, in ``layer_names`` order."""
+        return self._core.last_record
+
+    @property
+    def last_events(self) -> List[Dict[str, Any]]:
+        """The events the last step raised (first non-finite layer, skip, dump, ...)."""
+        return self._core.last_events
+
+    @property
+    def layer_names(self) -> List[str]:
+        """The layers as the probe measures them: one per parameter tensor, by its first name."""
+        return self._core.layer_names
+
+    @property
+    def run_id(self) -> str:
+        return self._core.run_id
+
+    @property
+    def bound_endpoint(self) -> str:
+        """Where the telemetry is published ("" when nowhere)."""
+        return self._core.bound_endpoint
+
+    @property
+    def recording_path(self) -> str:
+        """The run's recording ("" when none)."""
+        return self._core.recording_path
+
+    @property
+    def probe_us(self) -> float:
+        """The probe's own time on the training thread in the last step, in microseconds."""
+        return self._core.last_timing.probe_us

@@ -1,0 +1,200 @@
+// keel._probe: the probe's core, bound for Python. keel/probe.py wraps it in the Python API
+// (keyword options, type hints, docstrings); nothing here is meant to be called directly.
+//
+// Every call comes from the training thread and keeps the GIL: the adapters call back into
+// the model and the optimizer (PythonModel, PythonOptimizer) from inside step(). The probe's
+// own threads (publisher, commands, dumps, recorder) never touch a Python object, and its
+// gradient hooks are C++ hooks that take no GIL.
+#include <torch/extension.h>
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "keel/probe/probe.hpp"
+#include "keel/wire/messages.hpp"
+#include "python_model.hpp"
+#include "python_optimizer.hpp"
+
+namespace py = pybind11;
+using keel::probe::Probe;
+using keel::probe::ProbeOptions;
+using keel::probe::ProbeTiming;
+using keel::probe::StepOutcome;
+
+namespace {
+
+py::dict record_of(const keel::wire::StepRecord& r) {
+  py::dict out;
+  out["step"] = r.step;
+  out["loss"] = r.loss;
+  out["lr"] = r.lr;
+  out["group_lrs"] = r.group_lrs;
+  out["grad_norm"] = r.grad_norm;
+  out["skipped"] = r.skipped;
+  out["skip_reason"] = r.skip_reason;
+  out["cause"] = r.cause;
+  out["probe_us"] = r.probe_us;
+  out["probe_errors"] = r.probe_errors;
+  out["dropped"] = r.dropped;
+  out["frozen_layers"] = r.frozen_layers;
+  out["unused_layers"] = r.unused_layers;
+  if (r.scaler) {
+    py::dict scaler;
+    scaler["scale"] = r.scaler->scale;
+    scaler["growth_tracker"] = r.scaler->growth_tracker;
+    scaler["found_inf"] = r.scaler->found_inf;
+    out["scaler"] = scaler;
+  } else {
+    out["scaler"] = py::none();
+  }
+  // Per layer, metric by metric; a metric not measured this step is absent.
+  py::dict layers;
+  for (int m = 0; m < keel::wire::kLayerMetricCount; ++m) {
+    const auto metric = static_cast<keel::wire::LayerMetric>(m);
+    if (r.metric_block(metric) < 0) continue;
+    std::vector<float> values(r.layer_count);
+    for (uint32_t i = 0; i < r.layer_count; ++i) values[i] = r.layer_value(metric, i);
+    layers[keel::wire::layer_metric_name(metric)] = values;
+  }
+  out["layers"] = layers;
+  return out;
+}
+
+py::dict event_of(const keel::wire::Event& e) {
+  py::dict out;
+  out["step"] = e.step;
+  out["kind"] = e.kind;
+  out["layer"] = e.layer;
+  out["detail"] = e.detail;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_probe, m) {
+  m.doc() = "keel's probe core (use keel.Probe)";
+  m.attr("built_with_torch") = TORCH_VERSION;
+
+  static py::exception<keel::probe::AttachError> attach_error(m, "AttachError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const keel::probe::AttachError& e) {
+      attach_error(e.what());
+    }
+  });
+
+  py::class_<ProbeOptions> options(m, "ProbeOptions");
+  options.def(py::init<>());
+#define KEEL_OPTION(field) options.def_readwrite(#field, &ProbeOptions::field)
+  KEEL_OPTION(endpoint);
+  KEEL_OPTION(run_id);
+  KEEL_OPTION(model);
+  KEEL_OPTION(first_step);
+  KEEL_OPTION(rank);
+  KEEL_OPTION(world_size);
+  KEEL_OPTION(cadence);
+  KEEL_OPTION(layer_detail_above);
+  KEEL_OPTION(layer_detail_every);
+  KEEL_OPTION(skip_on_nonfinite);
+  KEEL_OPTION(skip_on_spike);
+  KEEL_OPTION(spike_window);
+  KEEL_OPTION(spike_warmup);
+  KEEL_OPTION(spike_z);
+  KEEL_OPTION(dump_on_nonfinite);
+  KEEL_OPTION(dump_nonfinite_every);
+  KEEL_OPTION(dump_dir);
+  KEEL_OPTION(dump_min_interval_secs);
+  KEEL_OPTION(dump_max_count);
+  KEEL_OPTION(dump_min_free_bytes);
+  KEEL_OPTION(record_dir);
+  KEEL_OPTION(record_max_bytes);
+  KEEL_OPTION(record_mantissa_bits);
+  KEEL_OPTION(snapshot_for_update_ratio);
+  KEEL_OPTION(queue_capacity);
+  KEEL_OPTION(send_high_water_mark);
+  KEEL_OPTION(describe_interval_secs);
+  KEEL_OPTION(history_steps);
+  KEEL_OPTION(accept_commands);
+  KEEL_OPTION(command_secret_key);
+  KEEL_OPTION(allowed_client_keys);
+  KEEL_OPTION(authenticate_telemetry);
+  KEEL_OPTION(allow_unauthenticated_local);
+  KEEL_OPTION(allow_unauthenticated_remote);
+#undef KEEL_OPTION
+
+  py::class_<StepOutcome>(m, "StepOutcome")
+      .def_readonly("step", &StepOutcome::step)
+      .def_readonly("applied", &StepOutcome::applied)
+      .def_readonly("skip_reason", &StepOutcome::skip_reason)
+      .def_readonly("nonfinite_layers", &StepOutcome::nonfinite_layers)
+      .def_readonly("nonfinite_cause", &StepOutcome::nonfinite_cause)
+      .def_readonly("grad_norm", &StepOutcome::grad_norm)
+      .def_readonly("settled", &StepOutcome::settled)
+      .def("__repr__", [](const StepOutcome& o) {
+        return "StepOutcome(step=" + std::to_string(o.step) + ", applied=" + (o.applied ? "True" : "False") +
+               ", skip_reason='" + o.skip_reason + "', nonfinite_layers=" + std::to_string(o.nonfinite_layers) + ")";
+      });
+
+  py::class_<ProbeTiming>(m, "ProbeTiming")
+      .def_readonly("probe_us", &ProbeTiming::probe_us)
+      .def_readonly("reduce_us", &ProbeTiming::reduce_us);
+
+  // The probe's own scaler, standing in for a torch.amp.GradScaler (keel/_amp.py).
+  py::class_<keel::probe::GradScaler>(m, "GradScaler")
+      .def(py::init([](double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval,
+                       bool enabled) {
+             keel::probe::GradScalerOptions o;
+             o.init_scale = init_scale;
+             o.growth_factor = growth_factor;
+             o.backoff_factor = backoff_factor;
+             o.growth_interval = growth_interval;
+             o.enabled = enabled;
+             return std::make_unique<keel::probe::GradScaler>(o);
+           }),
+           py::kw_only(), py::arg("init_scale"), py::arg("growth_factor"), py::arg("backoff_factor"),
+           py::arg("growth_interval"), py::arg("enabled"))
+      .def("load_state", &keel::probe::GradScaler::load_state, py::arg("scale"), py::arg("growth_tracker"))
+      .def("mark_unscaled", &keel::probe::GradScaler::mark_unscaled, py::arg("found_inf"))
+      .def_property_readonly("scale_value", &keel::probe::GradScaler::scale_value)
+      .def_property_readonly("growth_tracker", &keel::probe::GradScaler::growth_tracker)
+      .def_property_readonly("found_inf", &keel::probe::GradScaler::found_inf);
+
+  py::class_<Probe>(m, "Probe")
+      .def(py::init([](py::object model, py::object optimizer, const ProbeOptions& options) {
+             return std::make_unique<Probe>(std::make_unique<keel::python::PythonModel>(std::move(model)),
+                                            std::make_unique<keel::python::PythonOptimizer>(std::move(optimizer)),
+                                            options);
+           }),
+           py::arg("model"), py::arg("optimizer"), py::arg("options"))
+      .def("step", [](Probe& p, const torch::Tensor& loss) { return p.step(loss); }, py::arg("loss"))
+      .def("step_closure", [](Probe& p, const keel::probe::LossClosure& closure) { return p.step(closure); },
+           py::arg("closure"))
+      // The scaler lives as long as the probe that may still settle a step with it.
+      .def("use_scaler", &Probe::use_scaler, py::arg("scaler").none(true), py::keep_alive<1, 2>())
+      .def("watch", &Probe::watch, py::arg("name"), py::arg("tensor"))
+      .def("settle", &Probe::settle)
+      .def_property_readonly("last_settled", &Probe::last_settled)
+      .def_property_readonly("last_record", [](const Probe& p) { return record_of(p.last_record()); })
+      .def_property_readonly("last_events",
+                             [](const Probe& p) {
+                               py::list out;
+                               for (const auto& e : p.last_events()) out.append(event_of(e));
+                               return out;
+                             })
+      .def_property_readonly("layer_names",
+                             [](const Probe& p) {
+                               std::vector<std::string> names;
+                               for (const auto& layer : p.description().layers) names.push_back(layer.name);
+                               return names;
+                             })
+      .def_property_readonly("run_id", [](const Probe& p) { return p.description().run_id; })
+      .def_property_readonly("last_timing", &Probe::last_timing)
+      .def_property_readonly("dropped", &Probe::dropped)
+      .def_property_readonly("recording_path", &Probe::recording_path)
+      .def_property_readonly("bound_endpoint", &Probe::bound_endpoint)
+      .def_property_readonly("bound_command_endpoint", &Probe::bound_command_endpoint);
+}

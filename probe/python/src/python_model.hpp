@@ -1,0 +1,34 @@
+// PythonModel: a PyTorch nn.Module as the probe's TrainedModel (the Python front).
+//
+// Reads the module as nn.Module.named_parameters(remove_duplicate=False) lists it (each
+// module's own, modules in pre-order, a tensor once per name), and identities() walks the
+// same dicts (_parameters, _buffers, _modules) without building a name.
+// Threads: the training thread, holding the GIL (every call comes from probe.step(), a
+// Python call). Never: touches tensor values (but serialise()).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <torch/torch.h>
+
+#include "keel/probe/trained_model.hpp"
+
+namespace keel::python {
+
+class PythonModel final : public probe::TrainedModel {
+ public:
+  explicit PythonModel(pybind11::object module);
+  void named_parameters(probe::NamedTensors& out) override;
+  void named_buffers(probe::NamedTensors& out) override;
+  void buffers(std::vector<torch::Tensor>& out) override;
+  void identities(std::vector<const void*>& params, std::vector<const void*>* float_buffers) override;
+  // torch.save(module.state_dict()): torch.load(dir + "/model.pt") reads it back.
+  std::string serialise() override;
+
+ private:
+  pybind11::object module_;
+};
+
+}  // namespace keel::python

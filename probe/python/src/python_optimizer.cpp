@@ -1,0 +1,151 @@
+#include "python_optimizer.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+#include "python_tensor.hpp"
+
+namespace py = pybind11;
+
+namespace keel::python {
+namespace {
+
+probe::OptimizerKind kind_of(const py::object& optimizer) {
+  const py::module_ optim = py::module_::import("torch.optim");
+  // AdamW first: recent torch makes it a subclass of Adam.
+  if (py::isinstance(optimizer, optim.attr("AdamW"))) return probe::OptimizerKind::kAdamW;
+  if (py::isinstance(optimizer, optim.attr("Adam"))) return probe::OptimizerKind::kAdam;
+  if (py::isinstance(optimizer, optim.attr("SGD"))) return probe::OptimizerKind::kSgd;
+  return probe::OptimizerKind::kOther;
+}
+
+// A hyperparameter as a double: torch.optim takes a tensor lr too.
+double number(const py::handle& value) {
+  if (is_tensor(value)) return tensor_of(value, "a hyperparameter").item<double>();
+  return value.cast<double>();
+}
+
+double number_or(const py::dict& group, const char* key, double otherwise) {
+  return group.contains(key) && !group[key].is_none() ? number(group[key]) : otherwise;
+}
+
+bool flag_or(const py::dict& group, const char* key, bool otherwise) {
+  return group.contains(key) && !group[key].is_none() ? group[key].cast<bool>() : otherwise;
+}
+
+probe::GroupHyperparameters hyperparameters_of(const py::dict& group, probe::OptimizerKind kind) {
+  probe::GroupHyperparameters h;
+  h.lr = number_or(group, "lr", 0.0);
+  h.weight_decay = number_or(group, "weight_decay", 0.0);
+  h.maximize = flag_or(group, "maximize", false);
+  if (kind == probe::OptimizerKind::kSgd) {
+    h.momentum = number_or(group, "momentum", 0.0);
+    h.dampening = number_or(group, "dampening", 0.0);
+    h.nesterov = flag_or(group, "nesterov", false);
+  } else if (kind != probe::OptimizerKind::kOther) {
+    if (group.contains("betas")) {
+      const auto betas = group["betas"].cast<py::tuple>();
+      h.beta1 = number(betas[0]);
+      h.beta2 = number(betas[1]);
+    }
+    h.eps = number_or(group, "eps", h.eps);
+    h.amsgrad = flag_or(group, "amsgrad", false);
+  }
+  return h;
+}
+
+torch::Tensor tensor_or_none(const py::dict& state, const char* key) {
+  if (!state.contains(key) || state[key].is_none()) return torch::Tensor();
+  return tensor_of(state[key], key);
+}
+
+}  // namespace
+
+PythonOptimizer::PythonOptimizer(py::object optimizer) : optimizer_(std::move(optimizer)) {
+  if (!py::isinstance(optimizer_, py::module_::import("torch.optim").attr("Optimizer"))) {
+    throw std::invalid_argument("keel: the optimizer is not a torch.optim.Optimizer");
+  }
+  kind_ = kind_of(optimizer_);
+}
+
+void PythonOptimizer::begin_step() {
+  const py::list groups = optimizer_.attr("param_groups");
+  groups_.resize(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const py::dict group = groups[g];
+    Group& mirror = groups_[g];
+    mirror.params.clear();
+    for (py::handle p : group["params"]) mirror.params.push_back(tensor_of(p, "a parameter of the optimizer"));
+    mirror.hyper = hyperparameters_of(group, kind_);
+    mirror.fused = flag_or(group, "fused", false);
+  }
+}
+
+probe::ParamStateView PythonOptimizer::state_of(const torch::Tensor& param) const {
+  probe::ParamStateView view;
+  const py::object found = optimizer_.attr("state").attr("get")(object_of(param));
+  if (found.is_none()) return view;
+  const py::dict state = found;
+  if (state.size() == 0) return view;
+  view.present = true;
+  if (state.contains("step")) view.step = static_cast<int64_t>(number(state["step"]));
+  view.exp_avg = tensor_or_none(state, "exp_avg");
+  view.exp_avg_sq = tensor_or_none(state, "exp_avg_sq");
+  view.max_exp_avg_sq = tensor_or_none(state, "max_exp_avg_sq");
+  view.momentum_buffer = tensor_or_none(state, "momentum_buffer");
+  return view;
+}
+
+void PythonOptimizer::step() { optimizer_.attr("step")(); }
+
+bool PythonOptimizer::supports_deferred_step(const torch::Device& device, std::string& why) {
+  if (kind_ == probe::OptimizerKind::kOther) {
+    why = "the optimizer is not torch.optim's AdamW, Adam or SGD";
+    return false;
+  }
+  if (!py::hasattr(optimizer_, "_step_supports_amp_scaling") ||
+      !optimizer_.attr("_step_supports_amp_scaling").cast<bool>()) {
+    why = "the optimizer's step does not read found_inf (torch.optim's fused=True steps do)";
+    return false;
+  }
+  for (const Group& group : groups_) {
+    if (!group.fused) {
+      why = "a parameter group is not fused (fused=True)";
+      return false;
+    }
+    for (const torch::Tensor& p : group.params) {
+      if (p.grad().defined() && p.device() != device) {
+        why = "a parameter is not on the device of the others";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void PythonOptimizer::deferred_step(const torch::Tensor& found_inf) {
+  enqueued_ = false;
+  std::string why;
+  if (!supports_deferred_step(found_inf.device(), why)) throw std::runtime_error("keel: deferred step: " + why);
+  // As torch.amp.GradScaler hands a fused step its verdict: the gradients are unscaled already.
+  optimizer_.attr("grad_scale") = py::none();
+  optimizer_.attr("found_inf") = object_of(found_inf);
+  enqueued_ = true;
+  try {
+    optimizer_.attr("step")();
+  } catch (...) {
+    py::delattr(optimizer_, "grad_scale");
+    py::delattr(optimizer_, "found_inf");
+    throw;
+  }
+  py::delattr(optimizer_, "grad_scale");
+  py::delattr(optimizer_, "found_inf");
+}
+
+std::string PythonOptimizer::serialise() {
+  py::object buffer = py::module_::import("io").attr("BytesIO")();
+  py::module_::import("torch").attr("save")(optimizer_.attr("state_dict")(), buffer);
+  return buffer.attr("getvalue")().cast<std::string>();
+}
+
+}  // namespace keel::python
