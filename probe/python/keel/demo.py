@@ -1,0 +1,226 @@
+"""python -m keel.demo: a small char-level transformer trained with keel attached.
+
+The Python twin of keel-demo: the same model and layer names, the same fault flags, so a
+Python user can watch keel find and skip a NaN in one command:
+
+    python -m keel.demo --inject-nan 300:blocks.1.mlp.fc.weight &
+    keel --connect tcp://127.0.0.1:5557        # the dashboard (build/bin/keel)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from typing import List, Optional, Tuple
+
+import torch
+
+import keel
+
+from ._demo_model import CharTransformer
+
+CAUSES = ("attention", "norm", "fp16", "batch", "lr", "input")
+DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"
+
+
+def step_and(text: str, what: str, convert):
+    """'STEP:X' -> (STEP, convert(X)); argparse's error otherwise."""
+    step, sep, rest = text.partition(":")
+    try:
+        if not sep or int(step) < 0:
+            raise ValueError
+        return int(step), convert(rest)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected STEP:{what}, got {text!r}") from None
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m keel.demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=2000, help="training steps (0: until interrupted)")
+    p.add_argument("--endpoint", default="tcp://127.0.0.1:5557", help='telemetry endpoint ("": none)')
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--scaler", action="store_true", help="dynamic loss scaling (torch.amp.GradScaler)")
+    p.add_argument("--data", default=DEFAULT_TEXT, help="training text file")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--context", type=int, default=64)
+    p.add_argument("--width", type=int, default=96)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    p.add_argument("--warmup", type=int, default=100, help="linear warmup steps")
+    p.add_argument("--log-every", type=int, default=50, help="print the loss every N steps (0: never)")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's default)")
+    p.add_argument("--inject-nan", type=lambda t: step_and(t, "LAYER", str), action="append", default=[],
+                   metavar="STEP:LAYER", help="a NaN in that parameter's gradient at that step")
+    p.add_argument("--inject-spike", type=lambda t: step_and(t, "FACTOR", float), action="append", default=[],
+                   metavar="STEP:FACTOR", help="every gradient multiplied by FACTOR at that step")
+    p.add_argument("--lr-spike", type=lambda t: step_and(t, "FACTOR", float), action="append", default=[],
+                   metavar="STEP:FACTOR", help="learning rate multiplied by FACTOR at that step")
+    p.add_argument("--cause", type=lambda t: cause_of(t), metavar="KIND:STEP",
+                   help="a blow-up made through the real math, for keel to find its cause: " + ", ".join(CAUSES))
+    p.add_argument("--plain-step", action="store_true",
+                   help="probe.step(loss) rather than the closure form, which lets keel run an unsafe step again")
+    p.add_argument("--no-skip-nonfinite", action="store_true", help="apply updates even when a gradient is non-finite")
+    p.add_argument("--no-dump-nonfinite", action="store_true", help="no dump at the first non-finite gradient")
+    p.add_argument("--dump-dir", default="keel-dumps")
+    p.add_argument("--record-dir", default="keel-runs", help='where the run is recorded ("": nowhere)')
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--pace", type=float, default=0.0, help="at most this many steps per second (0: no limit)")
+    p.add_argument("--allow-unauthenticated-local", action="store_true",
+                   help="take clients without keys on a loopback endpoint (default: only your own key)")
+    p.add_argument("--list-layers", action="store_true", help="print the parameter names and shapes, then exit")
+    return p.parse_args(argv)
+
+
+def cause_of(text: str) -> Tuple[str, int]:
+    kind, sep, step = text.partition(":")
+    if kind not in CAUSES or not sep or not step.isdigit():
+        raise argparse.ArgumentTypeError(f"expected KIND:STEP with KIND one of {', '.join(CAUSES)}, got {text!r}")
+    return kind, int(step)
+
+
+def read_text(path: str) -> bytes:
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    if path != DEFAULT_TEXT:
+        sys.exit(f"keel.demo: cannot read {path}")
+    # A machine without Debian's license files: this file's own source is text enough.
+    with open(__file__, "rb") as f:
+        return f.read()
+
+
+class Batches:
+    """Random windows of the text, as byte tokens (vocabulary: the bytes the text uses)."""
+
+    def __init__(self, text: bytes, batch: int, context: int, device: torch.device, seed: int) -> None:
+        symbols = sorted(set(text))
+        self.vocab = len(symbols)
+        lookup = {s: i for i, s in enumerate(symbols)}
+        self.tokens = torch.tensor([lookup[b] for b in text], dtype=torch.long)
+        self.batch, self.context, self.device = batch, context, device
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def next(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(0, len(self.tokens) - self.context - 1, (self.batch,), generator=self.generator)
+        x = torch.stack([self.tokens[s:s + self.context] for s in starts.tolist()])
+        y = torch.stack([self.tokens[s + 1:s + 1 + self.context] for s in starts.tolist()])
+        return x.to(self.device), y.to(self.device)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    torch.manual_seed(args.seed)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    data = Batches(read_text(args.data), args.batch, args.context, device, args.seed)
+    cause, cause_step = args.cause if args.cause else (None, -1)
+    model = CharTransformer(data.vocab, args.context, args.width, args.heads, args.layers,
+                            q_norm_eps=0.0 if cause == "norm" else None).to(device)
+    if args.list_layers:
+        for name, p in model.named_parameters():
+            print(name, list(p.shape))
+        return 0
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    scaler = torch.amp.GradScaler(args.device) if args.scaler or cause == "fp16" else None
+    probe = keel.Probe(model, optimizer, endpoint=args.endpoint, rank=args.rank, world_size=args.world_size,
+                       skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
+                       dump_dir=args.dump_dir, record_dir=args.record_dir,
+                       allow_unauthenticated_local=args.allow_unauthenticated_local)
+    print(f"keel.demo: {sum(p.numel() for p in model.parameters()):,} parameters in "
+          f"{len(probe.layer_names)} tensors; publishing on {probe.bound_endpoint or 'nothing'}", flush=True)
+    names = dict(model.named_parameters())
+    for _, layer in args.inject_nan:
+        if layer not in names:
+            sys.exit(f"keel.demo: no parameter {layer} (--list-layers lists them)")
+
+    step = 0
+    while args.steps == 0 or step < args.steps:
+        started = time.monotonic()
+        lr = args.lr * min(1.0, (step + 1) / max(1, args.warmup))
+        lr *= math.prod(f for s, f in args.lr_spike if s == step)
+        if cause == "lr" and step >= cause_step:
+            lr *= 1000.0
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        x, y = data.next()
+        weights = torch.ones(args.batch, device=device)
+        if cause == "batch" and step == cause_step:
+            weights[0] = 1e25
+        if cause == "input" and step == cause_step:
+            weights[0] = float("nan")
+        blown = blow_up(model, cause, step == cause_step)
+
+        def closure() -> torch.Tensor:
+            optimizer.zero_grad()
+            logits = model(x)
+            probe.watch("logits", logits)
+            per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, data.vocab), y.reshape(-1),
+                                                          reduction="none").view(args.batch, -1)
+            loss = (per_token.mean(1) * weights).mean()
+            scaled = loss
+            if scaler is not None:
+                scaled = scaler.scale(loss.half() if cause == "fp16" and step == cause_step else loss)
+            scaled.backward()
+            for s, layer in args.inject_nan:
+                if s == step:
+                    names[layer].grad.view(-1)[0] = float("nan")
+            for s, factor in args.inject_spike:
+                if s == step:
+                    for p in model.parameters():
+                        if p.grad is not None:
+                            p.grad.mul_(factor)
+            return loss
+
+        if args.plain_step or scaler is not None:
+            loss = closure()
+            outcome = probe.step(loss, scaler=scaler)
+        else:
+            outcome = probe.step(closure=closure)
+        restore(blown)
+        if not outcome.applied or (args.log_every and step % args.log_every == 0):
+            record = probe.last_record
+            what = "applied" if outcome.applied else f"skipped ({outcome.skip_reason})"
+            print(f"step {step:6d}  loss {record['loss']:.4f}  lr {lr:.2e}  {what}", flush=True)
+        step += 1
+        if args.pace > 0:
+            time.sleep(max(0.0, 1.0 / args.pace - (time.monotonic() - started)))
+    return 0
+
+
+def blow_up(model: CharTransformer, cause: Optional[str], now: bool):
+    """--cause attention or norm: the second block's (or only) attention made to overflow for
+    one step, put back after it. Returns what restore() needs."""
+    if not now or cause not in ("attention", "norm"):
+        return None
+    block = model.blocks[0 if cause == "norm" or len(model.blocks) == 1 else 1]
+    weight, bias = block.attn.qkv.weight, block.attn.qkv.bias
+    saved = (weight, bias, weight.detach().clone(), bias.detach().clone())
+    width = weight.shape[1]
+    with torch.no_grad():
+        if cause == "attention":
+            weight[: 2 * width].mul_(1e21)   # queries and keys 1e21x: their products overflow
+        else:
+            rows = width // block.attn.heads   # head 0's queries all zero, under a QK-norm of eps 0
+            weight[:rows].zero_()
+            bias[:rows].zero_()
+    return saved
+
+
+def restore(saved) -> None:
+    if saved is None:
+        return
+    weight, bias, weight_was, bias_was = saved
+    with torch.no_grad():
+        weight.copy_(weight_was)
+        bias.copy_(bias_was)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""python -m keel.demo: the Python demo's NaN found, skipped and seen by keel's own client."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+
+def free_port_pair() -> int:
+    """A port whose next one is free too (telemetry, then commands)."""
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no two free ports in a row")
+
+
+def demo(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-W", "ignore", "-m", "keel.demo", "--threads", "1", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def test_a_forward_blow_up_is_skipped_and_its_cause_found(tmp_path):
+    run = demo("--steps", "25", "--log-every", "0", "--endpoint", "", "--record-dir", "",
+               "--dump-dir", str(tmp_path / "dumps"), "--cause", "attention:20")
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out
+    assert "step     20" in out and "skipped (nonfinite)" in out, out
+    assert out.count("skipped") == 1, "only the poisoned step is skipped"
+    assert any(d.name.startswith("step-20-nonfinite") for d in (tmp_path / "dumps").iterdir())
+
+
+def test_the_skip_reaches_keels_client(tmp_path):
+    cli = os.path.join(os.environ.get("KEEL_BIN_DIR", ""), "keel-cli")
+    if not os.access(cli, os.X_OK):
+        pytest.skip("KEEL_BIN_DIR has no keel-cli (ctest sets it)")
+    endpoint = f"tcp://127.0.0.1:{free_port_pair()}"
+    run = demo("--steps", "0", "--pace", "20", "--log-every", "0", "--endpoint", endpoint, "--record-dir", "",
+               "--dump-dir", str(tmp_path / "dumps"), "--inject-nan", "40:blocks.1.mlp.fc.weight")
+    try:
+        tail = subprocess.run([cli, "tail", "--endpoint", endpoint, "--events-only", "--json", "--timeout", "60",
+                               "--count", "3"], capture_output=True, text=True, timeout=120)
+    finally:
+        run.kill()
+        run.communicate()
+    assert tail.returncode == 0, tail.stdout + tail.stderr
+    assert '"first_nonfinite"' in tail.stdout and "blocks.1.mlp.fc.weight" in tail.stdout, tail.stdout
+    assert '"skip"' in tail.stdout, tail.stdout
