@@ -10,19 +10,27 @@ import sys
 import pytest
 
 
-def free_port_pair() -> int:
-    """A port whose next one is free too (telemetry, then commands)."""
+def free_ports(count: int) -> int:
+    """The first of `count` free ports in a row (a probe takes two: telemetry, then commands)."""
     for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            others = [socket.socket() for _ in range(count - 1)]
+            try:
+                for k, s in enumerate(others, start=1):
+                    s.bind(("127.0.0.1", port + k))
+            except OSError:
+                continue
+            finally:
+                for s in others:
+                    s.close()
             return port
-    raise RuntimeError("no two free ports in a row")
+    raise RuntimeError(f"no {count} free ports in a row")
+
+
+def free_port_pair() -> int:
+    return free_ports(2)
 
 
 def demo(*args: str, **kwargs) -> subprocess.Popen:

@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
 from . import _probe
 from ._amp import ScalerBridge
+
+
+def distributed_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
+    """``options`` with the rank, the world size and the endpoint of this process's place in a
+    job, where they are not given: from torch.distributed when it is initialised, else from the
+    RANK and WORLD_SIZE that torchrun sets. Rank R publishes on tcp://127.0.0.1:(P + 2R), its
+    commands on the next port, with P = $KEEL_PORT or 5557, so one dashboard watches every rank
+    of a machine (keel --connect for each)."""
+    rank = world_size = None
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if rank is None or world_size is None or world_size <= 1:
+        return options
+    filled = dict(options)
+    filled.setdefault("rank", rank)
+    filled.setdefault("world_size", world_size)
+    base = int(os.environ.get("KEEL_PORT", "5557"))
+    filled.setdefault("endpoint", f"tcp://127.0.0.1:{base + 2 * filled['rank']}")
+    return filled
 
 
 def _options(overrides: Dict[str, Any]) -> "_probe.ProbeOptions":
@@ -35,12 +57,18 @@ class Probe:
     (``""``: record nothing). An unknown name raises TypeError; a setting the probe cannot
     work with (an endpoint in use, a rank outside the world) raises keel.AttachError.
 
+    In a job of several processes (torchrun, torch.distributed), ``rank``, ``world_size`` and
+    ``endpoint`` default to this process's place in it: rank R publishes on
+    ``tcp://127.0.0.1:(5557 + 2R)`` ($KEEL_PORT moves 5557). Under DistributedDataParallel the gradients the probe
+    measures are the all-reduced ones, so every rank sees a NaN from any rank's batch and they
+    all skip the same step.
+
     Call it from the training thread only: the probe calls the model and the optimizer from
     inside ``step()``, never from autograd's threads or its own.
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: Any) -> None:
-        self._core = _probe.Probe(model, optimizer, _options(options))
+        self._core = _probe.Probe(model, optimizer, _options(distributed_defaults(options)))
         self._optimizer = optimizer
         self._scalers: Dict[int, ScalerBridge] = {}
 
