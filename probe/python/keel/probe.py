@@ -162,3 +162,10 @@ class Probe:
     def probe_us(self) -> float:
         """The probe's own time on the training thread in the last step, in microseconds."""
         return self._core.last_timing.probe_us
+
+    @property
+    def last_timing(self) -> "_probe.ProbeTiming":
+        """Where the probe's time went in the last step, in microseconds: probe_us in all,
+        reduce_us of it in reductions, and by stage begin_us, layout_us, grads_us, update_us,
+        record_us, end_us (keel-bench-py prints them)."""
+        return self._core.last_timing

@@ -141,7 +141,13 @@ PYBIND11_MODULE(_probe, m) {
 
   py::class_<ProbeTiming>(m, "ProbeTiming")
       .def_readonly("probe_us", &ProbeTiming::probe_us)
-      .def_readonly("reduce_us", &ProbeTiming::reduce_us);
+      .def_readonly("reduce_us", &ProbeTiming::reduce_us)
+      .def_readonly("begin_us", &ProbeTiming::begin_us)
+      .def_readonly("layout_us", &ProbeTiming::layout_us)
+      .def_readonly("grads_us", &ProbeTiming::grads_us)
+      .def_readonly("update_us", &ProbeTiming::update_us)
+      .def_readonly("record_us", &ProbeTiming::record_us)
+      .def_readonly("end_us", &ProbeTiming::end_us);
 
   // The probe's own scaler, standing in for a torch.amp.GradScaler (keel/_amp.py).
   py::class_<keel::probe::GradScaler>(m, "GradScaler")

@@ -96,9 +96,9 @@ void Probe::Impl::begin_step() {
   // now rather than after the step: the decision is made, and the round trip stays within
   // one step interval.
   apply_commands();
-  if (commands_ && !acks_.empty()) {
-    for (const auto& [ticket, ack] : acks_) commands_->reply(ticket, ack);
-    acks_.clear();
+  if (control_.commands && !control_.acks.empty()) {
+    for (const auto& [ticket, ack] : control_.acks) control_.commands->reply(ticket, ack);
+    control_.acks.clear();
   }
 }
 
@@ -226,10 +226,10 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
 void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
   // A step scheduled by an at_step skip is taken off the schedule whether or not a "next
   // updates" skip also covers it: either way it is skipped once.
-  const bool scheduled_skip = !scheduled_skips_.empty() && scheduled_skips_.erase(step_) > 0;
-  if (command_skips_left_ > 0 || scheduled_skip) {
+  const bool scheduled_skip = !control_.scheduled_skips.empty() && control_.scheduled_skips.erase(step_) > 0;
+  if (control_.skips_left > 0 || scheduled_skip) {
     // A remote skip holds whatever the gradients look like: the user asked for no update.
-    if (command_skips_left_ > 0) --command_skips_left_;
+    if (control_.skips_left > 0) --control_.skips_left;
     outcome.applied = false;
     outcome.skip_reason = "command";
   } else if (r.scaler_found_inf) {
@@ -248,13 +248,13 @@ void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested, bool buff
   // The state the gradients were computed on, before this step's update touches it.
   const bool gradients_start = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
   const bool auto_dump_due = options_.dump_on_nonfinite && (gradients_start || buffers_start) &&
-                             (!last_auto_dump_step_ || record_step_ - *last_auto_dump_step_ >= options_.dump_nonfinite_every);
-  const bool requested = take_requested && dump_requested_;
+                             (!dumps_.last_auto_step || record_step_ - *dumps_.last_auto_step >= options_.dump_nonfinite_every);
+  const bool requested = take_requested && control_.dump_requested;
   if (requested || auto_dump_due) {
-    if (auto_dump_due) last_auto_dump_step_ = record_step_;
-    const std::optional<DumpRequest> request = requested ? dump_requested_ : std::nullopt;
+    if (auto_dump_due) dumps_.last_auto_step = record_step_;
+    const std::optional<DumpRequest> request = requested ? control_.dump_requested : std::nullopt;
     take_dump(request ? "command" : gradients_start ? "nonfinite" : "nonfinite_buffer", request);
-    if (requested) dump_requested_.reset();
+    if (requested) control_.dump_requested.reset();
   }
 }
 

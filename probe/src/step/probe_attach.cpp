@@ -162,9 +162,9 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       co.history = [publisher] { return publisher->history(); };
       co.event_history = [publisher] { return publisher->event_history(); };
     }
-    commands_ = std::make_unique<CommandServer>(co);
+    control_.commands = std::make_unique<CommandServer>(co);
   }
-  dumps_ = std::make_unique<CheckpointWriter>();
+  dumps_.writer = std::make_unique<CheckpointWriter>();
   step_ = options_.first_step;
   record_.rank = options_.rank;
   record_.run = description_.run_id;
@@ -183,7 +183,7 @@ Probe::Impl::~Impl() {
   // reported it, and there is no next step.
   try {
     settle_pending();
-    dumps_->finish();
+    dumps_.writer->finish();
     events_.clear();
     events_published_ = 0;
     report_finished_dumps();
@@ -197,27 +197,26 @@ Probe::Impl::~Impl() {
 
 Probe::~Probe() = default;
 
-void Probe::use_scaler(GradScaler* scaler) { impl_->scaler_ = scaler; }
+uint64_t Probe::Impl::dropped() const { return publisher_ ? publisher_->dropped() : 0; }
+std::string Probe::Impl::recording_path() const { return recorder_ ? recorder_->path() : std::string(); }
+std::string Probe::Impl::bound_endpoint() const { return publisher_ ? publisher_->bound_endpoint() : std::string(); }
+std::string Probe::Impl::bound_command_endpoint() const {
+  return control_.commands ? control_.commands->bound_endpoint() : std::string();
+}
 
+void Probe::use_scaler(GradScaler* scaler) { impl_->use_scaler(scaler); }
 void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_->watch(name, tensor); }
-
 StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
 StepOutcome Probe::step(const LossClosure& closure) { return impl_->step(closure); }
-
 void Probe::settle() { impl_->settle_pending(); }
-const StepOutcome& Probe::last_settled() const { return impl_->last_settled_; }
-
-const wire::StepRecord& Probe::last_record() const { return impl_->record_; }
-const wire::RunDescription& Probe::description() const { return impl_->description_; }
-const std::vector<wire::Event>& Probe::last_events() const { return impl_->events_; }
-const ProbeTiming& Probe::last_timing() const { return impl_->timing_; }
-uint64_t Probe::dropped() const { return impl_->publisher_ ? impl_->publisher_->dropped() : 0; }
-std::string Probe::recording_path() const { return impl_->recorder_ ? impl_->recorder_->path() : std::string(); }
-std::string Probe::bound_endpoint() const {
-  return impl_->publisher_ ? impl_->publisher_->bound_endpoint() : std::string();
-}
-std::string Probe::bound_command_endpoint() const {
-  return impl_->commands_ ? impl_->commands_->bound_endpoint() : std::string();
-}
+const StepOutcome& Probe::last_settled() const { return impl_->last_settled(); }
+const wire::StepRecord& Probe::last_record() const { return impl_->last_record(); }
+const wire::RunDescription& Probe::description() const { return impl_->description(); }
+const std::vector<wire::Event>& Probe::last_events() const { return impl_->last_events(); }
+const ProbeTiming& Probe::last_timing() const { return impl_->last_timing(); }
+uint64_t Probe::dropped() const { return impl_->dropped(); }
+std::string Probe::recording_path() const { return impl_->recording_path(); }
+std::string Probe::bound_endpoint() const { return impl_->bound_endpoint(); }
+std::string Probe::bound_command_endpoint() const { return impl_->bound_command_endpoint(); }
 
 }  // namespace keel::probe

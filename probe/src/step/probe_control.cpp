@@ -12,14 +12,14 @@
 namespace keel::probe {
 
 void Probe::Impl::apply_commands() {
-  if (!commands_) return;
+  if (!control_.commands) return;
   try {
-    if (!commands_->take(taken_)) return;
-    describe_due_ = false;
-    for (const PendingCommand& pending : taken_) {
-      if (auto ack = apply_command(pending)) acks_.emplace_back(pending.ticket, std::move(*ack));
+    if (!control_.commands->take(control_.taken)) return;
+    control_.describe_due = false;
+    for (const PendingCommand& pending : control_.taken) {
+      if (auto ack = apply_command(pending)) control_.acks.emplace_back(pending.ticket, std::move(*ack));
     }
-    if (describe_due_ && publisher_) publisher_->describe(description_);
+    if (control_.describe_due && publisher_) publisher_->describe(description_);
   } catch (const std::exception& e) {
     report_probe_error("taking commands", e.what(), "commands taken but not answered time out on the client");
   }
@@ -46,30 +46,30 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
                   " steps ahead (this probe is at step " + std::to_string(step_) + ")";
       return ack;
     }
-    if (int64_t(scheduled_skips_.size()) + command.count > kMaxSkipCount) {
+    if (int64_t(control_.scheduled_skips.size()) + command.count > kMaxSkipCount) {
       ack.error = "skip would leave more than " + std::to_string(kMaxSkipCount) + " steps scheduled";
       return ack;
     }
-    for (int64_t s = command.at_step; s < command.at_step + command.count; ++s) scheduled_skips_.insert(s);
+    for (int64_t s = command.at_step; s < command.at_step + command.count; ++s) control_.scheduled_skips.insert(s);
     ack.step = command.at_step;
     ack.count = command.count;
   } else if (command.kind == "skip") {
-    if (command_skips_left_ + command.count > kMaxSkipCount) {
-      ack.error = "skip would leave " + std::to_string(command_skips_left_ + command.count) +
+    if (control_.skips_left + command.count > kMaxSkipCount) {
+      ack.error = "skip would leave " + std::to_string(control_.skips_left + command.count) +
                   " updates pending, more than " + std::to_string(kMaxSkipCount);
       return ack;
     }
     // Queued behind a skip still running, so the first skipped step of this one comes after.
-    ack.step = step_ + command_skips_left_;
+    ack.step = step_ + control_.skips_left;
     ack.count = command.count;
-    command_skips_left_ += command.count;
+    control_.skips_left += command.count;
   } else if (command.kind == "dump") {
     const auto now = Clock::now();
-    if (dump_requested_) {
+    if (control_.dump_requested) {
       ack.error = "a dump is already requested at step " + std::to_string(step_);
       return ack;
     }
-    if (!dumps_->accepts(CheckpointWriter::Admission::kWhenIdle)) {
+    if (!dumps_.writer->accepts(CheckpointWriter::Admission::kWhenIdle)) {
       ack.error = "a dump is still being written; ask again once its acknowledgement arrives";
       return ack;
     }
@@ -77,14 +77,14 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
       ack.error = std::move(refusal);
       return ack;
     }
-    if (last_command_dump_ && now - *last_command_dump_ < std::chrono::duration<double>(options_.dump_min_interval_secs)) {
-      const double ago = std::chrono::duration<double>(now - *last_command_dump_).count();
+    if (control_.last_command_dump && now - *control_.last_command_dump < std::chrono::duration<double>(options_.dump_min_interval_secs)) {
+      const double ago = std::chrono::duration<double>(now - *control_.last_command_dump).count();
       ack.error = "dumps are limited to one every " + std::to_string(options_.dump_min_interval_secs).substr(0, 4) +
                   " s; the last one was asked " + std::to_string(ago).substr(0, 4) + " s ago";
       return ack;
     }
-    last_command_dump_ = now;
-    dump_requested_ = DumpRequest{pending.ticket, command.id, sanitize_label(command.label)};
+    control_.last_command_dump = now;
+    control_.dump_requested = DumpRequest{pending.ticket, command.id, sanitize_label(command.label)};
     return std::nullopt;
   } else if (command.kind == "policy") {
     if (!set_policy(command.policy, command.enable)) {
@@ -95,7 +95,7 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
     add_event("policy", "", command.policy + (command.enable ? " on" : " off") + " from step " +
                                 std::to_string(step_) + " (command " + std::to_string(command.id) + ")");
   } else if (command.kind == "describe") {
-    describe_due_ = true;
+    control_.describe_due = true;
     ack.step = step_;
   } else {
     ack.error = "unknown command kind \"" + command.kind + "\"";
@@ -116,7 +116,7 @@ bool Probe::Impl::set_policy(const std::string& name, bool enable) {
     return false;
   }
   description_.policies_on = policies_on(options_);
-  describe_due_ = true;
+  control_.describe_due = true;
   return true;
 }
 
@@ -134,13 +134,13 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
     why.command_id = request->command_id;
   }
   CheckpointJob job;
-  job.token = ++next_dump_token_;
+  job.token = ++dumps_.next_token;
   job.step = record_step_;
   // Resolved now, on the training thread: the path the ack and the events report is where the
   // dump goes even if the trainer changes directory before the writer thread gets to it.
   job.dir = absolute_dir(options_.dump_dir);
   job.name = checkpoint_name(why);
-  CommandServer* commands = commands_.get();
+  CommandServer* commands = control_.commands.get();
   const uint64_t ticket = request ? request->ticket : 0;
   const uint64_t command_id = why.command_id;
   job.on_written = [commands, ticket, command_id](const CheckpointResult& result) {
@@ -159,7 +159,7 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   // rather than being lost: its state cannot be taken again later.
   const auto admission = request ? CheckpointWriter::Admission::kWhenIdle : CheckpointWriter::Admission::kBehindOne;
   std::string error = dump_refusal();
-  if (error.empty() && !dumps_->accepts(admission)) error = "a dump is still being written";
+  if (error.empty() && !dumps_.writer->accepts(admission)) error = "a dump is still being written";
   if (error.empty()) {
     try {
       const auto telemetry = publisher_ ? publisher_->history() : std::vector<KeptMessage>{};
@@ -168,8 +168,8 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
       error = std::string("cannot serialise the model or optimizer: ") + e.what();
     }
   }
-  if (error.empty() && dumps_->submit(job, admission)) {
-    ++dumps_taken_;
+  if (error.empty() && dumps_.writer->submit(job, admission)) {
+    ++dumps_.taken;
     return;
   }
   if (error.empty()) error = "a dump is still being written";
@@ -182,7 +182,7 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
 }
 
 std::string Probe::Impl::dump_refusal() const {
-  if (dumps_taken_ < options_.dump_max_count) return "";
+  if (dumps_.taken < options_.dump_max_count) return "";
   return "this probe has taken the " + std::to_string(options_.dump_max_count) +
          " dumps it may (ProbeOptions::dump_max_count)";
 }
@@ -209,14 +209,14 @@ void Probe::Impl::report_finished_dumps() {
     add_event("dumps_cleaned", "", stale_dumps_note_);
     stale_dumps_note_.clear();
   }
-  if (!dumps_->poll(dump_results_)) return;
-  for (const CheckpointResult& r : dump_results_) {
+  if (!dumps_.writer->poll(dumps_.results)) return;
+  for (const CheckpointResult& r : dumps_.results) {
     if (r.ok) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.2f", r.write_secs);
       add_event("dump", "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)", r.step);
     } else {
-      --dumps_taken_;
+      --dumps_.taken;
       add_event("dump_failed", "", r.error, r.step);
     }
   }
@@ -226,7 +226,7 @@ void Probe::Impl::report_finished_dumps() {
 // says who was refused, on which socket, so its owner learns of it.
 void Probe::Impl::report_refusals() {
   const auto report = [this](const char* socket) {
-    for (const AuthRefusal& r : refusals_) {
+    for (const AuthRefusal& r : control_.refusals) {
       const std::string attempts =
           "refused " + std::to_string(r.attempts) + " " + socket + " connection attempt(s) ";
       if (r.client_key.empty() && r.address.rfind("(handshake", 0) == 0) {
@@ -240,8 +240,8 @@ void Probe::Impl::report_refusals() {
     }
   };
   try {
-    if (commands_ && commands_->take_refusals(refusals_)) report("command");
-    if (publisher_ && publisher_->take_refusals(refusals_)) report("telemetry");
+    if (control_.commands && control_.commands->take_refusals(control_.refusals)) report("command");
+    if (publisher_ && publisher_->take_refusals(control_.refusals)) report("telemetry");
   } catch (const std::exception& e) {
     report_probe_error("reporting refused clients", e.what(), "training went on; the refusals are not reported");
   }

@@ -19,7 +19,7 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   const bool scaler_active = scaler_ != nullptr && scaler_->enabled();
   if (scaler_active && (scaler_->unscaled() || scaler_out_of_step_)) return -1;
   if (options_.dump_on_nonfinite && !options_.skip_on_nonfinite) return -1;
-  if (dump_requested_) return -1;
+  if (control_.dump_requested) return -1;
   // Weight norms without the update pass take a pass of their own, which waits; and the one
   // update pass, enqueued after the step, measures only layers it rebuilds on the device (a
   // layer another backend takes, frozen ones included, needs its snapshot before the step).
@@ -54,9 +54,9 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
   p.plan = plan;
   p.times = times;
   read_lrs(*optimizer_, p.lr, p.group_lrs);
-  const bool scheduled_skip = !scheduled_skips_.empty() && scheduled_skips_.erase(step_) > 0;
-  if (command_skips_left_ > 0 || scheduled_skip) {
-    if (command_skips_left_ > 0) --command_skips_left_;
+  const bool scheduled_skip = !control_.scheduled_skips.empty() && control_.scheduled_skips.erase(step_) > 0;
+  if (control_.skips_left > 0 || scheduled_skip) {
+    if (control_.skips_left > 0) --control_.skips_left;
     p.command_skip = true;
   }
   bool stepped = p.command_skip;

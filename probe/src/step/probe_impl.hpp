@@ -5,6 +5,8 @@
 // probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later),
 // probe_control.cpp (commands from the dashboard, dumps, subscription resets) and
 // probe_layout.cpp (the model changed after attach: its layers planned again).
+// Its state is private: the public Probe reaches it through the accessors of the public part,
+// and the remote control's state and the dumps' are one part each (Control, Dumps).
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
 
@@ -83,6 +85,19 @@ class Probe::Impl {
   // The deferred step still waiting for its verdict, if any: collected, decided, recorded.
   void settle_pending();
 
+  // What the public Probe hands out (probe.hpp says what each is).
+  void use_scaler(GradScaler* scaler) { scaler_ = scaler; }
+  const StepOutcome& last_settled() const { return last_settled_; }
+  const wire::StepRecord& last_record() const { return record_; }
+  const wire::RunDescription& description() const { return description_; }
+  const std::vector<wire::Event>& last_events() const { return events_; }
+  const ProbeTiming& last_timing() const { return timing_; }
+  uint64_t dropped() const;
+  std::string recording_path() const;
+  std::string bound_endpoint() const;
+  std::string bound_command_endpoint() const;
+
+ private:
   ProbeOptions options_;
   std::unique_ptr<TrainedModel> model_;
   std::unique_ptr<OptimizerAdapter> optimizer_;
@@ -118,31 +133,40 @@ class Probe::Impl {
   std::string recording_failure_;
   std::string stale_dumps_note_;   // remove_stale_dumps()'s, until the first step says it
   std::unique_ptr<Publisher> publisher_;
-  std::unique_ptr<CommandServer> commands_;
-  // After commands_: destroyed first, it may still answer a dump's command while finishing.
-  std::unique_ptr<CheckpointWriter> dumps_;
-  std::vector<PendingCommand> taken_;                 // reused: no allocation while idle
-  std::vector<std::pair<uint64_t, wire::Ack>> acks_;  // answered at this step's boundary
-  // A command (describe, policy) asked for the run's description to go out: sent once per
-  // step boundary however many asked, so a burst of them cannot crowd the records out of the
-  // publisher's queue.
-  bool describe_due_ = false;
-  int64_t command_skips_left_ = 0;                    // "skip" updates still to skip, from step_
-  std::set<int64_t> scheduled_skips_;                 // steps an at_step "skip" named (bounded)
+  // The remote control (probe_control.cpp): the commands taken at each step boundary, the
+  // acks they are owed, and the skips and dump they asked for.
   struct DumpRequest {
     uint64_t ticket = 0;
     uint64_t command_id = 0;
     std::string label;
   };
-  std::optional<DumpRequest> dump_requested_;         // by command, taken at this step
-  std::optional<Clock::time_point> last_command_dump_;
-  std::optional<int64_t> last_auto_dump_step_;
-  std::vector<CheckpointResult> dump_results_;        // reused
-  std::vector<AuthRefusal> refusals_;                 // reused
-  uint64_t next_dump_token_ = 0;
-  // On disk or still with the writer, failures not counted (ProbeOptions::dump_max_count):
-  // two dumps in the writer at once must not pass the cap between them.
-  int64_t dumps_taken_ = 0;
+  struct Control {
+    std::unique_ptr<CommandServer> commands;
+    std::vector<PendingCommand> taken;                 // reused: no allocation while idle
+    std::vector<std::pair<uint64_t, wire::Ack>> acks;  // answered at this step's boundary
+    // A command (describe, policy) asked for the run's description to go out: sent once per
+    // step boundary however many asked, so a burst of them cannot crowd the records out of
+    // the publisher's queue.
+    bool describe_due = false;
+    int64_t skips_left = 0;                            // "skip" updates still to skip, from step_
+    std::set<int64_t> scheduled_skips;                 // steps an at_step "skip" named (bounded)
+    std::optional<DumpRequest> dump_requested;         // by command, taken at this step
+    std::optional<Clock::time_point> last_command_dump;
+    std::vector<AuthRefusal> refusals;                 // reused
+  };
+  // The dumps: their writer, what it finished since the last step, and what the caps count.
+  struct Dumps {
+    std::unique_ptr<CheckpointWriter> writer;
+    std::vector<CheckpointResult> results;             // reused
+    std::optional<int64_t> last_auto_step;
+    uint64_t next_token = 0;
+    // On disk or still with the writer, failures not counted (ProbeOptions::dump_max_count):
+    // two dumps in the writer at once must not pass the cap between them.
+    int64_t taken = 0;
+  };
+  Control control_;
+  // After control_: destroyed first, it may still answer a dump's command while finishing.
+  Dumps dumps_;
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
