@@ -25,12 +25,21 @@ double number(const py::handle& value) {
   return value.cast<double>();
 }
 
+// A dict's item, or a null handle when it has none (or None): read with the C API, at every
+// step, with no key object built.
+py::handle item_of(const py::dict& dict, const char* key) {
+  PyObject* value = PyDict_GetItemString(dict.ptr(), key);   // borrowed
+  return value == Py_None ? py::handle() : py::handle(value);
+}
+
 double number_or(const py::dict& group, const char* key, double otherwise) {
-  return group.contains(key) && !group[key].is_none() ? number(group[key]) : otherwise;
+  const py::handle value = item_of(group, key);
+  return value ? number(value) : otherwise;
 }
 
 bool flag_or(const py::dict& group, const char* key, bool otherwise) {
-  return group.contains(key) && !group[key].is_none() ? group[key].cast<bool>() : otherwise;
+  const py::handle value = item_of(group, key);
+  return value ? value.cast<bool>() : otherwise;
 }
 
 probe::GroupHyperparameters hyperparameters_of(const py::dict& group, probe::OptimizerKind kind) {
@@ -43,8 +52,8 @@ probe::GroupHyperparameters hyperparameters_of(const py::dict& group, probe::Opt
     h.dampening = number_or(group, "dampening", 0.0);
     h.nesterov = flag_or(group, "nesterov", false);
   } else if (kind != probe::OptimizerKind::kOther) {
-    if (group.contains("betas")) {
-      const auto betas = group["betas"].cast<py::tuple>();
+    if (const py::handle value = item_of(group, "betas")) {
+      const auto betas = value.cast<py::tuple>();
       h.beta1 = number(betas[0]);
       h.beta2 = number(betas[1]);
     }
@@ -74,8 +83,19 @@ void PythonOptimizer::begin_step() {
   for (size_t g = 0; g < groups.size(); ++g) {
     const py::dict group = groups[g];
     Group& mirror = groups_[g];
-    mirror.params.clear();
-    for (py::handle p : group["params"]) mirror.params.push_back(tensor_of(p, "a parameter of the optimizer"));
+    // The list as a sequence of the C API (a list or a tuple), and each tensor replaced only
+    // where it changed: read at every step.
+    const py::object params = py::reinterpret_steal<py::object>(
+        PySequence_Fast(py::object(group["params"]).ptr(), "keel: a parameter group's params is not a sequence"));
+    if (!params) throw py::error_already_set();
+    const Py_ssize_t count = PySequence_Fast_GET_SIZE(params.ptr());
+    PyObject** items = PySequence_Fast_ITEMS(params.ptr());
+    mirror.params.resize(static_cast<size_t>(count));
+    for (Py_ssize_t k = 0; k < count; ++k) {
+      const torch::Tensor& p = tensor_of(items[k], "a parameter of the optimizer");
+      torch::Tensor& kept = mirror.params[static_cast<size_t>(k)];
+      if (!kept.is_same(p)) kept = p;
+    }
     mirror.hyper = hyperparameters_of(group, kind_);
     mirror.fused = flag_or(group, "fused", false);
   }
