@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -62,5 +63,7 @@ def test_the_skip_reaches_keels_client(tmp_path):
         run.kill()
         run.communicate()
     assert tail.returncode == 0, tail.stdout + tail.stderr
-    assert '"first_nonfinite"' in tail.stdout and "blocks.1.mlp.fc.weight" in tail.stdout, tail.stdout
-    assert '"skip"' in tail.stdout, tail.stdout
+    events = [json.loads(line) for line in tail.stdout.splitlines() if line.startswith("{")]
+    first = [e for e in events if e.get("kind") == "first_nonfinite"]
+    assert first and first[0]["layer"] == "blocks.1.mlp.fc.weight" and first[0]["step"] == 40, tail.stdout
+    assert any(e.get("kind") == "skip" and e["step"] == 40 for e in events), tail.stdout

@@ -170,7 +170,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             scaled.backward()
             for s, layer in args.inject_nan:
                 if s == step:
-                    names[layer].grad.view(-1)[0] = float("nan")
+                    with torch.no_grad():   # a NaN written into the gradient, as keel-demo does
+                        names[layer].grad.view(-1)[:1].fill_(float("nan"))
             for s, factor in args.inject_spike:
                 if s == step:
                     for p in model.parameters():
