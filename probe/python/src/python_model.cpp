@@ -17,17 +17,21 @@ void named_pairs(const py::object& items, const char* what, probe::NamedTensors&
   }
 }
 
-// An attribute of a module that nn.Module keeps in its __dict__ (_parameters, _buffers,
-// _modules): a dict, read with the C API. Walked at every step: the pybind11 spelling of the
-// same walk (attribute, values(), an iterator per dict) cost 100 us a step on keel-demo's 33
-// modules.
-PyObject* dict_of(PyObject* module, const char* name, PyObject*& interned) {
-  if (interned == nullptr) interned = PyUnicode_InternFromString(name);
-  PyObject* dict = PyObject_GetAttr(module, interned);
+// The dicts nn.Module keeps in its __dict__, read with the C API: walked at every step, where
+// the pybind11 spelling of the same walk (attribute, values(), an iterator per dict) made the
+// layout stage 122 us a step on keel-demo's 33 modules, and this one 73 (keel-bench-py).
+enum class ModuleDict { kParameters, kBuffers, kModules };
+
+PyObject* dict_of(PyObject* module, ModuleDict which) {
+  static const char* const kNames[] = {"_parameters", "_buffers", "_modules"};
+  static PyObject* const kInterned[] = {PyUnicode_InternFromString(kNames[0]), PyUnicode_InternFromString(kNames[1]),
+                                        PyUnicode_InternFromString(kNames[2])};
+  const auto at = static_cast<size_t>(which);
+  PyObject* dict = PyObject_GetAttr(module, kInterned[at]);
   if (dict == nullptr) throw py::error_already_set();
   if (!PyDict_Check(dict)) {
     Py_DECREF(dict);
-    throw std::invalid_argument(std::string("keel: a module's ") + name + " is not a dict");
+    throw std::invalid_argument(std::string("keel: a module's ") + kNames[at] + " is not a dict");
   }
   return dict;   // a new reference
 }
@@ -35,18 +39,15 @@ PyObject* dict_of(PyObject* module, const char* name, PyObject*& interned) {
 // Pre-order, as named_modules(remove_duplicate=False): each module's own parameters (and
 // floating buffers), then its children's.
 void walk(PyObject* module, std::vector<const void*>& params, std::vector<const void*>* float_buffers) {
-  static PyObject* parameters_name = nullptr;
-  static PyObject* buffers_name = nullptr;
-  static PyObject* modules_name = nullptr;
   PyObject* key = nullptr;
   PyObject* value = nullptr;
   Py_ssize_t at = 0;
-  const py::object parameters = py::reinterpret_steal<py::object>(dict_of(module, "_parameters", parameters_name));
+  const py::object parameters = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kParameters));
   while (PyDict_Next(parameters.ptr(), &at, &key, &value)) {
     if (value != Py_None) params.push_back(tensor_of(value, "a parameter").unsafeGetTensorImpl());
   }
   if (float_buffers != nullptr) {
-    const py::object buffers = py::reinterpret_steal<py::object>(dict_of(module, "_buffers", buffers_name));
+    const py::object buffers = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kBuffers));
     at = 0;
     while (PyDict_Next(buffers.ptr(), &at, &key, &value)) {
       if (value == Py_None) continue;
@@ -54,10 +55,27 @@ void walk(PyObject* module, std::vector<const void*>& params, std::vector<const 
       if (t.is_floating_point()) float_buffers->push_back(t.unsafeGetTensorImpl());
     }
   }
-  const py::object children = py::reinterpret_steal<py::object>(dict_of(module, "_modules", modules_name));
+  const py::object children = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kModules));
   at = 0;
   while (PyDict_Next(children.ptr(), &at, &key, &value)) {
     if (value != Py_None) walk(value, params, float_buffers);
+  }
+}
+
+// Every buffer, integer ones too, in named_buffers(remove_duplicate=False)'s order: the
+// closure form saves them at every step.
+void all_buffers(PyObject* module, std::vector<torch::Tensor>& out) {
+  PyObject* key = nullptr;
+  PyObject* value = nullptr;
+  Py_ssize_t at = 0;
+  const py::object buffers = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kBuffers));
+  while (PyDict_Next(buffers.ptr(), &at, &key, &value)) {
+    if (value != Py_None) out.push_back(tensor_of(value, "a buffer"));
+  }
+  const py::object children = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kModules));
+  at = 0;
+  while (PyDict_Next(children.ptr(), &at, &key, &value)) {
+    if (value != Py_None) all_buffers(value, out);
   }
 }
 
@@ -79,9 +97,7 @@ void PythonModel::named_buffers(probe::NamedTensors& out) {
 
 void PythonModel::buffers(std::vector<torch::Tensor>& out) {
   out.clear();
-  for (py::handle item : module_.attr("named_buffers")(py::arg("remove_duplicate") = false)) {
-    out.push_back(tensor_of(item.cast<py::tuple>()[1], "a buffer"));
-  }
+  all_buffers(module_.ptr(), out);
 }
 
 void PythonModel::identities(std::vector<const void*>& params, std::vector<const void*>* float_buffers) {
