@@ -3,8 +3,9 @@
 // parameters' device and leave everything untouched when it is 1, so a step the probe judged
 // unsafe on a CUDA device is skipped there with no host sync.
 //
-// What it is for: the probe's deferred step (probe.cpp): the gradient pass writes the verdict,
-// this step reads it, and the host learns the outcome a step later. The probe uses it on CUDA
+// What it is for: the C++ front's deferred step (LibtorchOptimizer::deferred_step, called from
+// probe_deferred.cpp): the gradient pass writes the verdict, this step reads it, and the host
+// learns the outcome a step later. The probe uses it on CUDA
 // devices only; libtorch 2.4 and later also have the kernels for CPU tensors, where keel's tests
 // check this class on machines without a GPU.
 // The user's optimizer state stays what libtorch's own step makes of it, so torch::save,
