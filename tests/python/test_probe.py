@@ -265,3 +265,46 @@ def test_grad_scaler_after_unscale_for_clipping(quiet):
     loss = loss_of(model, 1)
     scaler.scale(loss).backward()
     assert probe.step(loss, scaler=scaler).applied
+
+
+def test_a_module_added_between_steps_is_measured_under_its_name(quiet):
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    probe = keel.Probe(model, optimizer, **quiet)
+    optimizer.zero_grad()
+    loss = loss_of(model, 0)
+    loss.backward()
+    probe.step(loss)
+    model.add_module("head", torch.nn.Linear(4, 2))
+    optimizer.add_param_group({"params": list(model.head.parameters())})
+    optimizer.zero_grad()
+    x, _ = batch(1)
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    probe.step(loss)
+    assert probe.layer_names[-2:] == ["head.weight", "head.bias"]
+    assert any(e["kind"] == "layout_changed" for e in probe.last_events)
+    assert probe.last_record["layers"]["grad_norm"][-2] == pytest.approx(model.head.weight.grad.norm().item(), rel=1e-5)
+    # A layer frozen between steps is told apart from one that got no gradient.
+    model[0].weight.requires_grad_(False)
+    optimizer.zero_grad()
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    probe.step(loss)
+    assert probe.last_record["frozen_layers"] == [0]
+
+
+def test_a_parameter_the_optimizer_does_not_hold_is_followed_too(quiet):
+    """Only the walk of the module tree sees it: the optimizer's groups did not change."""
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    probe = keel.Probe(model, optimizer, **quiet)
+    for step in range(2):
+        if step == 1:
+            model.register_parameter("gain", torch.nn.Parameter(torch.tensor(2.0)))
+        optimizer.zero_grad()
+        loss = loss_of(model, step) * getattr(model, "gain", 1.0)
+        loss.backward()
+        probe.step(loss)
+    assert probe.layer_names[0] == "gain"
+    assert probe.last_record["layers"]["grad_norm"][0] == pytest.approx(abs(model.gain.grad.item()), rel=1e-6)
