@@ -308,3 +308,22 @@ def test_a_parameter_the_optimizer_does_not_hold_is_followed_too(quiet):
         probe.step(loss)
     assert probe.layer_names[0] == "gain"
     assert probe.last_record["layers"]["grad_norm"][0] == pytest.approx(abs(model.gain.grad.item()), rel=1e-6)
+
+
+def test_a_watched_activation_is_measured_with_its_step(quiet):
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    probe = keel.Probe(model, optimizer, **quiet)
+    optimizer.zero_grad()
+    x, y = batch(0)
+    logits = model(x)
+    probe.watch("logits", logits)
+    loss = torch.nn.functional.mse_loss(logits, y)
+    loss.backward()
+    probe.step(loss)
+    stats = probe.last_record["watches"]["logits"]
+    values = logits.detach()
+    assert stats["absmax"] == pytest.approx(values.abs().max().item(), rel=1e-6)
+    assert stats["rms"] == pytest.approx(values.pow(2).mean().sqrt().item(), rel=1e-5)
+    assert stats["z"] == pytest.approx(torch.logsumexp(values, -1).mean().item(), rel=1e-5)
+    assert stats["nonfinite"] == 0

@@ -131,7 +131,8 @@ class Probe:
     @property
     def last_record(self) -> Dict[str, Any]:
         """The last step's record, as published: step, loss, lr, grad_norm, skipped, skip_reason,
-        cause, and ``layers``: each measured metric's per-layer values, in ``layer_names`` order."""
+        cause, ``layers`` (each measured metric's per-layer values, in ``layer_names`` order) and
+        ``watches`` (each watched tensor's absmax, rms, z and nonfinite count, by name)."""
         return self._core.last_record
 
     @property

@@ -60,6 +60,17 @@ py::dict record_of(const keel::wire::StepRecord& r) {
     layers[keel::wire::layer_metric_name(metric)] = values;
   }
   out["layers"] = layers;
+  // The watched tensors' statistics (probe.watch), by name.
+  py::dict watches;
+  for (const auto& w : r.watches) {
+    py::dict stats;
+    stats["absmax"] = w.absmax;
+    stats["rms"] = w.rms;
+    stats["z"] = w.z;
+    stats["nonfinite"] = w.nonfinite;
+    watches[py::str(w.name)] = stats;
+  }
+  out["watches"] = watches;
   return out;
 }
 
