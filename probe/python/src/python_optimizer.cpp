@@ -1,5 +1,6 @@
 #include "python_optimizer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -98,7 +99,11 @@ void PythonOptimizer::begin_step() {
     }
     mirror.hyper = hyperparameters_of(group, kind_);
     mirror.fused = flag_or(group, "fused", false);
+    mirror.capturable = flag_or(group, "capturable", false);
   }
+  const bool adam = kind_ == probe::OptimizerKind::kAdam || kind_ == probe::OptimizerKind::kAdamW;
+  state_on_host_ = !adam || std::none_of(groups_.begin(), groups_.end(),
+                                         [](const Group& g) { return g.fused || g.capturable; });
 }
 
 probe::ParamStateView PythonOptimizer::state_of(const torch::Tensor& param) const {

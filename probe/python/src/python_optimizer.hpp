@@ -2,7 +2,8 @@
 //
 // Any torch.optim.Optimizer is stepped by its own step(). torch.optim.AdamW, Adam and SGD are
 // known kinds: their groups' hyperparameters and their tensors' state (optimizer.state) are
-// read for the update rules. Their deferred step (DESIGN §8) is their own fused step
+// read for the update rules, but an Adam's whose step counts live on the device (fused or
+// capturable groups: state_on_host()). Their deferred step (DESIGN §8) is their own fused step
 // (fused=True), which reads the probe's found_inf on the device as it reads GradScaler's and
 // takes its step counts back itself when the step is skipped.
 // The groups are read again as each step begins (begin_step()): an lr schedule, or the user,
@@ -29,6 +30,9 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
   const std::vector<torch::Tensor>& group_params(size_t group) const override { return groups_[group].params; }
   probe::GroupHyperparameters hyperparameters(size_t group) const override { return groups_[group].hyper; }
   probe::ParamStateView state_of(const torch::Tensor& param) const override;
+  // Not for an Adam or AdamW with a fused or capturable group: their step counts live on the
+  // device, and reading them would wait once per tensor.
+  bool state_on_host() const override { return state_on_host_; }
   void step() override;
 
   // fused=True in every group, on `device` (the kernels of torch.optim's fused steps).
@@ -46,10 +50,12 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
     std::vector<torch::Tensor> params;
     probe::GroupHyperparameters hyper;
     bool fused = false;
+    bool capturable = false;
   };
   pybind11::object optimizer_;
   probe::OptimizerKind kind_;
   std::vector<Group> groups_;
+  bool state_on_host_ = true;
   bool enqueued_ = false;
 };
 
