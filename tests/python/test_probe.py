@@ -20,6 +20,14 @@ def loss_of(model, seed, poison=False):
     return torch.nn.functional.mse_loss(model(x), y)
 
 
+def train_step(model, optimizer, probe, seed):
+    """One clean step through the probe."""
+    optimizer.zero_grad()
+    loss = loss_of(model, seed)
+    loss.backward()
+    return probe.step(loss)
+
+
 def test_import_says_which_torch_it_was_built_with():
     # keel was imported above, on a machine that may have no GPU at all.
     assert keel._probe.built_with_torch.split("+")[0] == torch.__version__.split("+")[0]
@@ -150,10 +158,7 @@ def test_a_layer_added_to_the_optimizer_is_followed(quiet):
     temperature = torch.nn.Parameter(torch.tensor(1.0))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     probe = keel.Probe(model, optimizer, **quiet)
-    optimizer.zero_grad()
-    loss = loss_of(model, 0)
-    loss.backward()
-    probe.step(loss)
+    train_step(model, optimizer, probe, 0)
     optimizer.add_param_group({"params": [temperature], "lr": 0.01})
     optimizer.zero_grad()
     loss = loss_of(model, 1) * temperature
@@ -168,10 +173,7 @@ def test_dumps_are_torch_save_files_of_the_state_dicts(quiet, tmp_path):
     model = small_model()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     probe = keel.Probe(model, optimizer, dump_on_nonfinite=True, **quiet)
-    optimizer.zero_grad()
-    loss = loss_of(model, 0)
-    loss.backward()
-    probe.step(loss)
+    train_step(model, optimizer, probe, 0)
     optimizer.zero_grad()
     loss = loss_of(model, 1, poison=True)
     loss.backward()
@@ -271,10 +273,7 @@ def test_a_module_added_between_steps_is_measured_under_its_name(quiet):
     model = small_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     probe = keel.Probe(model, optimizer, **quiet)
-    optimizer.zero_grad()
-    loss = loss_of(model, 0)
-    loss.backward()
-    probe.step(loss)
+    train_step(model, optimizer, probe, 0)
     model.add_module("head", torch.nn.Linear(4, 2))
     optimizer.add_param_group({"params": list(model.head.parameters())})
     optimizer.zero_grad()
