@@ -32,6 +32,7 @@
 #include "telemetry_bench.hpp"
 #include "origin_bench.hpp"
 #include "recording_bench.hpp"
+#include "backward_hook_bench.hpp"
 #include "tensor_count_bench.hpp"
 #include "training_thread_bench.hpp"
 #include "trainer.hpp"
@@ -143,6 +144,15 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
   }
 }
 
+void print_backward_hooks(const keel::bench::BackwardHookCost& h) {
+  std::printf("noting each gradient's arrival (deep narrow model, %lld tensors, no probe; %d rounds, interleaved)\n",
+              static_cast<long long>(h.tensors), h.rounds);
+  std::printf("  %-58s %9.2f ms\n", "plain step", h.plain_ms);
+  std::printf("  %-58s %+8.2f %%\n", "a tensor hook per parameter (register_hook: keel before)", h.tensor_hooks_pct);
+  std::printf("  %-58s %+8.2f %%\n", "a post hook per held accumulator (keel's BackwardOrder)", h.keel_hooks_pct);
+  std::printf("  %-58s %+8.2f %%\n", "the accumulators held, no hooks", h.held_accumulators_pct);
+}
+
 void print_wide_wire(const keel::bench::WideWireCost& w) {
   std::printf("the wire at a mixture of experts' width (%lld tensors, %zu modules; %d steps of each, interleaved)\n",
               static_cast<long long>(w.tensors), w.modules, w.steps);
@@ -185,6 +195,7 @@ int main(int argc, char** argv) {
   if (pairs <= 0) pairs = quick ? 30 : 100;
   if (tensors_only) {
     print_tensor_counts(keel::bench::measure_tensor_counts(tensor_counts, pairs));
+    print_backward_hooks(keel::bench::measure_backward_hooks(2000, 2 * pairs));
     if (wide_steps > 0) print_wide_wire(keel::bench::measure_wide_wire(wide_blocks, wide_experts, wide_steps));
     return 0;
   }
@@ -334,6 +345,7 @@ int main(int argc, char** argv) {
                 100.0 * (t.curve_us_per_record - t.plain_us_per_record) / 1000.0 / plain_med);
   }
   print_tensor_counts(tensor_rows);
+  print_backward_hooks(keel::bench::measure_backward_hooks(2000, 2 * pairs));
   if (wide.steps > 0) print_wide_wire(wide);
   std::printf(
       "{\"overhead_pct\":%.3f,\"probe_self_pct\":%.3f,\"naive_overhead_pct\":%.3f,\"reduce_vs_memcpy\":%.3f,"

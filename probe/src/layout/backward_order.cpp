@@ -1,13 +1,39 @@
 #include "backward_order.hpp"
 
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
 namespace keel::probe {
+
+// Runs after the accumulator has added the gradient into .grad, and returns its (empty)
+// outputs as they were.
+class BackwardOrder::ArrivalHook final : public torch::autograd::FunctionPostHook {
+ public:
+  ArrivalHook(std::shared_ptr<Arrivals> arrivals, size_t layer) : arrivals_(std::move(arrivals)), layer_(layer) {}
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    std::atomic<int64_t>& position = arrivals_->position[layer_];
+    int64_t unset = -1;
+    // Several backward passes per step (gradient accumulation): keep the first arrival.
+    if (position.load(std::memory_order_relaxed) == -1) {
+      const int64_t pos = arrivals_->next.fetch_add(1, std::memory_order_relaxed);
+      position.compare_exchange_strong(unset, pos, std::memory_order_relaxed);
+    }
+    return outputs;
+  }
+
+ private:
+  std::shared_ptr<Arrivals> arrivals_;   // the hook may outlive the BackwardOrder
+  size_t layer_;
+};
 
 void BackwardOrder::track(const std::vector<torch::Tensor>& params) {
   // The new parameters are hooked before the old ones are let go: a hook that cannot be
   // registered leaves the old parameters tracked, never a table of another size than the
   // probe's layers.
-  Tracked next{params, std::make_shared<Arrivals>(params.size()), std::vector<unsigned>(params.size(), 0),
-               std::vector<bool>(params.size(), false)};
+  Tracked next{params, std::make_shared<Arrivals>(params.size()),
+               std::vector<std::shared_ptr<torch::autograd::Node>>(params.size()), std::vector<uintptr_t>(params.size(), 0)};
   try {
     hook_unhooked(next);
   } catch (...) {
@@ -22,30 +48,23 @@ void BackwardOrder::track(const std::vector<torch::Tensor>& params) {
 
 void BackwardOrder::hook_unhooked(Tracked& t) {
   for (size_t i = 0; i < t.params.size(); ++i) {
-    if (t.hooked[i] || !t.params[i].requires_grad()) continue;
-    std::shared_ptr<Arrivals> arrivals = t.arrivals;
-    t.handles[i] = t.params[i].register_hook([arrivals, i](const torch::Tensor&) {
-      int64_t unset = -1;
-      // Several backward passes per step (gradient accumulation): keep the first arrival.
-      if (arrivals->position[i].load(std::memory_order_relaxed) == -1) {
-        const int64_t pos = arrivals->next.fetch_add(1, std::memory_order_relaxed);
-        arrivals->position[i].compare_exchange_strong(unset, pos, std::memory_order_relaxed);
-      }
-    });
-    t.hooked[i] = true;
+    // Only a leaf has an accumulator: a non-leaf (a tensor the model computes and registers)
+    // passes its gradient on instead, and its arrivals are not recorded.
+    if (t.accumulators[i] || !t.params[i].requires_grad() || !t.params[i].is_leaf()) continue;
+    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(t.params[i]);
+    if (!accumulator) continue;
+    t.keys[i] = accumulator->add_post_hook(std::make_unique<ArrivalHook>(t.arrivals, i));
+    t.accumulators[i] = std::move(accumulator);
   }
 }
 
 void BackwardOrder::remove_hooks(Tracked& t) {
-  // A hook stays with its tensor when it is frozen again; removing it is still ours to do.
+  // A hook stays with its accumulator when the parameter is frozen again; removing it is
+  // still ours to do.
   for (size_t i = 0; i < t.params.size(); ++i) {
-    if (!t.hooked[i]) continue;
-    try {
-      t.params[i].remove_hook(t.handles[i]);
-    } catch (const std::exception&) {
-      // Ending the probe must not throw; the hook left only counts arrivals.
-    }
-    t.hooked[i] = false;
+    if (!t.accumulators[i]) continue;
+    t.accumulators[i]->del_post_hook(t.keys[i]);
+    t.accumulators[i].reset();
   }
 }
 
@@ -60,7 +79,7 @@ int64_t BackwardOrder::position(size_t layer) const {
 }
 
 bool BackwardOrder::passed_by(size_t layer) const {
-  return now_.hooked[layer] && position(layer) == -1 && now_.arrivals->next.load(std::memory_order_acquire) > 0;
+  return now_.accumulators[layer] && position(layer) == -1 && now_.arrivals->next.load(std::memory_order_acquire) > 0;
 }
 
 }  // namespace keel::probe

@@ -1,5 +1,7 @@
 #include "cuda_fused_reductions.hpp"
 
+#include "gradient_slot.hpp"
+
 #include <stdexcept>
 
 namespace keel::probe {
@@ -23,7 +25,7 @@ bool CudaFusedReductions::take_grad(size_t layer, const torch::Tensor& grad) {
 void CudaFusedReductions::enqueue_grads(float unscale) {
   for (auto& [index, device] : devices_) device.grads.clear();
   for (size_t i : taken_grads_) {
-    const auto& grad = params_[i].grad();
+    const torch::Tensor& grad = *gradient_slot(params_[i]).grad;   // taken: defined
     Device& device = device_of(grad);
     if (!device.grads_pass) device.grads_pass = make_device_grad_pass(grad.device().index());
     device.grads.add(i, grad);

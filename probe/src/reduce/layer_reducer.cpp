@@ -32,12 +32,12 @@ void LayerReducer::prefetch_grad_chain(size_t layer) const {
   if (layer + 32 < n) __builtin_prefetch(params_[layer + 32].unsafeGetTensorImpl());
   if (layer + 24 < n) __builtin_prefetch(params_[layer + 24].unsafeGetTensorImpl()->autograd_meta());
   if (layer + 16 < n) {
-    const torch::Tensor& grad = params_[layer + 16].grad();
-    if (grad.defined()) __builtin_prefetch(grad.unsafeGetTensorImpl());
+    const GradientSlot slot = gradient_slot(params_[layer + 16]);
+    if (slot.has_grad()) __builtin_prefetch(slot.grad->unsafeGetTensorImpl());
   }
   if (layer + 8 < n) {
-    const torch::Tensor& grad = params_[layer + 8].grad();
-    if (grad.defined() && grad.has_storage()) __builtin_prefetch(grad.storage().unsafeGetStorageImpl());
+    const GradientSlot slot = gradient_slot(params_[layer + 8]);
+    if (slot.has_grad() && slot.grad->has_storage()) __builtin_prefetch(slot.grad->storage().unsafeGetStorageImpl());
   }
 }
 
@@ -80,13 +80,14 @@ void LayerReducer::enqueue_grads(float unscale) {
   for (ReductionBackend* backend : order) backend->begin_grads();
   for (size_t i = 0; i < params_.size(); ++i) {
     prefetch_grad_chain(i);
-    const auto& grad = params_[i].grad();
-    states_[i] = state_of(params_[i].requires_grad(), grad.defined());
-    if (!grad.defined()) {
+    const GradientSlot slot = gradient_slot(params_[i]);
+    states_[i] = state_of(slot.requires_grad, slot.has_grad());
+    if (!slot.has_grad()) {
       sums_.grads[i] = GradStats{};
       sums_.grads[i].zeros = params_[i].numel();
       continue;
     }
+    const torch::Tensor& grad = *slot.grad;
     // A CPU gradient is never the device's: ask the host backends only.
     for (size_t b = grad.is_cpu() ? kCpu : kCuda; b < order.size(); ++b) {
       if (order[b]->take_grad(i, grad)) {

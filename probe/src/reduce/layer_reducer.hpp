@@ -20,6 +20,7 @@
 #include "cpu_fused_reductions.hpp"
 #include "cuda_fused_reductions.hpp"
 #include "generic_reductions.hpp"
+#include "gradient_slot.hpp"
 
 namespace keel::probe {
 
@@ -103,7 +104,8 @@ class LayerReducer {
     return !requires_grad ? LayerState::kFrozen : has_grad ? LayerState::kWithGrad : LayerState::kWithoutGrad;
   }
   static LayerState state_of(const torch::Tensor& param) {
-    return state_of(param.requires_grad(), param.grad().defined());
+    const GradientSlot slot = gradient_slot(param);
+    return state_of(slot.requires_grad, slot.has_grad());
   }
   LayerState layer_state(size_t layer) const { return states_[layer]; }
   uint64_t grad_passes() const { return grad_passes_; }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "probe_impl.hpp"
+#include "reduce/gradient_slot.hpp"
 
 namespace keel::probe {
 
@@ -27,8 +28,9 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   if (plan.update_due && !reducer_.device_rebuilds_every_update()) return -1;
   int device = -1;
   for (const auto& p : params_) {
-    const auto& g = p.grad();
-    if (!g.defined()) continue;
+    const GradientSlot slot = gradient_slot(p);
+    if (!slot.has_grad()) continue;
+    const torch::Tensor& g = *slot.grad;
     if (!device_pass_accepts(g) || !device_pass_accepts(p) || g.device() != p.device()) return -1;
     const int index = g.device().index();
     if (device != -1 && index != device) return -1;
