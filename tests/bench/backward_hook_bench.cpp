@@ -46,7 +46,7 @@ struct Attachment {
   std::vector<std::atomic<int64_t>> arrivals;
   std::atomic<int64_t> next{0};
   std::optional<probe::BackwardOrder> order;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()))> accumulators;
 
   Attachment(const std::vector<torch::Tensor>& model_params, Way way) : params(model_params), arrivals(params.size()) {
     if (way == kTensorHooks) {

@@ -135,6 +135,17 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
       hi = std::max(hi, r.probe_ns_per_tensor);
     }
     std::printf("  per-tensor cost, largest over smallest: %.2fx (target <= 1.5x)\n", lo > 0 ? hi / lo : 0.0);
+    // The plain step's own cost per tensor grows with the model too (its data leaves the
+    // caches): the probe's time as a share of it shows whether the probe grows faster.
+    double share_lo = 0, share_hi = 0;
+    std::printf("  the probe's time as a share of the plain step:");
+    for (const auto& r : rows) {
+      const double share = r.plain_ms > 0 ? 100.0 * r.probe_us / (1000.0 * r.plain_ms) : 0.0;
+      std::printf(" %.2f%% (%lld)", share, static_cast<long long>(r.tensors));
+      share_lo = share_lo == 0 ? share : std::min(share_lo, share);
+      share_hi = std::max(share_hi, share);
+    }
+    std::printf("; largest over smallest %.2fx\n", share_lo > 0 ? share_hi / share_lo : 0.0);
   }
   std::printf("  where it goes, median ns per tensor (ProbeTiming's stages):\n");
   std::printf("  %8s %10s %10s %10s %10s %10s %10s\n", "tensors", "begin", "layout", "grads", "update", "record", "end");

@@ -86,7 +86,7 @@ TEST(BackwardOrder, ALayerTheBackwardDidNotReachIsPassedBy) {
 TEST(BackwardOrder, ItsHooksLeaveTheAccumulatorsWithIt) {
   Chain chain;
   // Held here too, so that the accumulators the order hooked are the ones looked at after.
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(chain.params[0]))> accumulators;
   for (const auto& p : chain.params) accumulators.push_back(torch::autograd::impl::grad_accumulator(p));
   {
     BackwardOrder order(chain.params);

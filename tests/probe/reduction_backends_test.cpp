@@ -79,14 +79,14 @@ TEST(ReductionBackends, TheCpuFusedAndGenericBackendsMeasureTheSameGradientsAlik
   CpuFusedReductions cpu(cpu_params);
   GenericReductions generic(generic_params);
   const auto layers = every_layer(original);
-  cpu.begin_grads();
-  generic.begin_grads();
+  const float unscale = 0.25f;
+  cpu.begin_grads(unscale);
+  generic.begin_grads(unscale);
   for (size_t i : layers) {
     ASSERT_TRUE(cpu.take_grad(i, cpu_params[i].grad())) << "layer " << i;
     ASSERT_TRUE(generic.take_grad(i, generic_params[i].grad())) << "layer " << i;
   }
   LayerSums cpu_sums(layers.size()), generic_sums(layers.size());
-  const float unscale = 0.25f;
   cpu.enqueue_grads(unscale);
   cpu.collect_grads(cpu_sums);
   generic.enqueue_grads(unscale);
@@ -173,11 +173,12 @@ TEST(ReductionBackends, APlainSgdStepIsMeasuredFromItsGradientsWithNoCopyOfTheWe
       LayerSums sums(params.size());
       // As the probe does: planned before the gradient pass, which may weigh W too.
       cpu.plan_update(/*grads_this_step=*/true);
-      cpu.begin_grads();
+      const float unscale = step == 0 ? 0.5f : 1.0f;   // an unscale too, once
+      cpu.begin_grads(unscale);
       for (size_t i : layers) {
         if (params[i].grad().defined()) ASSERT_TRUE(cpu.take_grad(i, params[i].grad()));
       }
-      cpu.enqueue_grads(step == 0 ? 0.5f : 1.0f);   // an unscale too, once
+      cpu.enqueue_grads(unscale);
       cpu.collect_grads(sums);
       // A plain step needs no copy; the first step with momentum finds none current, and the
       // next one finds the copy its update pass refreshed.

@@ -33,7 +33,7 @@ void BackwardOrder::track(const std::vector<torch::Tensor>& params) {
   // registered leaves the old parameters tracked, never a table of another size than the
   // probe's layers.
   Tracked next{params, std::make_shared<Arrivals>(params.size()),
-               std::vector<std::shared_ptr<torch::autograd::Node>>(params.size()), std::vector<uintptr_t>(params.size(), 0)};
+               std::vector<Accumulator>(params.size()), std::vector<uintptr_t>(params.size(), 0)};
   try {
     hook_unhooked(next);
   } catch (...) {
@@ -51,7 +51,7 @@ void BackwardOrder::hook_unhooked(Tracked& t) {
     // Only a leaf has an accumulator: a non-leaf (a tensor the model computes and registers)
     // passes its gradient on instead, and its arrivals are not recorded.
     if (t.accumulators[i] || !t.params[i].requires_grad() || !t.params[i].is_leaf()) continue;
-    std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(t.params[i]);
+    Accumulator accumulator = torch::autograd::impl::grad_accumulator(t.params[i]);
     if (!accumulator) continue;
     t.keys[i] = accumulator->add_post_hook(std::make_unique<ArrivalHook>(t.arrivals, i));
     t.accumulators[i] = std::move(accumulator);

@@ -15,9 +15,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 namespace keel::probe {
@@ -52,13 +54,15 @@ class BackwardOrder {
     std::vector<std::atomic<int64_t>> position;
     explicit Arrivals(size_t n) : position(n) {}
   };
+  // A held accumulator: std::shared_ptr<Node> up to torch 2.x, c10::intrusive_ptr<Node> after.
+  using Accumulator = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
   // The parameters followed and what hooks them, replaced as one by track().
   struct Tracked {
     std::vector<torch::Tensor> params;
     std::shared_ptr<Arrivals> arrivals;   // shared with the hooks, which may outlive us
     // Each hooked parameter's accumulator and our hook's key on it; none for a parameter that
     // was frozen when last hooked.
-    std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+    std::vector<Accumulator> accumulators;
     std::vector<uintptr_t> keys;
   };
   class ArrivalHook;

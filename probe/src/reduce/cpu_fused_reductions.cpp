@@ -14,7 +14,7 @@ bool cpu_float_contiguous(const torch::Tensor& t) {
 }  // namespace
 
 CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
-    : params_(params), offset_(params.size(), -1) {
+    : params_(params), offset_(params.size(), -1), accumulated_(params) {
   int64_t total = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!cpu_float_contiguous(params_[i])) continue;
@@ -25,7 +25,11 @@ CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params)
   holds_every_layer_ = std::all_of(offset_.begin(), offset_.end(), [](int64_t offset) { return offset >= 0; });
   // Both pairs of gradient lists take turns (enqueue_grads swaps them): full size from the
   // start, so that no step grows them in a trainer's fragmented heap.
-  for (auto* layers : {&taken_grads_, &grad_layers_}) layers->reserve(params_.size());
+  for (auto* layers : {&taken_grads_, &grad_layers_, &taken_accumulated_, &accumulated_layers_}) {
+    layers->reserve(params_.size());
+  }
+  for (auto* stats : {&taken_accumulated_stats_, &accumulated_stats_}) stats->reserve(params_.size());
+  for (auto* sums : {&taken_accumulated_weights_, &accumulated_weights_}) sums->reserve(params_.size());
   for (auto* spans : {&taken_grad_spans_, &mutable_spans_}) spans->reserve(params_.size());
   taken_weight_spans_.reserve(params_.size());
   weighed_in_pass_.assign(params_.size(), 0);
@@ -41,17 +45,32 @@ void CpuFusedReductions::plan_update(bool grads_this_step) {
   // Read each step: a group's momentum, weight decay or lr may be set between steps.
   update_from_grads_ = grads_this_step && optimizer_ != nullptr && plain_sgd_lrs(*optimizer_, group_lrs_);
   weighed_this_pass_ = false;   // until this step's pass has run
+  // For the next backward's hooks: this step's plan is the likely next one.
+  accumulated_.set_weighs(weighs_with_grads());
 }
 
-void CpuFusedReductions::begin_grads() {
+void CpuFusedReductions::begin_grads(float unscale) {
   taken_grads_.clear();
   taken_grad_spans_.clear();
   taken_weight_spans_.clear();
   taken_weights_ok_ = true;
+  taken_accumulated_.clear();
+  taken_accumulated_stats_.clear();
+  taken_accumulated_weights_.clear();
+  // The hooks measured the gradients as they were, scaled: an unscale must pass over them.
+  accumulated_usable_ = unscale == 1.0f;
 }
 
 bool CpuFusedReductions::take_grad(size_t layer, const torch::Tensor& grad) {
   if (offset_[layer] < 0 || !cpu_float_contiguous(grad)) return false;
+  GradStats stats;
+  double weight_sumsq = 0;
+  if (accumulated_usable_ && accumulated_.take(layer, grad, weighs_with_grads(), stats, weight_sumsq)) {
+    taken_accumulated_.push_back(layer);
+    taken_accumulated_stats_.push_back(stats);
+    taken_accumulated_weights_.push_back(weight_sumsq);
+    return true;
+  }
   taken_grads_.push_back(layer);
   taken_grad_spans_.push_back({grad.data_ptr<float>(), grad.numel()});
   if (weighs_with_grads()) {
@@ -70,8 +89,15 @@ void CpuFusedReductions::enqueue_grads(float unscale) {
   // The taken lists become the pass's; the swapped-out ones gather the next step's.
   grad_layers_.swap(taken_grads_);
   mutable_spans_.swap(taken_grad_spans_);
+  accumulated_layers_.swap(taken_accumulated_);
+  accumulated_stats_.swap(taken_accumulated_stats_);
+  accumulated_weights_.swap(taken_accumulated_weights_);
   ++grad_pass_;
   weighed_this_pass_ = weighs_with_grads() && taken_weights_ok_;
+  // Taken with W's norm when the pass weighs (take's with_weight).
+  if (weighed_this_pass_) {
+    for (size_t layer : accumulated_layers_) weighed_in_pass_[layer] = grad_pass_;
+  }
   if (grad_layers_.empty()) return;
   if (weighed_this_pass_) {
     fused_.grad_and_weight_stats(mutable_spans_, unscale, taken_weight_spans_, grad_out_, grad_weight_out_);
@@ -86,8 +112,10 @@ void CpuFusedReductions::enqueue_grads(float unscale) {
 }
 
 void CpuFusedReductions::collect_grads(LayerSums& out) {
+  for (size_t k = 0; k < accumulated_layers_.size(); ++k) out.grads[accumulated_layers_[k]] = accumulated_stats_[k];
   for (size_t k = 0; k < grad_layers_.size(); ++k) out.grads[grad_layers_[k]] = grad_out_[k];
   if (!weighed_this_pass_) return;
+  for (size_t k = 0; k < accumulated_layers_.size(); ++k) out.param_sumsq[accumulated_layers_[k]] = accumulated_weights_[k];
   for (size_t k = 0; k < grad_layers_.size(); ++k) out.param_sumsq[grad_layers_[k]] = grad_weight_out_[k];
 }
 

@@ -6,13 +6,16 @@
 // pass itself, so a step with update_ratio due reads W twice and copies it once. A plain SGD
 // step needs no copy: it moves W by -lr * g, whose norm the gradient pass has measured
 // (plan_update). Its W is then read once a step, for its norm: in the gradient pass when this
-// backend holds the whole model, else after the optimizer's step.
+// backend holds the whole model, else after the optimizer's step. A small layer's gradient (and
+// that W) is measured as autograd accumulates it, while still in cache (AccumulationStats), and
+// the gradient pass takes those results wherever nothing has written either since.
 // Threads: the training thread only. Never: allocates once warmed up.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "accumulation_stats.hpp"
 #include "reduction_backend.hpp"
 #include "update_rules.hpp"
 
@@ -40,10 +43,14 @@ class CpuFusedReductions final : public ReductionBackend {
   bool measured_next_norms() const { return measured_next_norms_; }
   // This step's gradient pass read `layer`'s W (its norm is in collect_grads' output).
   bool weighed_this_step(size_t layer) const { return weighed_this_pass_ && weighed_in_pass_[layer] == grad_pass_; }
+  // The time the accumulators' hooks took measuring gradients since the last call (us).
+  double take_hook_us() { return accumulated_.take_hook_us(); }
+  // The step has ended (AccumulationStats::next_step).
+  void end_step() { accumulated_.next_step(); }
   // The host memory its copy of W holds (0 until an update is first measured against one).
   size_t copy_bytes() const { return snapshot_.size() * sizeof(float); }
 
-  void begin_grads() override;
+  void begin_grads(float unscale) override;
   bool take_grad(size_t layer, const torch::Tensor& grad) override;
   void enqueue_grads(float unscale) override;
   void collect_grads(LayerSums& out) override;
@@ -101,6 +108,15 @@ class CpuFusedReductions final : public ReductionBackend {
   // The gradients taken since the last enqueue_grads, and where their values are.
   std::vector<size_t> taken_grads_;
   std::vector<MutableSpan> taken_grad_spans_;
+
+  // Gradients measured as autograd accumulated them: usable this step when nothing is
+  // unscaled in the pass. The layers taken with those results (and their W's norms, when the
+  // pass weighs), and the last enqueue's, until their collect.
+  AccumulationStats accumulated_;
+  bool accumulated_usable_ = false;
+  std::vector<size_t> taken_accumulated_, accumulated_layers_;
+  std::vector<GradStats> taken_accumulated_stats_, accumulated_stats_;
+  std::vector<double> taken_accumulated_weights_, accumulated_weights_;
 
   // Scratch reused every step.
   std::vector<ConstSpan> const_spans_;

@@ -14,7 +14,7 @@ void CudaFusedReductions::measure_updates_of(const OptimizerAdapter* optimizer) 
   rebuild_from_ = rebuildable ? optimizer : nullptr;
 }
 
-void CudaFusedReductions::begin_grads() { taken_grads_.clear(); }
+void CudaFusedReductions::begin_grads(float /*unscale*/) { taken_grads_.clear(); }
 
 bool CudaFusedReductions::take_grad(size_t layer, const torch::Tensor& grad) {
   if (!device_pass_accepts(grad)) return false;

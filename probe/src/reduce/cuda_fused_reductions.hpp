@@ -27,7 +27,7 @@ class CudaFusedReductions final : public ReductionBackend {
   // (or stepping a tensor twice, which one rule would report as half): no rebuilt updates.
   void measure_updates_of(const OptimizerAdapter* optimizer);
 
-  void begin_grads() override;
+  void begin_grads(float unscale) override;
   bool take_grad(size_t layer, const torch::Tensor& grad) override;
   void enqueue_grads(float unscale) override;
   // After enqueue_grads, and after whatever the caller put on the stream in between (the

@@ -362,7 +362,7 @@ KEEL_KERNEL double logsumexp_rows_kernel(const float* __restrict p, int64_t rows
 
 // 32K floats = 128 KB per chunk: large enough that scheduling one costs nothing next to the
 // pass over it, small enough that a 1.4 MB model still yields a dozen pieces for two cores.
-constexpr int64_t kChunkElems = int64_t{1} << 15;
+constexpr int64_t kChunkElems = kFusedChunkElems;
 // Below this total (4 MB) a parallel region costs more than it saves. Waking the pool and
 // joining it is a few microseconds, but libgomp also allocates each region's team, and in a
 // trainer's heap, fragmented by autograd's many small tensors freed every step, that
@@ -508,6 +508,12 @@ void combine_sum(const std::vector<Chunk>& chunks, const std::vector<double>& pa
 // ---------------------------------------------------------------------------------------
 // [SECTION] FusedReducer
 // ---------------------------------------------------------------------------------------
+
+// As the passes combine a buffer's one chunk: its partial added to zeros (combine_grad,
+// combine_sum), which changes nothing.
+GradStats grad_stats_of_chunk(const float* data, int64_t n) { return to_partial(grad_kernel(data, n)); }
+
+double sumsq_of_chunk(const float* data, int64_t n) { return sumsq_kernel(data, n); }
 
 void FusedReducer::grad_stats(const std::vector<ConstSpan>& grads, std::vector<GradStats>& out) {
   const int64_t total = build_chunks(grads, chunks_, tasks_);

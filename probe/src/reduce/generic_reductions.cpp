@@ -34,7 +34,7 @@ torch::Tensor sumsq_on_device(const torch::Tensor& t) {
 GenericReductions::GenericReductions(const std::vector<torch::Tensor>& params)
     : params_(params), snapshot_(params.size()) {}
 
-void GenericReductions::begin_grads() { taken_grads_.clear(); }
+void GenericReductions::begin_grads(float /*unscale*/) { taken_grads_.clear(); }
 
 bool GenericReductions::take_grad(size_t layer, const torch::Tensor& /*grad*/) {
   taken_grads_.push_back(layer);

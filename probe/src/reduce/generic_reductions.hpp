@@ -21,7 +21,7 @@ class GenericReductions final : public ReductionBackend {
   explicit GenericReductions(const std::vector<torch::Tensor>& params);
 
   // Takes every layer: it is asked last.
-  void begin_grads() override;
+  void begin_grads(float unscale) override;
   bool take_grad(size_t layer, const torch::Tensor& grad) override;
   void enqueue_grads(float unscale) override;
   void collect_grads(LayerSums& out) override;

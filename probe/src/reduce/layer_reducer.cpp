@@ -77,7 +77,7 @@ void LayerReducer::enqueue_grads(float unscale) {
   const auto order = backends();
   grads_taken_.fill(0);
   ++grad_passes_;
-  for (ReductionBackend* backend : order) backend->begin_grads();
+  for (ReductionBackend* backend : order) backend->begin_grads(unscale);
   for (size_t i = 0; i < params_.size(); ++i) {
     prefetch_grad_chain(i);
     const GradientSlot slot = gradient_slot(params_[i]);

@@ -110,6 +110,12 @@ class LayerReducer {
   LayerState layer_state(size_t layer) const { return states_[layer]; }
   uint64_t grad_passes() const { return grad_passes_; }
 
+  // The time autograd's accumulators spent measuring gradients for the CPU backend since the
+  // last call (us): the probe's, though it is spent inside backward.
+  double take_hook_us() { return cpu_.take_hook_us(); }
+  // The step has ended: measurements taken in its backward are not the next step's.
+  void end_step() { cpu_.end_step(); }
+
   const std::vector<GradStats>& grad_stats() const { return sums_.grads; }
   // A layer's element count: fixed for the reducer's life (a reshape is a new layout).
   int64_t numel(size_t layer) const { return numels_[layer]; }

@@ -42,7 +42,8 @@ class ReductionBackend {
   virtual ~ReductionBackend() = default;
 
   // Starts gathering a step's gradients: what an interrupted gathering took is dropped.
-  virtual void begin_grads() = 0;
+  // `unscale`: what the coming enqueue_grads multiplies the gradients by.
+  virtual void begin_grads(float unscale) = 0;
   // Whether it measures this layer's gradient `grad` (defined) this step; if it does, the
   // layer joins its next enqueue_grads. Every backend is asked in the same pass over the
   // layers, and a backend keeps what it needs of the gradient then: at 50,000 tensors a second

@@ -157,6 +157,7 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     const bool unscale_here = scaler_active && !scaler_->unscaled();
     const float unscale = unscale_here ? scaler_->inv_scale_value() : 1.0f;
     const auto reduce_start = Clock::now();
+    hook_us_ = reducer_.take_hook_us();
     static const std::vector<GradStats> kNoGrads;
     // Before the gradient pass, which may read the weights too.
     reducer_.plan_update(plan.update_due && plan.grads_due);
@@ -322,7 +323,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.probe_errors = probe_errors_;
     record_.record_dropped = recorder_ ? recorder_->dropped() : 0;
     record_.stamp_unix_ns = unix_ns();
-    record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_;
+    record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_ + hook_us_;
     if (publisher_) {
       for (size_t e = events_published_; e < events_.size(); ++e) publisher_->publish(events_[e]);
       publisher_->publish(record_);
@@ -342,11 +343,13 @@ void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepT
   const auto end_start = Clock::now();
   if (snapshot_current_) layout_.remember_weights(params_);
   order_.rearm();
+  reducer_.end_step();
   const auto end = Clock::now();
-  timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(end - times.optimizer_end) + watch_us_;
-  timing_.reduce_us = r.reduce_us + watch_us_;
+  timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(end - times.optimizer_end) + watch_us_ + hook_us_;
+  timing_.reduce_us = r.reduce_us + watch_us_ + hook_us_;
   fill_stage_times(times, end_start, end);
   watch_us_ = 0;
+  hook_us_ = 0;
   last_step_enter_ = times.enter;
   ++step_;
 }
@@ -358,7 +361,7 @@ void Probe::Impl::fill_stage_times(const StepTimes& times, Clock::time_point end
   };
   timing_.begin_us = span(times.enter, times.begun);
   timing_.layout_us = span(times.begun, times.planned);
-  timing_.grads_us = span(times.planned, times.optimizer_start);
+  timing_.grads_us = span(times.planned, times.optimizer_start) + hook_us_;
   timing_.update_us = span(times.optimizer_end, times.updated);
   timing_.record_us = span(times.updated, times.recorded);
   timing_.end_us = span(end_start, end);

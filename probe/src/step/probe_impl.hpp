@@ -189,6 +189,9 @@ class Probe::Impl {
   int64_t step_ = 0;
   std::optional<Clock::time_point> last_step_enter_;
   double watch_us_ = 0;
+  // This step's time in the gradient accumulators' hooks (LayerReducer::take_hook_us): spent
+  // inside backward, on the training thread, and counted with the gradient pass.
+  double hook_us_ = 0;
   ProbeTiming timing_;
   bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
   bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()

@@ -42,6 +42,15 @@ struct SnapshotSpan {
   int64_t numel = 0;
 };
 
+// The passes below cut every buffer into chunks of this many elements.
+constexpr int64_t kFusedChunkElems = int64_t{1} << 15;
+
+// One buffer of at most kFusedChunkElems elements, which the passes below take as one chunk:
+// what FusedReducer::grad_stats and sumsq give for it, bit for bit, with no scratch and no
+// chunking (a gradient measured as autograd accumulates it, one at a time).
+GradStats grad_stats_of_chunk(const float* data, int64_t n);
+double sumsq_of_chunk(const float* data, int64_t n);
+
 // Reusable scratch for the chunked passes, so steady-state calls never allocate.
 class FusedReducer {
  public:

@@ -1,0 +1,145 @@
+#include "accumulation_stats.hpp"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <chrono>
+
+#include "gradient_slot.hpp"
+
+namespace keel::probe {
+namespace {
+
+// Measured in the hook up to one chunk of the passes (128 KB of float32), which a core's L2
+// still holds when the hook runs, and which one kernel call measures as the pass would. A
+// larger tensor is measured by the pass, where its one walk is nothing beside its values.
+constexpr int64_t kMaxHookElems = kFusedChunkElems;
+constexpr uint32_t kTimedEvery = 8;
+
+bool small_dense_cpu_float(const torch::Tensor& t) {
+  // is_sparse() first: is_contiguous() throws on a sparse tensor.
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && !t.is_sparse() &&
+         t.is_contiguous() && !t.is_inference() && t.numel() <= kMaxHookElems;
+}
+
+uint32_t version_of(const torch::Tensor& t) { return t.unsafeGetTensorImpl()->version_counter().current_version(); }
+
+}  // namespace
+
+class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
+ public:
+  Hook(std::shared_ptr<Shared> shared, size_t layer, const torch::autograd::AccumulateGrad* accumulator)
+      : shared_(std::move(shared)), layer_(layer), accumulator_(accumulator) {}
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    Shared& s = *shared_;
+    if (s.overtaken[layer_].load(std::memory_order_relaxed)) return outputs;
+    Measured& m = s.measured[layer_];
+    m.grad = nullptr;   // until this measurement is whole: a failed one leaves nothing to take
+    try {
+      measure(s, m);
+    } catch (...) {
+      m.grad = nullptr;   // the pass measures it, as any layer whose hook found nothing
+    }
+    return outputs;
+  }
+
+ private:
+  void measure(Shared& s, Measured& m) const {
+    // The accumulator owns this hook, so it outlives every call; its variable is the parameter.
+    const torch::Tensor& weight = accumulator_->variable;
+    const GradientSlot slot = gradient_slot(weight);
+    if (!slot.has_grad() || !small_dense_cpu_float(*slot.grad)) return;
+    const torch::Tensor& grad = *slot.grad;
+    const bool weighs = s.weighs.load(std::memory_order_relaxed) && small_dense_cpu_float(weight) &&
+                        weight.numel() == grad.numel();
+    const bool timed = s.measurements.fetch_add(1, std::memory_order_relaxed) % kTimedEvery == 0;
+    const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    const float* grad_data = grad.data_ptr<float>();
+    m.stats = grad_stats_of_chunk(grad_data, grad.numel());
+    m.weighed = weighs;
+    if (weighs) {
+      const float* weight_data = weight.data_ptr<float>();
+      m.weight_sumsq = sumsq_of_chunk(weight_data, weight.numel());
+      m.weight_data = weight_data;
+      m.weight_version = version_of(weight);
+    }
+    m.grad_data = grad_data;
+    m.grad_version = version_of(grad);
+    m.epoch = s.epoch.load(std::memory_order_relaxed);
+    m.grad = grad.unsafeGetTensorImpl();   // last: the measurement is whole
+    if (timed) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+      s.hook_ns.fetch_add(static_cast<int64_t>(ns.count()) * kTimedEvery, std::memory_order_relaxed);
+    }
+  }
+
+  std::shared_ptr<Shared> shared_;
+  size_t layer_;
+  const torch::autograd::AccumulateGrad* accumulator_;
+};
+
+AccumulationStats::AccumulationStats(const std::vector<torch::Tensor>& params)
+    : params_(params), shared_(std::make_shared<Shared>(params.size())), accumulators_(params.size()),
+      keys_(params.size(), 0) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& p = params_[i];
+    if (!p.requires_grad() || !p.is_leaf() || !small_dense_cpu_float(p)) continue;
+    try {
+      Accumulator node = torch::autograd::impl::grad_accumulator(p);
+      const auto* accumulator = dynamic_cast<const torch::autograd::AccumulateGrad*>(node.get());
+      if (accumulator == nullptr) continue;
+      keys_[i] = node->add_post_hook(std::make_unique<Hook>(shared_, i, accumulator));
+      accumulators_[i] = std::move(node);
+    } catch (const std::exception&) {
+      // Left to the pass.
+    }
+  }
+}
+
+void AccumulationStats::remove_hooks() noexcept {
+  for (size_t i = 0; i < accumulators_.size(); ++i) {
+    if (accumulators_[i]) accumulators_[i]->del_post_hook(keys_[i]);
+  }
+  accumulators_.clear();
+}
+
+void AccumulationStats::take_over(AccumulationStats& other) noexcept {
+  // The hooks hold the shared state, not this object: they follow it as they are.
+  params_ = std::move(other.params_);
+  shared_ = std::move(other.shared_);
+  accumulators_ = std::move(other.accumulators_);
+  keys_ = std::move(other.keys_);
+  other.accumulators_.clear();
+}
+
+bool AccumulationStats::take(size_t layer, const torch::Tensor& grad, bool with_weight, GradStats& stats,
+                             double& weight_sumsq) {
+  Shared& s = *shared_;
+  if (!accumulators_[layer] || s.overtaken[layer].load(std::memory_order_relaxed)) return false;
+  const Measured& m = s.measured[layer];
+  if (m.grad == nullptr || m.epoch != s.epoch.load(std::memory_order_relaxed)) return false;
+  if (with_weight && !m.weighed) return false;   // the step before did not read W: the hooks start now
+  const torch::Tensor& weight = params_[layer];
+  // The gradient and the weight the hook measured, where it measured them, written by nothing
+  // since (every in-place op bumps the version; the probe's own unscale never runs on a step
+  // that takes these, unscale being 1).
+  const bool untouched = m.grad == grad.unsafeGetTensorImpl() && grad.is_cpu() && m.grad_data == grad.data_ptr() &&
+                         m.grad_version == version_of(grad) &&
+                         (!with_weight || (m.weight_data == weight.data_ptr() && m.weight_version == version_of(weight)));
+  if (!untouched) {
+    s.overtaken[layer].store(true, std::memory_order_relaxed);
+    return false;
+  }
+  stats = m.stats;
+  weight_sumsq = m.weight_sumsq;
+  return true;
+}
+
+double AccumulationStats::take_hook_us() {
+  return static_cast<double>(shared_->hook_ns.exchange(0, std::memory_order_relaxed)) / 1000.0;
+}
+
+}  // namespace keel::probe
