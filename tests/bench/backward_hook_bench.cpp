@@ -13,29 +13,13 @@
 #include <vector>
 
 #include "layout/backward_order.hpp"
+#include "deep_narrow.hpp"
 #include "naive_checks.hpp"
 
 namespace keel::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// N/2 Linear(16, 16) in a row, a ReLU between them: tensor_count_bench.cpp's model.
-struct DeepNarrow : torch::nn::Module {
-  explicit DeepNarrow(int64_t layers) {
-    for (int64_t i = 0; i < layers; ++i) {
-      linears.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(16, 16)));
-    }
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    for (size_t i = 0; i < linears.size(); ++i) {
-      x = linears[i]->forward(x);
-      if (i + 1 < linears.size()) x = torch::relu(x);
-    }
-    return x;
-  }
-  std::vector<torch::nn::Linear> linears;
-};
 
 enum Way : size_t { kPlain, kTensorHooks, kKeelHooks, kHeldAccumulators, kWays };
 

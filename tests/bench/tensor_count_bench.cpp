@@ -9,6 +9,7 @@
 
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
+#include "deep_narrow.hpp"
 #include "naive_checks.hpp"
 
 namespace keel::bench {
@@ -19,23 +20,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
-
-// N/2 Linear(16, 16) in a row, a ReLU between them.
-struct DeepNarrow : torch::nn::Module {
-  explicit DeepNarrow(int64_t layers) {
-    for (int64_t i = 0; i < layers; ++i) {
-      linears.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(16, 16)));
-    }
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    for (size_t i = 0; i < linears.size(); ++i) {
-      x = linears[i]->forward(x);
-      if (i + 1 < linears.size()) x = torch::relu(x);
-    }
-    return x;
-  }
-  std::vector<torch::nn::Linear> linears;
-};
 
 struct Trainee {
   explicit Trainee(int64_t layers) : model(std::make_shared<DeepNarrow>(layers)),
