@@ -7,7 +7,7 @@
 // PyTorch's DDP holds them: a parameter keeps only a weak reference to its own, which the
 // step's graph would otherwise be the last to hold. Held, they are not rebuilt in every
 // forward: at 2,000 tensors the step is 0.6-2.6% faster for it, where a tensor hook per
-// parameter (keel's before) cost +0.4-0.8% (keel-bench-probe --tensors-only).
+// parameter (keel's before) cost -0.5% to +2.4% (keel-bench-probe --tensors-only).
 // Threads: hooks run on whichever thread autograd uses; rearm() and position() on the training
 // thread between backward passes. Never: touches gradient values, allocates in a hook.
 #pragma once
