@@ -151,8 +151,9 @@ TEST(AccumulationStats, TheCpuBackendTakesTheHooksResultsUnlessItUnscales) {
     if (unscale == 1.0f) {
       EXPECT_EQ(sums.grads[0].sumsq, measured) << "taken from the hook";
     } else {
+      // The pass unscaled the written gradient in place and measured it; the hook's result
+      // (before the write, not unscaled) would differ.
       EXPECT_EQ(sums.grads[0].sumsq, pass_grad_stats(net.params[0].grad()).sumsq) << "measured by the pass";
-      EXPECT_NE(sums.grads[0].sumsq, measured * 0.25);
     }
     cpu.end_step();
   }

@@ -126,7 +126,7 @@ bool AccumulationStats::take(size_t layer, const torch::Tensor& grad, bool with_
   // The gradient and the weight the hook measured, where it measured them, written by nothing
   // since (every in-place op bumps the version; the probe's own unscale never runs on a step
   // that takes these, unscale being 1).
-  const bool untouched = m.grad == grad.unsafeGetTensorImpl() && grad.is_cpu() && m.grad_data == grad.data_ptr() &&
+  const bool untouched = m.grad == grad.unsafeGetTensorImpl() && m.grad_data == grad.data_ptr() &&
                          m.grad_version == version_of(grad) &&
                          (!with_weight || (m.weight_data == weight.data_ptr() && m.weight_version == version_of(weight)));
   if (!untouched) {
