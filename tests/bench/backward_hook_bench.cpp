@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "layout/backward_order.hpp"
+#include "reduce/accumulation_stats.hpp"
 #include "deep_narrow.hpp"
 #include "naive_checks.hpp"
 
@@ -21,7 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum Way : size_t { kPlain, kTensorHooks, kKeelHooks, kHeldAccumulators, kWays };
+enum Way : size_t { kPlain, kTensorHooks, kKeelHooks, kHeldAccumulators, kMeasuringHooks, kWays };
 
 // What one way adds to the model while it steps, removed before the next way's turn.
 struct Attachment {
@@ -30,6 +31,7 @@ struct Attachment {
   std::vector<std::atomic<int64_t>> arrivals;
   std::atomic<int64_t> next{0};
   std::optional<probe::BackwardOrder> order;
+  std::optional<probe::AccumulationStats> measurements;
   std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()))> accumulators;
 
   Attachment(const std::vector<torch::Tensor>& model_params, Way way) : params(model_params), arrivals(params.size()) {
@@ -41,6 +43,10 @@ struct Attachment {
       }
     } else if (way == kKeelHooks) {
       order.emplace(params);
+    } else if (way == kMeasuringHooks) {
+      order.emplace(params);
+      measurements.emplace(params);
+      measurements->set_weighs(true);   // a plain SGD: the probe reads W beside the gradients
     } else if (way == kHeldAccumulators) {
       for (const auto& p : params) accumulators.push_back(torch::autograd::impl::grad_accumulator(p));
     }
@@ -85,6 +91,7 @@ BackwardHookCost measure_backward_hooks(int64_t tensors, int rounds) {
   cost.tensor_hooks_pct = pct(kTensorHooks);
   cost.keel_hooks_pct = pct(kKeelHooks);
   cost.held_accumulators_pct = pct(kHeldAccumulators);
+  cost.measuring_hooks_pct = pct(kMeasuringHooks);
   return cost;
 }
 

@@ -162,6 +162,7 @@ void print_backward_hooks(const keel::bench::BackwardHookCost& h) {
   std::printf("  %-58s %+8.2f %%\n", "a tensor hook per parameter (register_hook: keel before)", h.tensor_hooks_pct);
   std::printf("  %-58s %+8.2f %%\n", "a post hook per held accumulator (keel's BackwardOrder)", h.keel_hooks_pct);
   std::printf("  %-58s %+8.2f %%\n", "the accumulators held, no hooks", h.held_accumulators_pct);
+  std::printf("  %-58s %+8.2f %%\n", "keel's hooks and the small gradients measured in them", h.measuring_hooks_pct);
 }
 
 void print_wide_wire(const keel::bench::WideWireCost& w) {

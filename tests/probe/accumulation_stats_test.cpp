@@ -107,6 +107,26 @@ TEST(AccumulationStats, AWeightWrittenAfterBackwardIsLeftToThePass) {
   EXPECT_TRUE(accumulated.take(3, net.params[3].grad(), /*with_weight=*/true, stats, weight_sumsq));
 }
 
+TEST(AccumulationStats, ElementsMovedWithoutAVersionBumpAreLeftToThePass) {
+  // set_data (Python's `.data = `) swaps a tensor's storage in place and leaves its version as
+  // it was: only where the elements are tells the hooks' results are not of these ones.
+  Net net;
+  AccumulationStats accumulated(net.params);
+  accumulated.set_weighs(true);
+  net.backward();
+  const uint32_t grad_version = net.params[0].grad()._version();
+  net.params[0].mutable_grad().set_data(torch::full_like(net.params[0].grad(), 3.0f));
+  ASSERT_EQ(net.params[0].grad()._version(), grad_version);
+  const uint32_t weight_version = net.params[2]._version();
+  net.params[2].set_data(torch::full_like(net.params[2], 2.0f));
+  ASSERT_EQ(net.params[2]._version(), weight_version);
+  GradStats stats;
+  double weight_sumsq = 0;
+  EXPECT_FALSE(accumulated.take(0, net.params[0].grad(), /*with_weight=*/false, stats, weight_sumsq));
+  EXPECT_FALSE(accumulated.take(2, net.params[2].grad(), /*with_weight=*/true, stats, weight_sumsq));
+  EXPECT_TRUE(accumulated.take(4, net.params[4].grad(), /*with_weight=*/true, stats, weight_sumsq));
+}
+
 TEST(AccumulationStats, NothingIsTakenThatTheStepsOwnBackwardDidNotMeasure) {
   Net net;
   AccumulationStats accumulated(net.params);

@@ -176,7 +176,9 @@ TEST(ReductionBackends, APlainSgdStepIsMeasuredFromItsGradientsWithNoCopyOfTheWe
       const float unscale = step == 0 ? 0.5f : 1.0f;   // an unscale too, once
       cpu.begin_grads(unscale);
       for (size_t i : layers) {
-        if (params[i].grad().defined()) ASSERT_TRUE(cpu.take_grad(i, params[i].grad()));
+        if (params[i].grad().defined()) {
+          ASSERT_TRUE(cpu.take_grad(i, params[i].grad()));
+        }
       }
       cpu.enqueue_grads(unscale);
       cpu.collect_grads(sums);
@@ -198,7 +200,9 @@ TEST(ReductionBackends, APlainSgdStepIsMeasuredFromItsGradientsWithNoCopyOfTheWe
         const auto after = params[i].detach();
         EXPECT_TRUE(close_rel(std::sqrt(sums.param_sumsq[i]), reference_norm(before[i]), 1e-6));
         EXPECT_TRUE(close_rel(std::sqrt(sums.update_sumsq[i]), reference_norm(after - before[i]), 1e-5));
-        if (next_norms) EXPECT_TRUE(close_rel(std::sqrt(sums.next_param_sumsq[i]), reference_norm(after), 1e-6));
+        if (next_norms) {
+          EXPECT_TRUE(close_rel(std::sqrt(sums.next_param_sumsq[i]), reference_norm(after), 1e-6));
+        }
       }
       EXPECT_EQ(sums.update_sumsq[3], 0.0);   // not the optimizer's
     }

@@ -25,6 +25,17 @@ bool small_dense_cpu_float(const torch::Tensor& t) {
 
 uint32_t version_of(const torch::Tensor& t) { return t.unsafeGetTensorImpl()->version_counter().current_version(); }
 
+// Where a tensor's elements are, read from its TensorImpl alone: the storage it points into
+// (compared, never followed: unsafe_storage() neither throws nor reads it) and where in it.
+// Its data pointer would be one more object (the StorageImpl) to wait on per tensor in take().
+// What moves the elements goes through the TensorImpl: set_data and set_ swap the storage,
+// resize_ changes the count. (A storage whose own buffer is swapped in place is FSDP's flat
+// parameters on a device, not a small CPU gradient.)
+AccumulationStats::Placement placement_of(const torch::Tensor& t) {
+  const c10::TensorImpl& impl = *t.unsafeGetTensorImpl();
+  return {impl.unsafe_storage().unsafeGetStorageImpl(), impl.storage_offset(), impl.numel()};
+}
+
 }  // namespace
 
 class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
@@ -55,24 +66,32 @@ class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
     const torch::Tensor& grad = *slot.grad;
     const bool weighs = s.weighs.load(std::memory_order_relaxed) && small_dense_cpu_float(weight) &&
                         weight.numel() == grad.numel();
-    const bool timed = s.measurements.fetch_add(1, std::memory_order_relaxed) % kTimedEvery == 0;
+    // Counted with a plain load and store, not a read-modify-write: a locked instruction waits
+    // for every store before it to reach the cache, and this hook's first store (m.grad) is to
+    // a line a model of 50,000 tensors has long evicted. That wait was most of the hook's time.
+    // Two backward passes at once may lose a count or a sample between them: only the
+    // sampling's phase moves.
+    const uint32_t count = s.measurements.load(std::memory_order_relaxed);
+    s.measurements.store(count + 1, std::memory_order_relaxed);
+    const bool timed = count % kTimedEvery == 0;
     const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    const float* grad_data = grad.data_ptr<float>();
-    m.stats = grad_stats_of_chunk(grad_data, grad.numel());
+    m.stats = grad_stats_of_chunk(grad.data_ptr<float>(), grad.numel());
     m.weighed = weighs;
     if (weighs) {
-      const float* weight_data = weight.data_ptr<float>();
-      m.weight_sumsq = sumsq_of_chunk(weight_data, weight.numel());
-      m.weight_data = weight_data;
+      m.weight_sumsq = sumsq_of_chunk(weight.data_ptr<float>(), weight.numel());
+      m.weight_at = placement_of(weight);
       m.weight_version = version_of(weight);
     }
-    m.grad_data = grad_data;
+    m.grad_at = placement_of(grad);
     m.grad_version = version_of(grad);
     m.epoch = s.epoch.load(std::memory_order_relaxed);
     m.grad = grad.unsafeGetTensorImpl();   // last: the measurement is whole
     if (timed) {
       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-      s.hook_ns.fetch_add(static_cast<int64_t>(ns.count()) * kTimedEvery, std::memory_order_relaxed);
+      // As the count: a plain add (take_hook_us's exchange is the training thread's, between
+      // backward passes).
+      s.hook_ns.store(s.hook_ns.load(std::memory_order_relaxed) + static_cast<int64_t>(ns.count()) * kTimedEvery,
+                      std::memory_order_relaxed);
     }
   }
 
@@ -126,9 +145,9 @@ bool AccumulationStats::take(size_t layer, const torch::Tensor& grad, bool with_
   // The gradient and the weight the hook measured, where it measured them, written by nothing
   // since (every in-place op bumps the version; the probe's own unscale never runs on a step
   // that takes these, unscale being 1).
-  const bool untouched = m.grad == grad.unsafeGetTensorImpl() && m.grad_data == grad.data_ptr() &&
+  const bool untouched = m.grad == grad.unsafeGetTensorImpl() && m.grad_at == placement_of(grad) &&
                          m.grad_version == version_of(grad) &&
-                         (!with_weight || (m.weight_data == weight.data_ptr() && m.weight_version == version_of(weight)));
+                         (!with_weight || (m.weight_at == placement_of(weight) && m.weight_version == version_of(weight)));
   if (!untouched) {
     s.overtaken[layer].store(true, std::memory_order_relaxed);
     return false;

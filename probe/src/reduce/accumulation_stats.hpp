@@ -67,14 +67,22 @@ class AccumulationStats {
   // measurement is timed, and counts for 8).
   double take_hook_us();
 
+  // Where a measured tensor's elements were: its storage, the offset into it, and their count.
+  struct Placement {
+    const void* storage = nullptr;
+    int64_t offset = 0;
+    int64_t numel = 0;
+    bool operator==(const Placement& o) const { return storage == o.storage && offset == o.offset && numel == o.numel; }
+  };
+
  private:
   // What a hook found, written by the hook and read by take().
   struct Measured {
     const c10::TensorImpl* grad = nullptr;   // nullptr: nothing measured
-    const void* grad_data = nullptr;
+    Placement grad_at;
     uint32_t grad_version = 0;
     uint32_t weight_version = 0;
-    const void* weight_data = nullptr;
+    Placement weight_at;
     bool weighed = false;
     uint64_t epoch = 0;
     GradStats stats;

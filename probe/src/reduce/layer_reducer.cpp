@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "version_counter_prefetch.hpp"
+
 namespace keel::probe {
 namespace {
 
@@ -23,8 +25,10 @@ LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
 
 // The forward and backward passes have left the tensors' bookkeeping out of cache, and a
 // model of 50,000 tensors holds more of it than the cache. Reading a gradient walks a chain of
-// objects, each found through the one before (the parameter's TensorImpl, its autograd meta,
-// the gradient's TensorImpl, its storage): each is asked for a few tensors ahead, one link
+// objects, each found through the one before: the parameter's TensorImpl, its autograd meta,
+// the gradient's TensorImpl, then the gradient's storage (the pass reads the elements through
+// it) and the gradient's and the weight's version counters (the hooks' results are checked
+// against them, AccumulationStats::take). Each is asked for a few tensors ahead, one link
 // closer each time, so that each read finds the link before it in cache rather than waiting on
 // memory for all of them in turn.
 void LayerReducer::prefetch_grad_chain(size_t layer) const {
@@ -36,8 +40,14 @@ void LayerReducer::prefetch_grad_chain(size_t layer) const {
     if (slot.has_grad()) __builtin_prefetch(slot.grad->unsafeGetTensorImpl());
   }
   if (layer + 8 < n) {
-    const GradientSlot slot = gradient_slot(params_[layer + 8]);
-    if (slot.has_grad() && slot.grad->has_storage()) __builtin_prefetch(slot.grad->storage().unsafeGetStorageImpl());
+    const torch::Tensor& weight = params_[layer + 8];
+    const GradientSlot slot = gradient_slot(weight);
+    if (!slot.has_grad()) return;
+    const c10::TensorImpl& grad = *slot.grad->unsafeGetTensorImpl();
+    if (grad.has_storage()) __builtin_prefetch(grad.unsafe_storage().unsafeGetStorageImpl());
+    prefetch_version(grad);
+    // A CPU weight's too: the CPU backend checks it when the hooks weighed it.
+    if (weight.is_cpu()) prefetch_version(*weight.unsafeGetTensorImpl());
   }
 }
 
