@@ -45,7 +45,7 @@ struct Attachment {
       order.emplace(params);
     } else if (way == kMeasuringHooks) {
       order.emplace(params);
-      measurements.emplace(params);
+      measurements.emplace(params, /*hook=*/true);
       measurements->set_weighs(true);   // a plain SGD: the probe reads W beside the gradients
     } else if (way == kHeldAccumulators) {
       for (const auto& p : params) accumulators.push_back(torch::autograd::impl::grad_accumulator(p));

@@ -37,7 +37,7 @@ struct Trainee {
 TensorCountCost measure_one(int64_t tensors, int rounds) {
   const int64_t layers = std::max<int64_t>(1, tensors / 2);
   torch::manual_seed(1);
-  Trainee plain(layers), probed(layers);
+  Trainee plain(layers), probed(layers), probed_in_pass(layers);
   probe::ProbeOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
   options.record_dir = "";
@@ -48,28 +48,41 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   // is used up in the warm-up rounds, as a real run's 256 slots are in its first 256 steps.
   options.queue_capacity = 8;
   probe::Probe probe(*probed.model, probed.optimizer, options);
+  probe::ProbeOptions in_pass = options;
+  in_pass.measure_in_backward = false;
+  probe::Probe probe_in_pass(*probed_in_pass.model, probed_in_pass.optimizer, in_pass);
   const torch::Tensor x = torch::randn({8, 16});
   const torch::Tensor y = torch::randn({8, 16});
 
   TensorCountCost cost;
   cost.tensors = layers * 2;
   cost.rounds = rounds;
-  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us;
+  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, in_pass_ms, in_pass_probe_us;
   std::vector<double> begin_us, layout_us, grads_us, update_us, record_us, end_us;
   const int warmup = static_cast<int>(options.queue_capacity) + 3;
+  // The three in turn, each in every position across rounds.
+  enum Way { kPlain, kProbed, kInPass };
   for (int round = 0; round < warmup + rounds; ++round) {
-    for (int k = 0; k < 2; ++k) {
-      const bool with_probe = (round + k) % 2 == 0;
+    for (int k = 0; k < 3; ++k) {
+      const Way way = static_cast<Way>((round + k) % 3);
       const auto start = Clock::now();
-      if (with_probe) {
+      if (way == kProbed) {
         probe.step(probed.forward_backward(x, y));
+      } else if (way == kInPass) {
+        probe_in_pass.step(probed_in_pass.forward_backward(x, y));
       } else {
         plain.forward_backward(x, y);
         plain.optimizer.step();
       }
       if (round < warmup) continue;
-      (with_probe ? probed_ms : plain_ms).push_back(ms_since(start));
-      if (with_probe) {
+      const double step_ms = ms_since(start);
+      if (way == kPlain) {
+        plain_ms.push_back(step_ms);
+      } else if (way == kInPass) {
+        in_pass_ms.push_back(step_ms);
+        in_pass_probe_us.push_back(probe_in_pass.last_timing().probe_us);
+      } else {
+        probed_ms.push_back(step_ms);
         const probe::ProbeTiming& t = probe.last_timing();
         probe_us.push_back(t.probe_us);
         reduce_us.push_back(t.reduce_us);
@@ -85,6 +98,8 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   cost.plain_ms = median(plain_ms);
   cost.probed_ms = median(probed_ms);
   cost.overhead_pct = 100.0 * (cost.probed_ms - cost.plain_ms) / cost.plain_ms;
+  cost.in_pass_overhead_pct = 100.0 * (median(in_pass_ms) - cost.plain_ms) / cost.plain_ms;
+  cost.in_pass_probe_us = median(in_pass_probe_us);
   cost.probe_us = median(probe_us);
   cost.reduce_us = median(reduce_us);
   cost.probe_ns_per_tensor = 1000.0 * cost.probe_us / static_cast<double>(cost.tensors);

@@ -3,10 +3,12 @@
 // 50,000 tensors).
 //
 // A deep narrow model of N tensors (N/2 Linear(16, 16) layers, each a weight and a bias, on
-// the CPU, one intra-op thread, SGD) trains twice: plain (optimizer.step()) and with the
+// the CPU, one intra-op thread, SGD) trains three times: plain (optimizer.step()), with the
 // probe's defaults but recording and dumps (a publisher, the command socket, the ring; a ring
 // of 8 records, which the warm-up rounds fill, so that what is measured is the steady state
-// a real run reaches after its first 256 steps). The two step in turn, round by round. Per N: the median step of each and the A/B, the probe's
+// a real run reaches after its first 256 steps), and so again with measure_in_backward off
+// (every gradient measured by the pass after backward, none in the accumulators' hooks).
+// The three step in turn, round by round. Per N: the median step of each and the A/B, the probe's
 // own time on the training thread (ProbeTiming), its reductions' share, and both over N: the
 // cost per tensor. The reductions read every value, so their per-tensor cost grows with the
 // tensor's size; the rest (hooks, arrival order, the layout check, building the record, the
@@ -24,6 +26,8 @@ struct TensorCountCost {
   int rounds = 0;
   double plain_ms = 0, probed_ms = 0;   // median step
   double overhead_pct = 0;              // (probed - plain) / plain
+  // measure_in_backward off: its A/B against the same plain steps, and its probe_us.
+  double in_pass_overhead_pct = 0, in_pass_probe_us = 0;
   double probe_us = 0;                  // median ProbeTiming::probe_us
   double reduce_us = 0;                 // median ProbeTiming::reduce_us
   double probe_ns_per_tensor = 0;       // probe_us / tensors

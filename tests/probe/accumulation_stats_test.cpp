@@ -56,7 +56,7 @@ double pass_sumsq(const torch::Tensor& w) {
 
 TEST(AccumulationStats, WhatTheHooksMeasuredIsWhatThePassMeasuresBitForBit) {
   Net net;
-  AccumulationStats accumulated(net.params);
+  AccumulationStats accumulated(net.params, /*hook=*/true);
   accumulated.set_weighs(true);
   for (int step = 0; step < 3; ++step) {
     net.backward();
@@ -78,7 +78,7 @@ TEST(AccumulationStats, WhatTheHooksMeasuredIsWhatThePassMeasuresBitForBit) {
 
 TEST(AccumulationStats, AGradientWrittenAfterBackwardIsLeftToThePassFromThenOn) {
   Net net;
-  AccumulationStats accumulated(net.params);
+  AccumulationStats accumulated(net.params, /*hook=*/true);
   GradStats stats;
   double weight_sumsq = 0;
   net.backward();
@@ -94,7 +94,7 @@ TEST(AccumulationStats, AGradientWrittenAfterBackwardIsLeftToThePassFromThenOn) 
 
 TEST(AccumulationStats, AWeightWrittenAfterBackwardIsLeftToThePass) {
   Net net;
-  AccumulationStats accumulated(net.params);
+  AccumulationStats accumulated(net.params, /*hook=*/true);
   accumulated.set_weighs(true);
   net.backward();
   {
@@ -111,7 +111,7 @@ TEST(AccumulationStats, ElementsMovedWithoutAVersionBumpAreLeftToThePass) {
   // set_data (Python's `.data = `) swaps a tensor's storage in place and leaves its version as
   // it was: only where the elements are tells the hooks' results are not of these ones.
   Net net;
-  AccumulationStats accumulated(net.params);
+  AccumulationStats accumulated(net.params, /*hook=*/true);
   accumulated.set_weighs(true);
   net.backward();
   const uint32_t grad_version = net.params[0].grad()._version();
@@ -129,7 +129,7 @@ TEST(AccumulationStats, ElementsMovedWithoutAVersionBumpAreLeftToThePass) {
 
 TEST(AccumulationStats, NothingIsTakenThatTheStepsOwnBackwardDidNotMeasure) {
   Net net;
-  AccumulationStats accumulated(net.params);
+  AccumulationStats accumulated(net.params, /*hook=*/true);
   GradStats stats;
   double weight_sumsq = 0;
   net.backward();
@@ -144,7 +144,7 @@ TEST(AccumulationStats, NothingIsTakenThatTheStepsOwnBackwardDidNotMeasure) {
 
 TEST(AccumulationStats, ALargeGradientIsLeftToThePass) {
   Net net(/*wide=*/1 << 13);   // the last weight: 8 x 8192 = 65,536 elements, two chunks
-  AccumulationStats accumulated(net.params);
+  AccumulationStats accumulated(net.params, /*hook=*/true);
   net.backward();
   GradStats stats;
   double weight_sumsq = 0;
@@ -157,8 +157,9 @@ TEST(AccumulationStats, ALargeGradientIsLeftToThePass) {
 // the gradient. An unscale is a pass over the gradients whatever the hooks found.
 TEST(AccumulationStats, TheCpuBackendTakesTheHooksResultsUnlessItUnscales) {
   Net net;
-  keel::probe::CpuFusedReductions cpu(net.params);
+  keel::probe::CpuFusedReductions cpu(net.params, /*measure_in_backward=*/true);
   for (float unscale : {1.0f, 0.5f}) {
+    SCOPED_TRACE(unscale);
     net.backward();
     const double measured = pass_grad_stats(net.params[0].grad()).sumsq;
     net.params[0].mutable_grad().data_ptr<float>()[0] += 100.0f;   // no version bump
@@ -177,6 +178,29 @@ TEST(AccumulationStats, TheCpuBackendTakesTheHooksResultsUnlessItUnscales) {
     }
     cpu.end_step();
   }
+}
+
+// ProbeOptions::measure_in_backward off: no hook measures anything, and the pass reads every
+// gradient itself (it sees the write the hooks' results would have hidden).
+TEST(AccumulationStats, WithoutHooksThePassMeasuresEveryGradient) {
+  Net net;
+  AccumulationStats accumulated(net.params, /*hook=*/false);
+  net.backward();
+  GradStats stats;
+  double weight_sumsq = 0;
+  for (size_t i = 0; i < net.params.size(); ++i) {
+    EXPECT_FALSE(accumulated.take(i, net.params[i].grad(), /*with_weight=*/false, stats, weight_sumsq)) << i;
+  }
+  keel::probe::CpuFusedReductions cpu(net.params, /*measure_in_backward=*/false);
+  net.backward();
+  net.params[0].mutable_grad().data_ptr<float>()[0] += 100.0f;   // no version bump
+  cpu.plan_update(/*grads_this_step=*/false);
+  cpu.begin_grads(1.0f);
+  for (size_t i = 0; i < net.params.size(); ++i) ASSERT_TRUE(cpu.take_grad(i, net.params[i].grad()));
+  cpu.enqueue_grads(1.0f);
+  keel::probe::LayerSums sums(net.params.size());
+  cpu.collect_grads(sums);
+  EXPECT_EQ(sums.grads[0].sumsq, pass_grad_stats(net.params[0].grad()).sumsq);
 }
 
 }  // namespace

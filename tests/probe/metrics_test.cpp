@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "keel/probe/probe.hpp"
 #include "quiet_options.hpp"
@@ -120,6 +121,29 @@ TEST(ProbeMetrics, EveryMetricMatchesDoubleReference) {
 // A plain SGD's updates are read off the gradient pass (no copy of W): per group lr, nothing
 // for the layers the optimizer does not hold (norm), and back to the copy once momentum is on,
 // where the update stops being -lr * g (its second step with momentum tells them apart).
+// ProbeOptions::measure_in_backward changes where small gradients (and, under a plain SGD,
+// their weights) are measured, not what: the records are the same, bit for bit.
+TEST(ProbeMetrics, MeasuredInBackwardOrInThePassTheRecordsAreTheSame) {
+  std::vector<std::vector<float>> values[2];
+  std::vector<double> grad_norms[2];
+  for (int in_backward = 0; in_backward < 2; ++in_backward) {
+    torch::manual_seed(0);
+    MixedNet net;
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+    keel::probe::ProbeOptions options = keel::test::quiet();
+    options.measure_in_backward = in_backward == 1;
+    keel::probe::Probe probe(*net, opt, options);
+    for (int64_t step = 0; step < 3; ++step) {
+      backward(net, opt, probe, 100 + step);
+      ASSERT_TRUE(probe.step(torch::tensor(1.0)).applied);
+      values[in_backward].push_back(probe.last_record().layer_values);
+      grad_norms[in_backward].push_back(probe.last_record().grad_norm);
+    }
+  }
+  EXPECT_EQ(values[0], values[1]);
+  EXPECT_EQ(grad_norms[0], grad_norms[1]);
+}
+
 TEST(ProbeMetrics, PlainSgdUpdatesMatchTheReferenceAcrossGroupsAndATurnToMomentum) {
   torch::manual_seed(0);
   MixedNet net;

@@ -76,7 +76,7 @@ TEST(ReductionBackends, TheCpuFusedAndGenericBackendsMeasureTheSameGradientsAlik
   const auto original = fp32_layers(7);
   auto cpu_params = copies_of(original);
   auto generic_params = copies_of(original);
-  CpuFusedReductions cpu(cpu_params);
+  CpuFusedReductions cpu(cpu_params, /*measure_in_backward=*/true);
   GenericReductions generic(generic_params);
   const auto layers = every_layer(original);
   const float unscale = 0.25f;
@@ -106,7 +106,7 @@ TEST(ReductionBackends, TheCpuFusedAndGenericBackendsMeasureTheSameGradientsAlik
 TEST(ReductionBackends, EachBackendMeasuresTheUpdateAgainstTheWeightsBeforeIt) {
   const auto original = fp32_layers(11);
   std::vector<std::vector<torch::Tensor>> params{copies_of(original), copies_of(original)};
-  CpuFusedReductions cpu(params[0]);
+  CpuFusedReductions cpu(params[0], /*measure_in_backward=*/true);
   GenericReductions generic(params[1]);
   std::vector<ReductionBackend*> backends{&cpu, &generic};
   const char* names[] = {"cpu fused", "generic"};
@@ -156,7 +156,7 @@ TEST(ReductionBackends, APlainSgdStepIsMeasuredFromItsGradientsWithNoCopyOfTheWe
     if (!whole_model) params.push_back(torch::randn({5}, torch::kDouble).requires_grad_());
     torch::optim::SGD sgd({params[0], params[1]}, torch::optim::SGDOptions(0.1));
     sgd.add_param_group(torch::optim::OptimizerParamGroup({params[2]}, std::make_unique<torch::optim::SGDOptions>(0.02)));
-    CpuFusedReductions cpu(params);
+    CpuFusedReductions cpu(params, /*measure_in_backward=*/true);
     const keel::probe::LibtorchOptimizer adapter(sgd);
     cpu.measure_updates_of(&adapter);
     const std::vector<size_t> layers{0, 1, 2, 3};   // the fp32 ones
@@ -223,7 +223,7 @@ TEST(LayerReducer, HandsEachLayerToOneBackendAndMeasuresEveryKindAgainstFloat64)
   std::vector<torch::Tensor> grads_before;
   for (size_t i = 0; i + 1 < params.size(); ++i) grads_before.push_back(params[i].grad().clone());
 
-  LayerReducer reducer(params);
+  LayerReducer reducer(params, /*measure_in_backward=*/true);
   const float unscale = 0.5f;
   reducer.enqueue_grads(unscale);
   reducer.finish_grads();
@@ -273,7 +273,7 @@ TEST(LayerReducer, HandsEachLayerToOneBackendAndMeasuresEveryKindAgainstFloat64)
 // host and device layers needs a GPU (keel_cuda_probe_tests).
 TEST(LayerReducer, RefusesAVerdictWhenNoDevicePassHoldsTheGradients) {
   auto params = fp32_layers(5);
-  LayerReducer reducer(params);
+  LayerReducer reducer(params, /*measure_in_backward=*/true);
   reducer.enqueue_grads(1.0f);
   keel::probe::VerdictRequest verdict;
   EXPECT_THROW(reducer.finish_grads(&verdict), std::logic_error);

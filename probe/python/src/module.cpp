@@ -125,6 +125,7 @@ PYBIND11_MODULE(_probe, m) {
   KEEL_OPTION(record_max_bytes);
   KEEL_OPTION(record_mantissa_bits);
   KEEL_OPTION(snapshot_for_update_ratio);
+  KEEL_OPTION(measure_in_backward);
   KEEL_OPTION(queue_capacity);
   KEEL_OPTION(send_high_water_mark);
   KEEL_OPTION(describe_interval_secs);

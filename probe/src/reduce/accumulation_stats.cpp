@@ -100,10 +100,10 @@ class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
   const torch::autograd::AccumulateGrad* accumulator_;
 };
 
-AccumulationStats::AccumulationStats(const std::vector<torch::Tensor>& params)
+AccumulationStats::AccumulationStats(const std::vector<torch::Tensor>& params, bool hook)
     : params_(params), shared_(std::make_shared<Shared>(params.size())), accumulators_(params.size()),
       keys_(params.size(), 0) {
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; hook && i < params_.size(); ++i) {
     const torch::Tensor& p = params_[i];
     if (!p.requires_grad() || !p.is_leaf() || !small_dense_cpu_float(p)) continue;
     try {

@@ -23,7 +23,9 @@ namespace keel::probe {
 
 class CpuFusedReductions final : public ReductionBackend {
  public:
-  explicit CpuFusedReductions(const std::vector<torch::Tensor>& params);
+  // `measure_in_backward`: small gradients are measured in their accumulators' hooks
+  // (AccumulationStats); otherwise all in the pass.
+  CpuFusedReductions(const std::vector<torch::Tensor>& params, bool measure_in_backward);
 
   // The optimizer whose steps the update pass measures (nullptr: not known). Asked again
   // whenever its parameter groups change.

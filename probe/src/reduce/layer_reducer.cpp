@@ -17,8 +17,9 @@ std::vector<int64_t> numels_of(const std::vector<torch::Tensor>& params) {
 
 }  // namespace
 
-LayerReducer::LayerReducer(std::vector<torch::Tensor> params)
-    : params_(std::move(params)), cuda_(params_), cpu_(params_), generic_(params_), sums_(params_.size()),
+LayerReducer::LayerReducer(std::vector<torch::Tensor> params, bool measure_in_backward)
+    : params_(std::move(params)), cuda_(params_), cpu_(params_, measure_in_backward), generic_(params_),
+      sums_(params_.size()),
       numels_(numels_of(params_)),
       all_on_cpu_(std::all_of(params_.begin(), params_.end(), [](const torch::Tensor& p) { return p.is_cpu(); })),
       states_(params_.size(), LayerState::kWithoutGrad) {}
