@@ -154,10 +154,11 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
                 r.in_pass_overhead_pct, r.probe_us, r.in_pass_probe_us);
   }
   std::printf("  where it goes, median ns per tensor (ProbeTiming's stages):\n");
-  std::printf("  %8s %10s %10s %10s %10s %10s %10s\n", "tensors", "begin", "layout", "grads", "update", "record", "end");
+  std::printf("  %8s %10s %10s %10s %12s %10s %10s %10s\n", "tensors", "begin", "layout", "grads", "(backward)", "update",
+              "record", "end");
   for (const keel::bench::TensorCountCost& r : rows) {
-    std::printf("  %8lld %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n", static_cast<long long>(r.tensors), r.begin_ns,
-                r.layout_ns, r.grads_ns, r.update_ns, r.record_ns, r.end_ns);
+    std::printf("  %8lld %10.1f %10.1f %10.1f %12.1f %10.1f %10.1f %10.1f\n", static_cast<long long>(r.tensors), r.begin_ns,
+                r.layout_ns, r.grads_ns, r.backward_ns, r.update_ns, r.record_ns, r.end_ns);
   }
 }
 

@@ -58,7 +58,7 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   cost.tensors = layers * 2;
   cost.rounds = rounds;
   std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, in_pass_ms, in_pass_probe_us;
-  std::vector<double> begin_us, layout_us, grads_us, update_us, record_us, end_us;
+  std::vector<double> begin_us, layout_us, grads_us, backward_us, update_us, record_us, end_us;
   const int warmup = static_cast<int>(options.queue_capacity) + 3;
   // The three in turn, each in every position across rounds.
   enum Way { kPlain, kProbed, kInPass };
@@ -89,6 +89,7 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
         begin_us.push_back(t.begin_us);
         layout_us.push_back(t.layout_us);
         grads_us.push_back(t.grads_us);
+        backward_us.push_back(t.backward_us);
         update_us.push_back(t.update_us);
         record_us.push_back(t.record_us);
         end_us.push_back(t.end_us);
@@ -108,6 +109,7 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   cost.begin_ns = per_tensor_ns(begin_us);
   cost.layout_ns = per_tensor_ns(layout_us);
   cost.grads_ns = per_tensor_ns(grads_us);
+  cost.backward_ns = per_tensor_ns(backward_us);
   cost.update_ns = per_tensor_ns(update_us);
   cost.record_ns = per_tensor_ns(record_us);
   cost.end_ns = per_tensor_ns(end_us);

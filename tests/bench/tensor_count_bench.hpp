@@ -35,6 +35,7 @@ struct TensorCountCost {
   // Where the probe's time went (ProbeTiming's stages), median ns per tensor: what grows with
   // the count is what to cut next.
   double begin_ns = 0, layout_ns = 0, grads_ns = 0, update_ns = 0, record_ns = 0, end_ns = 0;
+  double backward_ns = 0;   // of grads_ns: measuring small gradients inside backward
 };
 
 // One row per count in `tensors` (rounded down to an even count), `rounds` measured rounds

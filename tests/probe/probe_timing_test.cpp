@@ -37,6 +37,35 @@ TEST(ProbeTiming, AHostStepsStagesAreEachMeasuredAndAddUpToItsTime) {
   EXPECT_NEAR(stages, t.probe_us, 0.05 * t.probe_us + 5.0);
   // The reductions run inside the gradient and update stages.
   EXPECT_LE(t.reduce_us, t.grads_us + t.update_us + 1e-6);
+  EXPECT_LE(t.backward_us, t.grads_us);
+}
+
+// The small gradients measured inside backward count in the gradient stage as backward_us; with
+// measure_in_backward off there is none. Every 8th hook is timed: 8 steps of 4 tensors see 4.
+double backward_us_over_8_steps(bool measure_in_backward) {
+  torch::manual_seed(3);
+  TwoLayers model;
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::ProbeOptions options = keel::test::quiet();
+  options.measure_in_backward = measure_in_backward;
+  keel::probe::Probe probe(model, optimizer, options);
+  const torch::Tensor x = torch::randn({4, 8}), y = torch::randn({4, 2});
+  double backward_us = 0;
+  for (int step = 0; step < 8; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::mse_loss(model.forward(x), y);
+    loss.backward();
+    probe.step(loss);
+    const keel::probe::ProbeTiming& t = probe.last_timing();
+    EXPECT_LE(t.backward_us, t.grads_us);
+    backward_us += t.backward_us;
+  }
+  return backward_us;
+}
+
+TEST(ProbeTiming, TheMeasuringInsideBackwardIsTheGradientStagesAndOnlyWithTheHooks) {
+  EXPECT_GT(backward_us_over_8_steps(true), 0.0);
+  EXPECT_EQ(backward_us_over_8_steps(false), 0.0);
 }
 
 }  // namespace

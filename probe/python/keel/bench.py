@@ -85,8 +85,8 @@ class Timing:
     """A copy of one step's ProbeTiming (the probe's own object is overwritten each step)."""
 
     def __init__(self, t) -> None:
-        for name in ("probe_us", "reduce_us", "begin_us", "layout_us", "grads_us", "update_us", "record_us",
-                     "end_us"):
+        for name in ("probe_us", "reduce_us", "begin_us", "layout_us", "grads_us", "backward_us", "update_us",
+                     "record_us", "end_us"):
             setattr(self, name, getattr(t, name))
 
 
@@ -171,6 +171,7 @@ def cpu_run(args, record_dir: str) -> None:
     print("  of which, median us: reductions {:.0f}; by stage: {}".format(
         statistics.median(t.reduce_us for t in timings),
         ", ".join(f"{s} {statistics.median(getattr(t, s + '_us') for t in timings):.0f}" for s in stages)))
+    print(f"  of the grads stage, inside backward: {statistics.median(t.backward_us for t in timings):.0f} us")
     assert not found, "the hooks found a NaN in a clean run"
 
 

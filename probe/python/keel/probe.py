@@ -167,6 +167,7 @@ class Probe:
     @property
     def last_timing(self) -> "_probe.ProbeTiming":
         """Where the probe's time went in the last step, in microseconds: probe_us in all,
-        reduce_us of it in reductions, and by stage begin_us, layout_us, grads_us, update_us,
+        reduce_us of it in reductions, and by stage begin_us, layout_us, grads_us (backward_us of
+        it inside backward, measuring small gradients as autograd accumulates them), update_us,
         record_us, end_us (keel-bench-py prints them)."""
         return self._core.last_timing

@@ -157,6 +157,7 @@ PYBIND11_MODULE(_probe, m) {
       .def_readonly("begin_us", &ProbeTiming::begin_us)
       .def_readonly("layout_us", &ProbeTiming::layout_us)
       .def_readonly("grads_us", &ProbeTiming::grads_us)
+      .def_readonly("backward_us", &ProbeTiming::backward_us)
       .def_readonly("update_us", &ProbeTiming::update_us)
       .def_readonly("record_us", &ProbeTiming::record_us)
       .def_readonly("end_us", &ProbeTiming::end_us);

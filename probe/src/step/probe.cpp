@@ -362,6 +362,7 @@ void Probe::Impl::fill_stage_times(const StepTimes& times, Clock::time_point end
   timing_.begin_us = span(times.enter, times.begun);
   timing_.layout_us = span(times.begun, times.planned);
   timing_.grads_us = span(times.planned, times.optimizer_start) + hook_us_;
+  timing_.backward_us = hook_us_;
   timing_.update_us = span(times.optimizer_end, times.updated);
   timing_.record_us = span(times.updated, times.recorded);
   timing_.end_us = span(end_start, end);

@@ -214,6 +214,7 @@ struct ProbeTiming {
   double layout_us = 0;    // following the model: the walk of its modules, the layout check, the step's plan
   double grads_us = 0;     // the gradient pass and the step's verdict (the reductions before the update), and
                            // the measuring of small gradients inside backward, as autograd accumulates them
+  double backward_us = 0;  // of grads_us: that measuring inside backward (every 8th hook timed, counting for 8)
   double update_us = 0;    // after optimizer.step(): the update pass
   double record_us = 0;    // building the record and its events, handing them to the publisher
   double end_us = 0;       // remembering the weights' versions, re-arming the arrival hooks
