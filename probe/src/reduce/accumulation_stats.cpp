@@ -46,6 +46,7 @@ class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
   torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
                                             const torch::autograd::variable_list& /*inputs*/) override {
     Shared& s = *shared_;
+    prefetch_for_later_hook(s);
     if (s.overtaken[layer_].load(std::memory_order_relaxed)) return outputs;
     Measured& m = s.measured[layer_];
     m.grad = nullptr;   // until this measurement is whole: a failed one leaves nothing to take
@@ -58,6 +59,21 @@ class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
   }
 
  private:
+  // A model whose layers do not fit in cache has evicted each layer's results since the last
+  // step's pass read them, and the hook's first store to them waited on memory: in the 2,000-
+  // tensor bench the hooks' time fell from 197-217 to 119-137 ns a tensor when a hook asked
+  // for the results of a layer a few hooks later. Backward reaches the layers in about the
+  // reverse of their registered order (a sequential model's exactly); where it does not, one
+  // prefetch is wasted.
+  void prefetch_for_later_hook(Shared& s) const {
+    constexpr size_t kAhead = 4;
+    if (layer_ < kAhead) return;
+    const char* later = reinterpret_cast<const char*>(&s.measured[layer_ - kAhead]);
+    static_assert(sizeof(Measured) == 128, "a layer's results are two cache lines");
+    __builtin_prefetch(later, 1);
+    __builtin_prefetch(later + 64, 1);
+  }
+
   void measure(Shared& s, Measured& m) const {
     // The accumulator owns this hook, so it outlives every call; its variable is the parameter.
     const torch::Tensor& weight = accumulator_->variable;

@@ -77,8 +77,9 @@ class AccumulationStats {
   };
 
  private:
-  // What a hook found, written by the hook and read by take().
-  struct Measured {
+  // What a hook found, written by the hook and read by take(). Two whole cache lines, which
+  // the hook of a later layer asks for ahead of its own (Hook::prefetch_for_later_hook).
+  struct alignas(64) Measured {
     const c10::TensorImpl* grad = nullptr;   // nullptr: nothing measured
     Placement grad_at;
     uint32_t grad_version = 0;
