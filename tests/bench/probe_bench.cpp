@@ -29,6 +29,7 @@
 #include "layout/parameter_layout.hpp"
 #include "layout/parameter_sequence.hpp"
 #include "reduce_bandwidth.hpp"
+#include "small_tensor_kernels.hpp"
 #include "telemetry_bench.hpp"
 #include "origin_bench.hpp"
 #include "recording_bench.hpp"
@@ -162,6 +163,15 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
   }
 }
 
+void print_small_tensor_kernels(const std::vector<keel::bench::SmallTensorKernelCost>& rows) {
+  std::printf("the fused kernels on one tensor in cache, median ns a call\n");
+  std::printf("  %8s %12s %12s %12s\n", "elements", "grad stats", "sumsq", "snapshot");
+  for (const keel::bench::SmallTensorKernelCost& r : rows) {
+    std::printf("  %8lld %12.1f %12.1f %12.1f\n", static_cast<long long>(r.elements), r.grad_stats_ns, r.sumsq_ns,
+                r.snapshot_ns);
+  }
+}
+
 void print_backward_hooks(const keel::bench::BackwardHookCost& h) {
   std::printf("noting each gradient's arrival (deep narrow model, %lld tensors, no probe; %d rounds, interleaved)\n",
               static_cast<long long>(h.tensors), h.rounds);
@@ -215,6 +225,7 @@ int main(int argc, char** argv) {
   if (tensors_only) {
     print_tensor_counts(keel::bench::measure_tensor_counts(tensor_counts, pairs));
     print_backward_hooks(keel::bench::measure_backward_hooks(2000, 2 * pairs));
+    print_small_tensor_kernels(keel::bench::measure_small_tensor_kernels({16, 256, 4096}, 200000));
     if (wide_steps > 0) print_wide_wire(keel::bench::measure_wide_wire(wide_blocks, wide_experts, wide_steps));
     return 0;
   }
