@@ -15,6 +15,13 @@ std::vector<int64_t> numels_of(const std::vector<torch::Tensor>& params) {
   return numels;
 }
 
+// Every cache line of a TensorImpl (about 200 bytes: four lines). The walk reads the first
+// line's pointers and, further in, the offset, count, type, device and flags.
+void prefetch_tensor_impl(const c10::TensorImpl* impl) {
+  const char* bytes = reinterpret_cast<const char*>(impl);
+  for (size_t line = 0; line < sizeof(c10::TensorImpl); line += 64) __builtin_prefetch(bytes + line);
+}
+
 }  // namespace
 
 LayerReducer::LayerReducer(std::vector<torch::Tensor> params, bool measure_in_backward)
@@ -31,14 +38,16 @@ LayerReducer::LayerReducer(std::vector<torch::Tensor> params, bool measure_in_ba
 // it) and the gradient's and the weight's version counters (the hooks' results are checked
 // against them, AccumulationStats::take). Each is asked for a few tensors ahead, one link
 // closer each time, so that each read finds the link before it in cache rather than waiting on
-// memory for all of them in turn.
+// memory for all of them in turn. The two TensorImpls are asked for whole: asking for their
+// first lines alone left the walk at 215-225 ns a tensor at 50,000 tensors, against 194-205
+// (temporary timers around enqueue_grads, four interleaved pairs of runs).
 void LayerReducer::prefetch_grad_chain(size_t layer) const {
   const size_t n = params_.size();
-  if (layer + 32 < n) __builtin_prefetch(params_[layer + 32].unsafeGetTensorImpl());
+  if (layer + 32 < n) prefetch_tensor_impl(params_[layer + 32].unsafeGetTensorImpl());
   if (layer + 24 < n) __builtin_prefetch(params_[layer + 24].unsafeGetTensorImpl()->autograd_meta());
   if (layer + 16 < n) {
     const GradientSlot slot = gradient_slot(params_[layer + 16]);
-    if (slot.has_grad()) __builtin_prefetch(slot.grad->unsafeGetTensorImpl());
+    if (slot.has_grad()) prefetch_tensor_impl(slot.grad->unsafeGetTensorImpl());
   }
   if (layer + 8 < n) {
     const torch::Tensor& weight = params_[layer + 8];
