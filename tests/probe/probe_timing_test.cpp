@@ -16,19 +16,26 @@ struct TwoLayers : torch::nn::Module {
   torch::nn::Linear a, b;
 };
 
-TEST(ProbeTiming, AHostStepsStagesAreEachMeasuredAndAddUpToItsTime) {
+// `steps` SGD steps of TwoLayers under a probe with `options`; after_step sees each one's timing.
+template <typename AfterStep>
+void run_steps(int steps, const keel::probe::ProbeOptions& options, AfterStep after_step) {
   torch::manual_seed(3);
   TwoLayers model;
   torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
-  keel::probe::Probe probe(model, optimizer, keel::test::quiet());
+  keel::probe::Probe probe(model, optimizer, options);
   const torch::Tensor x = torch::randn({4, 8}), y = torch::randn({4, 2});
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < steps; ++step) {
     optimizer.zero_grad();
     torch::Tensor loss = torch::mse_loss(model.forward(x), y);
     loss.backward();
     probe.step(loss);
+    after_step(probe.last_timing());
   }
-  const keel::probe::ProbeTiming& t = probe.last_timing();
+}
+
+TEST(ProbeTiming, AHostStepsStagesAreEachMeasuredAndAddUpToItsTime) {
+  keel::probe::ProbeTiming t;
+  run_steps(3, keel::test::quiet(), [&t](const keel::probe::ProbeTiming& timing) { t = timing; });
   // Every stage ran on the host in a CPU step with the default cadence (update_ratio due).
   for (double stage : {t.begin_us, t.layout_us, t.grads_us, t.update_us, t.record_us, t.end_us}) EXPECT_GT(stage, 0.0);
   const double stages = t.begin_us + t.layout_us + t.grads_us + t.update_us + t.record_us + t.end_us;
@@ -43,23 +50,13 @@ TEST(ProbeTiming, AHostStepsStagesAreEachMeasuredAndAddUpToItsTime) {
 // The small gradients measured inside backward count in the gradient stage as backward_us; with
 // measure_in_backward off there is none. Every 8th hook is timed: 8 steps of 4 tensors see 4.
 double backward_us_over_8_steps(bool measure_in_backward) {
-  torch::manual_seed(3);
-  TwoLayers model;
-  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
   keel::probe::ProbeOptions options = keel::test::quiet();
   options.measure_in_backward = measure_in_backward;
-  keel::probe::Probe probe(model, optimizer, options);
-  const torch::Tensor x = torch::randn({4, 8}), y = torch::randn({4, 2});
   double backward_us = 0;
-  for (int step = 0; step < 8; ++step) {
-    optimizer.zero_grad();
-    torch::Tensor loss = torch::mse_loss(model.forward(x), y);
-    loss.backward();
-    probe.step(loss);
-    const keel::probe::ProbeTiming& t = probe.last_timing();
+  run_steps(8, options, [&backward_us](const keel::probe::ProbeTiming& t) {
     EXPECT_LE(t.backward_us, t.grads_us);
     backward_us += t.backward_us;
-  }
+  });
   return backward_us;
 }
 
