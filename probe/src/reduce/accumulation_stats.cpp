@@ -61,10 +61,10 @@ class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
  private:
   // A model whose layers do not fit in cache has evicted each layer's results since the last
   // step's pass read them, and the hook's first store to them waited on memory: in the 2,000-
-  // tensor bench the hooks' time fell from 197-217 to 119-137 ns a tensor when a hook asked
-  // for the results of a layer a few hooks later. Backward reaches the layers in about the
-  // reverse of their registered order (a sequential model's exactly); where it does not, one
-  // prefetch is wasted.
+  // tensor bench the hooks' time fell from 200-218 to 136-155 ns a tensor (three interleaved
+  // pairs of runs) when each asked for those of the layer four hooks later. Backward reaches
+  // the layers in about the reverse of their registered order (a sequential model's exactly);
+  // where it does not, one prefetch is wasted.
   void prefetch_for_later_hook(Shared& s) const {
     constexpr size_t kAhead = 4;
     if (layer_ < kAhead) return;
