@@ -100,7 +100,9 @@ inline __attribute__((always_inline)) void add_squares(Acc (&lanes)[kN], int64_t
   }
 }
 
-inline bool any_bits(const int32_t (&bits)[kLanes]) {
+// Whether any lane saw a nonzero term: `bits` is kLanes int32 lanes, an array or a BitLanes.
+template <typename Bits>
+inline bool any_bits(const Bits& bits) {
   int32_t all = 0;
   for (int l = 0; l < kLanes; ++l) all |= bits[l];
   return all != 0;
@@ -262,9 +264,7 @@ inline __attribute__((always_inline)) double sumsq_range(const float* __restrict
       add(x);
     }
     double block = block_total(sq);
-    bool any_seen = false;
-    for (int l = 0; l < kLanes; ++l) any_seen |= seen[l] != 0;
-    if (!fp32_block_sum_trusted(block) && any_seen) block = sumsq_fp64(b0, bn, [w](int64_t k) { return w[k]; });
+    if (!fp32_block_sum_trusted(block) && any_bits(seen)) block = sumsq_fp64(b0, bn, [w](int64_t k) { return w[k]; });
     total += block;
   }
   return total;
