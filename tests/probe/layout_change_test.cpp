@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "transport/command_server.hpp"
+#include "keel/probe/grad_scaler.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "quiet_options.hpp"
@@ -97,6 +98,79 @@ TEST(LayoutChange, ACastAfterAttachIsMeasuredInItsNewTypeFromTheNextStep) {
   probe.step(torch::tensor(1.0));
   EXPECT_FALSE(find_event(probe, "layout_changed")) << event_kinds(probe);
   EXPECT_EQ(probe.last_record().probe_errors, 0u) << event_kinds(probe);
+}
+
+// A Linear, then a child holding one scalar gain: the gain is the last layer planned, so a
+// change to it is the last thing the gradient walk finds.
+struct GainImpl : torch::nn::Module {
+  GainImpl() { gain = register_parameter("gain", torch::ones({})); }
+  torch::Tensor gain;
+};
+TORCH_MODULE(Gain);
+struct GainedLinearImpl : torch::nn::Module {
+  GainedLinearImpl() {
+    fc = register_module("fc", torch::nn::Linear(5, 3));
+    head = register_module("head", Gain());
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc->forward(x) * head->gain; }
+  torch::nn::Linear fc{nullptr};
+  Gain head{nullptr};
+};
+TORCH_MODULE(GainedLinear);
+
+// On the CPU each tensor's type and shape are checked on the gradient walk's way to it
+// (LayoutCheckInWalk), and a loss scaler's unscale writes the gradients in place in the same
+// pass. A tensor reshaped between steps, found last, must stop the walk before anything was
+// unscaled: the layers are planned again and every gradient is divided by the scale once.
+TEST(LayoutChange, ATensorReshapedBetweenStepsIsPlannedAgainAndEveryGradientUnscaledOnce) {
+  torch::manual_seed(0);
+  GainedLinear net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  Probe probe(*net, opt, quiet());
+  keel::probe::GradScalerOptions so;
+  so.init_scale = 1024;
+  keel::probe::GradScaler scaler(so);
+  probe.use_scaler(&scaler);
+  const auto scaled_backward = [&](double scale) {
+    torch::manual_seed(1);
+    opt.zero_grad();
+    (net->forward(torch::randn({4, 5})).pow(2).mean() * scale).backward();
+  };
+  scaled_backward(scaler.scale_value());
+  ASSERT_TRUE(probe.step(torch::tensor(1.0)).applied);
+
+  {
+    torch::NoGradGuard no_grad;
+    net->head->gain.set_data(torch::full({1}, 0.5));   // [] -> [1]: broadcast alike
+  }
+  scaled_backward(1.0);
+  std::vector<torch::Tensor> expected, before;
+  for (const auto& p : net->parameters()) {
+    expected.push_back(p.grad().clone());
+    before.push_back(p.detach().clone());
+  }
+  scaled_backward(scaler.scale_value());
+  EXPECT_TRUE(probe.step(torch::tensor(1.0)).applied) << event_kinds(probe);
+
+  EXPECT_EQ(probe.last_record().probe_errors, 0u) << event_kinds(probe);
+  const auto* changed = find_event(probe, "layout_changed");
+  ASSERT_TRUE(changed) << event_kinds(probe);
+  EXPECT_NE(changed->detail.find("head.gain reshaped from [] to [1]"), std::string::npos) << changed->detail;
+  const auto named = net->named_parameters();
+  ASSERT_EQ(named.size(), expected.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    const torch::Tensor& p = named[i].value();
+    EXPECT_TRUE(torch::allclose(p.grad(), expected[i], 1e-5, 1e-7))
+        << named[i].key() << " unscaled by " << (expected[i].abs().sum() / p.grad().abs().sum()).item<double>() << "x";
+    EXPECT_TRUE(torch::allclose(p.detach(), before[i] - 0.1 * expected[i], 1e-5, 1e-7)) << named[i].key();
+    EXPECT_TRUE(close_rel(recorded(probe, LayerMetric::kGradNorm, named[i].key()), keel::test::reference_norm(expected[i]), 1e-5))
+        << named[i].key();
+  }
+
+  // Planned once: the next step is an ordinary one.
+  scaled_backward(scaler.scale_value());
+  EXPECT_TRUE(probe.step(torch::tensor(1.0)).applied);
+  EXPECT_FALSE(find_event(probe, "layout_changed")) << event_kinds(probe);
 }
 
 // The user swaps fc1 for a new Linear (a new head for fine-tuning) and gives the optimizer its

@@ -53,18 +53,22 @@ ParameterLayout::ParameterLayout(const NamedParams& params, std::vector<const vo
 
 bool ParameterLayout::unchanged(const std::vector<const void*>& sequence, const std::vector<torch::Tensor>& params,
                                 LayoutChange& change, bool compare_values) const {
-  if (sequence != sequence_ || params.size() != entries_.size()) return false;
+  if (!same_sequence(sequence, params.size())) return false;
   change = LayoutChange{};
   for (size_t k = 0; k < params.size(); ++k) {
     prefetch_ahead(params, k);
-    const Entry& was = entries_[k];
-    const torch::Tensor& t = params[k];
-    if (was.tensor != t.unsafeGetTensorImpl() || was.device != t.device() || was.dtype != t.scalar_type() ||
-        !t.sizes().equals(was.sizes)) {
-      return false;
-    }
-    if (compare_values && values_of(t) != was.values) change.weights = true;
+    if (!same_tensor(k, params[k], compare_values, change.weights)) return false;
   }
+  return true;
+}
+
+bool ParameterLayout::same_tensor(size_t k, const torch::Tensor& t, bool compare_values, bool& weights_written) const {
+  const Entry& was = entries_[k];
+  if (was.tensor != t.unsafeGetTensorImpl() || was.device != t.device() || was.dtype != t.scalar_type() ||
+      !t.sizes().equals(was.sizes)) {
+    return false;
+  }
+  if (compare_values && values_of(t) != was.values) weights_written = true;
   return true;
 }
 

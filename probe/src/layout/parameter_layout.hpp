@@ -40,6 +40,14 @@ class ParameterLayout {
   // False: compare() must say what changed.
   bool unchanged(const std::vector<const void*>& sequence, const std::vector<torch::Tensor>& params,
                  LayoutChange& change, bool compare_values = true) const;
+  // unchanged() in two parts, for a caller that reads each tensor on its way elsewhere (the
+  // gradient walk, which has it in cache then): the same tensors in the same places, then
+  // each planned tensor `t` of layer `k` in turn, with `weights_written` set when its values
+  // changed (read only with `compare_values`).
+  bool same_sequence(const std::vector<const void*>& sequence, size_t planned_count) const {
+    return planned_count == entries_.size() && sequence == sequence_;
+  }
+  bool same_tensor(size_t k, const torch::Tensor& t, bool compare_values, bool& weights_written) const;
   // What differs between the planned parameters and `now` (parameters_of the model).
   LayoutChange compare(const NamedParams& now) const;
   // The tensors' sequence as it is now (an unchanged layout seen by compare(): the optimizer

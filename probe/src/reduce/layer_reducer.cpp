@@ -93,13 +93,15 @@ bool LayerReducer::device_rebuilds_every_update() const {
   return true;
 }
 
-void LayerReducer::enqueue_grads(float unscale) {
+bool LayerReducer::enqueue_grads(float unscale, PlannedTensorCheck* check) {
   const auto order = backends();
   grads_taken_.fill(0);
   ++grad_passes_;
   for (ReductionBackend* backend : order) backend->begin_grads(unscale);
   for (size_t i = 0; i < params_.size(); ++i) {
     prefetch_grad_chain(i);
+    // What the backends took so far is dropped by their next begin_grads.
+    if (check != nullptr && !check->still_planned(i, params_[i])) return false;
     const GradientSlot slot = gradient_slot(params_[i]);
     states_[i] = state_of(slot.requires_grad, slot.has_grad());
     if (!slot.has_grad()) {
@@ -117,6 +119,7 @@ void LayerReducer::enqueue_grads(float unscale) {
     }
   }
   for (ReductionBackend* backend : order) backend->enqueue_grads(unscale);
+  return true;
 }
 
 void LayerReducer::finish_grads(const VerdictRequest* verdict) {

@@ -21,6 +21,7 @@
 #include "cuda_fused_reductions.hpp"
 #include "generic_reductions.hpp"
 #include "gradient_slot.hpp"
+#include "planned_tensor_check.hpp"
 
 namespace keel::probe {
 
@@ -45,6 +46,8 @@ class LayerReducer {
   // Whether measuring the update would copy a weight that lives off the CPU: a layer there
   // whose update cannot be rebuilt (another optimizer, or a layout the device passes refuse).
   bool needs_device_snapshot() const;
+  // Whether every layer was planned on the CPU.
+  bool all_on_cpu() const { return all_on_cpu_; }
   // Whether every layer's update is rebuilt on its CUDA device from the optimizer's state: no
   // snapshot before the step and no host pass after it, as the deferred step needs.
   bool device_rebuilds_every_update() const;
@@ -55,7 +58,10 @@ class LayerReducer {
   // runs the host ones; finish_grads enqueues, after whatever the caller put on the stream in
   // between (the loss's copy), the step's verdict when asked for and the results' copy;
   // collect_grads takes the device results, waiting only where they have not arrived.
-  void enqueue_grads(float unscale);
+  // With `check`, each planned tensor is checked on the walk to its gradient; false: one left
+  // its plan, and the walk stopped before any pass started or wrote a gradient (the layers
+  // must be planned again before the next).
+  bool enqueue_grads(float unscale, PlannedTensorCheck* check = nullptr);
   void finish_grads(const VerdictRequest* verdict = nullptr);
   void collect_grads();
   // Whether the last enqueue_grads put a fused pass on this CUDA device's current stream (so

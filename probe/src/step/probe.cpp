@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "probe_impl.hpp"
+#include "layout_check_in_walk.hpp"
 
 namespace keel::probe {
 namespace {
@@ -40,11 +41,12 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   // The last step's record, when it was deferred: its results are in by now.
   settle_pending();
   times.begun = Clock::now();
-  // After it: the settled step was of the old layers.
-  follow_layout();
+  // After it: the settled step was of the old layers. A model planned on the CPU has its
+  // tensors checked by the gradient walk, which reads them anyway (LayoutCheckInWalk).
+  follow_layout(/*tensors_in_walk=*/reducer_.all_on_cpu() && gradient_pass_due());
   follow_buffers();
   StepPlan plan = plan_step();
-  const uint64_t grad_passes_before = reducer_.grad_passes();
+  uint64_t grad_passes_before = reducer_.grad_passes();
   times.planned = Clock::now();
   enqueue_buffers();
   // The closure form decides on the host: an unsafe step must be known before its update, to
@@ -55,6 +57,14 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     return outcome;
   }
   Reduction reduction = reduce(loss, plan, outcome);
+  if (reduction.layout_moved) {
+    // Found before any gradient was written: the layers are planned again, as at a step's
+    // start, and the step is reduced with them.
+    follow_layout(/*tensors_in_walk=*/false);
+    plan = plan_step();
+    grad_passes_before = reducer_.grad_passes();
+    reduction = reduce(loss, plan, outcome);
+  }
   classify_layers(plan, grad_passes_before);
   collect_buffers();
   decide(reduction, outcome);
@@ -102,13 +112,19 @@ void Probe::Impl::begin_step() {
   }
 }
 
+bool Probe::Impl::gradient_pass_due() const {
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    if ((wire::kGradientMetrics & (1u << m)) != 0 && due(static_cast<LayerMetric>(m))) return true;
+  }
+  return options_.skip_on_nonfinite || options_.skip_on_spike || options_.dump_on_nonfinite || scaler_ != nullptr;
+}
+
 Probe::Impl::StepPlan Probe::Impl::plan_step() const {
   StepPlan plan;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     if (due(static_cast<LayerMetric>(m))) plan.mask |= 1u << m;
   }
-  plan.grads_due = (plan.mask & wire::kGradientMetrics) != 0 || options_.skip_on_nonfinite || options_.skip_on_spike ||
-                   options_.dump_on_nonfinite || scaler_ != nullptr;
+  plan.grads_due = gradient_pass_due();
   // Without a rule to rebuild it, the update of a layer on a device needs a copy of the
   // weights there: only when asked for (snapshot_for_update_ratio).
   const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
@@ -157,11 +173,19 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     const bool unscale_here = scaler_active && !scaler_->unscaled();
     const float unscale = unscale_here ? scaler_->inv_scale_value() : 1.0f;
     const auto reduce_start = Clock::now();
-    hook_us_ = reducer_.take_hook_us();
+    // Added to: a step whose walk found a moved tensor is reduced again, by another reducer.
+    hook_us_ += reducer_.take_hook_us();
     static const std::vector<GradStats> kNoGrads;
     // Before the gradient pass, which may read the weights too.
     reducer_.plan_update(plan.update_due && plan.grads_due);
-    if (plan.grads_due) reducer_.enqueue_grads(unscale);
+    std::optional<LayoutCheckInWalk> walk_check;
+    if (tensors_left_to_walk_) walk_check.emplace(layout_, /*compare_values=*/snapshot_current_);
+    tensors_left_to_walk_ = false;
+    if (plan.grads_due && !reducer_.enqueue_grads(unscale, walk_check ? &*walk_check : nullptr)) {
+      r.layout_moved = true;
+      return r;
+    }
+    if (walk_check && walk_check->weights_written()) snapshot_current_ = false;
     // The weights before the update, enqueued ahead of the gradients' results so that one
     // wait on a device brings both in.
     const bool reuse_snapshot = plan.update_due && snapshot_current_ && reducer_.update_needs_no_copy();

@@ -14,6 +14,9 @@ namespace keel::probe {
 int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const {
   // A model the layers could not follow fails on the host path, safely (reduce()).
   if (!plan.grads_due || !layout_error_.empty()) return -1;
+  // A layout planned on the CPU, its tensors left to the host's gradient walk: a model moved
+  // to a GPU since is found there and planned again, and its next step may be deferred.
+  if (tensors_left_to_walk_) return -1;
   // Still decided on the host: a scaler whose scale is not on the device (its scale() has not
   // seen a loss there) or that the caller already unscaled (its verdict is on the host), a
   // dump that must precede an update nothing skips, and a dump asked for by command.

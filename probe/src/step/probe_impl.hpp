@@ -110,6 +110,11 @@ class Probe::Impl {
   // Why the layers could not be planned again for the model as it is now; empty when they
   // were. While set, every step's reductions fail (probe_layout.cpp).
   std::string layout_error_;
+  // follow_layout found the same tensors in the same places and left the check of each one
+  // to this step's gradient walk on the host (LayoutCheckInWalk): a layout planned wholly on
+  // the CPU with a gradient pass due. Until that walk, the step does not rely on the tensors'
+  // devices, types or shapes.
+  bool tensors_left_to_walk_ = false;
   WatchReducer watches_;
   // The model's floating-point buffers as they were planned (followed every step, like the
   // parameters); those watched among them (finite when planned: a buffer that holds NaN/Inf
@@ -243,6 +248,9 @@ class Probe::Impl {
     double reduce_us = 0;
     std::optional<double> lr;   // a deferred step's, as it was; else read when recorded
     std::vector<double> group_lrs;   // with `lr`: every group's, when there are several
+    // The gradient walk found a tensor that left its plan (tensors_left_to_walk_), before any
+    // gradient was written: nothing else was measured.
+    bool layout_moved = false;
   };
   struct StepTimes {
     Clock::time_point enter, optimizer_start, optimizer_end;
@@ -284,7 +292,11 @@ class Probe::Impl {
   // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
   // layout is planned again and re-described, weights written since the last step make the
   // weight snapshot stale. Its walk of the modules also reads the buffers for follow_buffers.
-  void follow_layout();
+  // `tensors_in_walk`: when the same tensors are in the same places, each one's device, type,
+  // shape and values are left to this step's gradient walk (tensors_left_to_walk_).
+  void follow_layout(bool tensors_in_walk);
+  // The slow part of follow_layout: what changed, and the layers planned again for it.
+  void follow_changed_layout();
   void replan(const ModelParameters& now, const std::string& what);
   // Plans the buffers to watch among `all` (one pass over them, read at once: at attach and
   // when the set changes). Throws what the pass throws, with nothing changed.
@@ -305,6 +317,8 @@ class Probe::Impl {
   // What the step measures, from the cadence and the policies; its frozen and unused layers
   // come after the gradient pass (classify_layers).
   StepPlan plan_step() const;
+  // Whether this step's gradient pass runs (plan_step's grads_due), asked before the plan.
+  bool gradient_pass_due() const;
   // plan.frozen and plan.unused, from the states this step's gradient pass read (when
   // reducer_.grad_passes() moved past `grad_passes_before`), else from the parameters.
   void classify_layers(StepPlan& plan, uint64_t grad_passes_before) const;

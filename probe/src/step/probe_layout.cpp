@@ -29,43 +29,55 @@ std::string alias_change(const ModelParameters& now, const wire::RunDescription&
 
 }  // namespace
 
-void Probe::Impl::follow_layout() {
+void Probe::Impl::follow_layout(bool tensors_in_walk) {
+  tensors_left_to_walk_ = false;
   try {
     optimizer_->begin_step();
     // One walk of the modules for the parameters and the buffers (follow_buffers reads it).
     parameter_sequence(*model_, optimizer_.get(), sequence_, &buffer_sequence_);
-    // Whether the weights were written since the last step matters only to a copy (or norms)
-    // of them that the next step would trust: without one, their versions are not read.
-    if (LayoutChange same; layout_.unchanged(sequence_, params_, same, /*compare_values=*/snapshot_current_)) {
-      if (same.weights) snapshot_current_ = false;
-      layout_error_.clear();
-      return;
+    if (layout_.same_sequence(sequence_, params_.size())) {
+      // Only while the layers are planned: a step that cannot reach the walk must try again here.
+      if (tensors_in_walk && layout_error_.empty()) {
+        tensors_left_to_walk_ = true;
+        return;
+      }
+      // Whether the weights were written since the last step matters only to a copy (or
+      // norms) of them that the next step would trust: without one, their versions are not read.
+      if (LayoutChange same; layout_.unchanged(sequence_, params_, same, /*compare_values=*/snapshot_current_)) {
+        if (same.weights) snapshot_current_ = false;
+        layout_error_.clear();
+        return;
+      }
     }
-    const ModelParameters now = parameters_of(*model_, optimizer_.get());
-    const LayoutChange change = layout_.compare(now.params);
-    if (!change.layout) {
-      layout_.remember_sequence(sequence_);
-      // The same layers, in other places or groups of the optimizer: the groups' lrs follow.
-      reducer_.measure_updates_of(optimizer_.get());
-    }
-    // Weights written outside the step: the copy the last update pass kept is not W. (They
-    // are remembered as the step's own again at end_step.)
-    if (change.weights) snapshot_current_ = false;
-    if (change.layout) {
-      if (now.params.empty()) throw std::runtime_error("the model has no parameters any more (" + change.what + ")");
-      replan(now, change.what);
-    } else if (const std::string renamed = alias_change(now, description_); !renamed.empty()) {
-      // The same layers under other names besides their own: only the description changes.
-      describe_layers(now, options_.layer_detail_above, description_);
-      if (publisher_) publisher_->describe(description_);
-      add_event("layout_changed", "", "the model's parameters changed after the last step: " + renamed + "; the run is re-described");
-    }
-    layout_error_.clear();
+    follow_changed_layout();
   } catch (const std::exception& e) {
     // The old plan is intact but the model may have left it (another device): until the
     // layers can be planned, every step's reductions fail, safely and counted (reduce()).
     layout_error_ = std::string("the model's parameters changed and could not be followed: ") + e.what();
   }
+}
+
+void Probe::Impl::follow_changed_layout() {
+  const ModelParameters now = parameters_of(*model_, optimizer_.get());
+  const LayoutChange change = layout_.compare(now.params);
+  if (!change.layout) {
+    layout_.remember_sequence(sequence_);
+    // The same layers, in other places or groups of the optimizer: the groups' lrs follow.
+    reducer_.measure_updates_of(optimizer_.get());
+  }
+  // Weights written outside the step: the copy the last update pass kept is not W. (They
+  // are remembered as the step's own again at end_step.)
+  if (change.weights) snapshot_current_ = false;
+  if (change.layout) {
+    if (now.params.empty()) throw std::runtime_error("the model has no parameters any more (" + change.what + ")");
+    replan(now, change.what);
+  } else if (const std::string renamed = alias_change(now, description_); !renamed.empty()) {
+    // The same layers under other names besides their own: only the description changes.
+    describe_layers(now, options_.layer_detail_above, description_);
+    if (publisher_) publisher_->describe(description_);
+    add_event("layout_changed", "", "the model's parameters changed after the last step: " + renamed + "; the run is re-described");
+  }
+  layout_error_.clear();
 }
 
 void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
