@@ -7,7 +7,8 @@
 #                       scripts/install-deps.sh --official-libtorch pins and installs, and the
 #                       Python front (pip install ./probe/python, then pytest) in its environment
 #   --newest-libtorch   the probe and its tests (no app), in build-torch-newest/, against the
-#                       newest torch the package index serves today
+#                       newest torch the package index serves today, and the Python front in
+#                       its environment as above
 #   --sanitize          AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
 #   --sanitize=thread   ThreadSanitizer build in build-tsan/
 # A sanitizer build compiles and runs only the tests of code that parses bytes or runs
@@ -38,12 +39,12 @@ case "${1:-}" in
     # A build configured against another libtorch keeps that one's paths in its cache.
     cache="$build/CMakeCache.txt"
     if [ -f "$cache" ] && ! grep -qxF "Torch_DIR:PATH=$prefix/Torch" "$cache"; then rm -f "$cache"; fi
-    # With the pinned torch, the Python front (probe/python) is installed into its environment
-    # as a user installs it, and its tests (tests/python, ctest's PythonFront.*) run there. Not
-    # with the newest: its build costs CI about 5 minutes more (run scripts/install-python-front.sh
-    # with that environment's python, then pytest tests/python, to try it).
-    python=""
-    if [ "$which" = --official-libtorch ]; then python="${prefix%%/lib/python*}/bin/python"; fi
+    # The Python front (probe/python) is installed into the torch's environment as a user
+    # installs it, and its tests (tests/python, ctest's PythonFront.*) run there: with the newest
+    # torch too, since a user's pip install builds against whatever torch they have (about 5
+    # minutes of CI for the newest's build; its test of keel-demo's dashboard skips, as that
+    # leg builds no keel-cli).
+    python="${prefix%%/lib/python*}/bin/python"
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" \
       -DKEEL_PYTHON="$python" "${scope[@]}" >/dev/null
     cmake --build "$build" -j"$jobs"
