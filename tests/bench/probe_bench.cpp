@@ -122,13 +122,14 @@ double buffer_check_us(int rounds, size_t& buffers) {
 
 void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) {
   std::printf("per-tensor host cost (deep narrow models: Linear(16,16) x N/2, SGD, 1 thread; A/B interleaved)\n");
-  std::printf("  %8s %6s %10s %10s %9s %10s %10s %12s %12s\n", "tensors", "rounds", "plain ms", "probed ms", "A/B %",
-              "probe us", "reduce us", "ns/tensor", "outside ns");
+  std::printf("  %8s %6s %10s %10s %9s %9s %10s %10s %12s %12s\n", "tensors", "rounds", "plain ms", "probed ms", "A/B %",
+              "A/A %", "probe us", "reduce us", "ns/tensor", "outside ns");
   for (const keel::bench::TensorCountCost& r : rows) {
-    std::printf("  %8lld %6d %10.2f %10.2f %9.2f %10.1f %10.1f %12.1f %12.1f\n", static_cast<long long>(r.tensors),
-                r.rounds, r.plain_ms, r.probed_ms, r.overhead_pct, r.probe_us, r.reduce_us, r.probe_ns_per_tensor,
-                r.outside_ns_per_tensor);
+    std::printf("  %8lld %6d %10.2f %10.2f %9.2f %9.2f %10.1f %10.1f %12.1f %12.1f\n", static_cast<long long>(r.tensors),
+                r.rounds, r.plain_ms, r.probed_ms, r.overhead_pct, r.control_pct, r.probe_us, r.reduce_us,
+                r.probe_ns_per_tensor, r.outside_ns_per_tensor);
   }
+  std::printf("  (A/A: a second plain copy of the model against the first, the A/B's floor on this machine)\n");
   if (rows.size() >= 2) {
     double lo = rows[0].probe_ns_per_tensor, hi = lo;
     for (const auto& r : rows) {

@@ -37,7 +37,10 @@ struct Trainee {
 TensorCountCost measure_one(int64_t tensors, int rounds) {
   const int64_t layers = std::max<int64_t>(1, tensors / 2);
   torch::manual_seed(1);
-  Trainee plain(layers), probed(layers), probed_in_pass(layers);
+  // `control` steps plainly too: its A/B against `plain` is what two unprobed copies of one
+  // model differ by on this machine (their memory's placement, the order in the round), the
+  // floor under which the probe's A/B says nothing.
+  Trainee plain(layers), probed(layers), probed_in_pass(layers), control(layers);
   probe::ProbeOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
   options.record_dir = "";
@@ -57,27 +60,30 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   TensorCountCost cost;
   cost.tensors = layers * 2;
   cost.rounds = rounds;
-  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, in_pass_ms, in_pass_probe_us;
+  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, in_pass_ms, in_pass_probe_us, control_ms;
   std::vector<double> begin_us, layout_us, grads_us, backward_us, update_us, record_us, end_us;
   const int warmup = static_cast<int>(options.queue_capacity) + 3;
-  // The three in turn, each in every position across rounds.
-  enum Way { kPlain, kProbed, kInPass };
+  // The four in turn, each in every position across rounds.
+  enum Way { kPlain, kProbed, kInPass, kControl, kWays };
   for (int round = 0; round < warmup + rounds; ++round) {
-    for (int k = 0; k < 3; ++k) {
-      const Way way = static_cast<Way>((round + k) % 3);
+    for (int k = 0; k < kWays; ++k) {
+      const Way way = static_cast<Way>((round + k) % kWays);
       const auto start = Clock::now();
       if (way == kProbed) {
         probe.step(probed.forward_backward(x, y));
       } else if (way == kInPass) {
         probe_in_pass.step(probed_in_pass.forward_backward(x, y));
       } else {
-        plain.forward_backward(x, y);
-        plain.optimizer.step();
+        Trainee& unprobed = way == kPlain ? plain : control;
+        unprobed.forward_backward(x, y);
+        unprobed.optimizer.step();
       }
       if (round < warmup) continue;
       const double step_ms = ms_since(start);
       if (way == kPlain) {
         plain_ms.push_back(step_ms);
+      } else if (way == kControl) {
+        control_ms.push_back(step_ms);
       } else if (way == kInPass) {
         in_pass_ms.push_back(step_ms);
         in_pass_probe_us.push_back(probe_in_pass.last_timing().probe_us);
@@ -100,6 +106,7 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   cost.probed_ms = median(probed_ms);
   cost.overhead_pct = 100.0 * (cost.probed_ms - cost.plain_ms) / cost.plain_ms;
   cost.in_pass_overhead_pct = 100.0 * (median(in_pass_ms) - cost.plain_ms) / cost.plain_ms;
+  cost.control_pct = 100.0 * (median(control_ms) - cost.plain_ms) / cost.plain_ms;
   cost.in_pass_probe_us = median(in_pass_probe_us);
   cost.probe_us = median(probe_us);
   cost.reduce_us = median(reduce_us);

@@ -7,8 +7,9 @@
 // probe's defaults but recording and dumps (a publisher, the command socket, the ring; a ring
 // of 8 records, which the warm-up rounds fill, so that what is measured is the steady state
 // a real run reaches after its first 256 steps), and so again with measure_in_backward off
-// (every gradient measured by the pass after backward, none in the accumulators' hooks).
-// The three step in turn, round by round. Per N: the median step of each and the A/B, the probe's
+// (every gradient measured by the pass after backward, none in the accumulators' hooks); and a
+// fourth copy trains plain beside the first, whose A/B against it (A/A) is the measurement's
+// own floor. The four step in turn, round by round. Per N: the median step of each and the A/B, the probe's
 // own time on the training thread (ProbeTiming), its reductions' share, and both over N: the
 // cost per tensor. The reductions read every value, so their per-tensor cost grows with the
 // tensor's size; the rest (hooks, arrival order, the layout check, building the record, the
@@ -28,6 +29,8 @@ struct TensorCountCost {
   double overhead_pct = 0;              // (probed - plain) / plain
   // measure_in_backward off: its A/B against the same plain steps, and its probe_us.
   double in_pass_overhead_pct = 0, in_pass_probe_us = 0;
+  // A second plain copy against the first (A/A): what the A/B reads with no probe at all.
+  double control_pct = 0;
   double probe_us = 0;                  // median ProbeTiming::probe_us
   double reduce_us = 0;                 // median ProbeTiming::reduce_us
   double probe_ns_per_tensor = 0;       // probe_us / tensors
