@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -34,13 +35,23 @@ struct Trainee {
   torch::optim::SGD optimizer;
 };
 
+// (median of `a`) / (median of `b`) - 1, in percent.
+double percent_over(const std::vector<double>& a, const std::vector<double>& b) {
+  const double base = median(b);
+  return base > 0 ? 100.0 * (median(a) - base) / base : 0.0;
+}
+
 TensorCountCost measure_one(int64_t tensors, int rounds) {
   const int64_t layers = std::max<int64_t>(1, tensors / 2);
   torch::manual_seed(1);
-  // `control` steps plainly too: its A/B against `plain` is what two unprobed copies of one
-  // model differ by on this machine (their memory's placement, the order in the round), the
-  // floor under which the probe's A/B says nothing.
-  Trainee plain(layers), probed(layers), probed_in_pass(layers), control(layers);
+  // Four copies of the model: plain, probed, probed with measure_in_backward off, and a second
+  // plain one (control), whose A/B against the first is what two unprobed copies differ by on
+  // this machine (their memory's placement): the floor under which the probe's A/B says
+  // nothing. That difference reached 4% at 50,000 tensors, so the copies also swap roles
+  // halfway (the probed copy trains plain and the plain one probed, likewise the other two),
+  // and each A/B is the mean of the two halves'.
+  std::vector<std::unique_ptr<Trainee>> copies;
+  for (int c = 0; c < 4; ++c) copies.push_back(std::make_unique<Trainee>(layers));
   probe::ProbeOptions options;
   options.endpoint = "tcp://127.0.0.1:*";
   options.record_dir = "";
@@ -50,44 +61,50 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   // there consolidates it first: a fifth of the probe's time at 2,000 tensors). A small ring
   // is used up in the warm-up rounds, as a real run's 256 slots are in its first 256 steps.
   options.queue_capacity = 8;
-  probe::Probe probe(*probed.model, probed.optimizer, options);
   probe::ProbeOptions in_pass = options;
   in_pass.measure_in_backward = false;
-  probe::Probe probe_in_pass(*probed_in_pass.model, probed_in_pass.optimizer, in_pass);
   const torch::Tensor x = torch::randn({8, 16});
   const torch::Tensor y = torch::randn({8, 16});
 
   TensorCountCost cost;
   cost.tensors = layers * 2;
   cost.rounds = rounds;
-  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, in_pass_ms, in_pass_probe_us, control_ms;
+  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, in_pass_probe_us;
   std::vector<double> begin_us, layout_us, grads_us, backward_us, update_us, record_us, end_us;
   const int warmup = static_cast<int>(options.queue_capacity) + 3;
-  // The four in turn, each in every position across rounds.
   enum Way { kPlain, kProbed, kInPass, kControl, kWays };
-  for (int round = 0; round < warmup + rounds; ++round) {
-    for (int k = 0; k < kWays; ++k) {
-      const Way way = static_cast<Way>((round + k) % kWays);
-      const auto start = Clock::now();
-      if (way == kProbed) {
-        probe.step(probed.forward_backward(x, y));
-      } else if (way == kInPass) {
-        probe_in_pass.step(probed_in_pass.forward_backward(x, y));
-      } else {
-        Trainee& unprobed = way == kPlain ? plain : control;
-        unprobed.forward_backward(x, y);
-        unprobed.optimizer.step();
-      }
-      if (round < warmup) continue;
-      const double step_ms = ms_since(start);
-      if (way == kPlain) {
-        plain_ms.push_back(step_ms);
-      } else if (way == kControl) {
-        control_ms.push_back(step_ms);
-      } else if (way == kInPass) {
-        in_pass_ms.push_back(step_ms);
-        in_pass_probe_us.push_back(probe_in_pass.last_timing().probe_us);
-      } else {
+  // Which copy plays each way, in the first half and the second.
+  constexpr int kRoles[2][kWays] = {{0, 1, 2, 3}, {1, 0, 3, 2}};
+  for (int half = 0; half < 2; ++half) {
+    Trainee& plain = *copies[kRoles[half][kPlain]];
+    Trainee& probed = *copies[kRoles[half][kProbed]];
+    Trainee& probed_in_pass = *copies[kRoles[half][kInPass]];
+    Trainee& control = *copies[kRoles[half][kControl]];
+    // Attached for this half; the last half's probes are gone, their hooks with them.
+    probe::Probe probe(*probed.model, probed.optimizer, options);
+    probe::Probe probe_in_pass(*probed_in_pass.model, probed_in_pass.optimizer, in_pass);
+    const int measured = half == 0 ? (rounds + 1) / 2 : rounds / 2;
+    std::vector<double> half_ms[kWays];
+    // The four in turn, each in every position across rounds.
+    for (int round = 0; round < warmup + measured; ++round) {
+      for (int k = 0; k < kWays; ++k) {
+        const Way way = static_cast<Way>((round + k) % kWays);
+        const auto start = Clock::now();
+        if (way == kProbed) {
+          probe.step(probed.forward_backward(x, y));
+        } else if (way == kInPass) {
+          probe_in_pass.step(probed_in_pass.forward_backward(x, y));
+        } else {
+          Trainee& unprobed = way == kPlain ? plain : control;
+          unprobed.forward_backward(x, y);
+          unprobed.optimizer.step();
+        }
+        if (round < warmup) continue;
+        const double step_ms = ms_since(start);
+        half_ms[way].push_back(step_ms);
+        if (way == kPlain) plain_ms.push_back(step_ms);
+        if (way == kInPass) in_pass_probe_us.push_back(probe_in_pass.last_timing().probe_us);
+        if (way != kProbed) continue;
         probed_ms.push_back(step_ms);
         const probe::ProbeTiming& t = probe.last_timing();
         probe_us.push_back(t.probe_us);
@@ -101,12 +118,12 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
         end_us.push_back(t.end_us);
       }
     }
+    cost.overhead_pct += percent_over(half_ms[kProbed], half_ms[kPlain]) / 2;
+    cost.in_pass_overhead_pct += percent_over(half_ms[kInPass], half_ms[kPlain]) / 2;
+    cost.control_pct += percent_over(half_ms[kControl], half_ms[kPlain]) / 2;
   }
   cost.plain_ms = median(plain_ms);
   cost.probed_ms = median(probed_ms);
-  cost.overhead_pct = 100.0 * (cost.probed_ms - cost.plain_ms) / cost.plain_ms;
-  cost.in_pass_overhead_pct = 100.0 * (median(in_pass_ms) - cost.plain_ms) / cost.plain_ms;
-  cost.control_pct = 100.0 * (median(control_ms) - cost.plain_ms) / cost.plain_ms;
   cost.in_pass_probe_us = median(in_pass_probe_us);
   cost.probe_us = median(probe_us);
   cost.reduce_us = median(reduce_us);

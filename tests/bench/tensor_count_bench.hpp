@@ -9,7 +9,8 @@
 // a real run reaches after its first 256 steps), and so again with measure_in_backward off
 // (every gradient measured by the pass after backward, none in the accumulators' hooks); and a
 // fourth copy trains plain beside the first, whose A/B against it (A/A) is the measurement's
-// own floor. The four step in turn, round by round. Per N: the median step of each and the A/B, the probe's
+// own floor. The four step in turn, round by round, and swap roles halfway (the probed copy
+// and the plain one, the other two likewise), so that no A/B is one copy's placement in memory. Per N: the median step of each and the A/B, the probe's
 // own time on the training thread (ProbeTiming), its reductions' share, and both over N: the
 // cost per tensor. The reductions read every value, so their per-tensor cost grows with the
 // tensor's size; the rest (hooks, arrival order, the layout check, building the record, the
@@ -26,7 +27,7 @@ struct TensorCountCost {
   int64_t tensors = 0;
   int rounds = 0;
   double plain_ms = 0, probed_ms = 0;   // median step
-  double overhead_pct = 0;              // (probed - plain) / plain
+  double overhead_pct = 0;              // (probed - plain) / plain, the mean of the two halves'
   // measure_in_backward off: its A/B against the same plain steps, and its probe_us.
   double in_pass_overhead_pct = 0, in_pass_probe_us = 0;
   // A second plain copy against the first (A/A): what the A/B reads with no probe at all.
