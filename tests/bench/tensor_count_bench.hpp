@@ -18,6 +18,7 @@
 // Threads: the caller's (the probes start their own).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
