@@ -6,6 +6,9 @@
 
 #include "keel/probe/fused_reduce.hpp"
 
+// Counts operator new calls while enabled, to check that steady-state passes do not allocate.
+#include "allocation_counter.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,25 +19,6 @@
 #include <new>
 #include <random>
 #include <vector>
-
-// Counts operator new calls while enabled, to check that steady-state passes do not allocate.
-// The replacements are kept out of line so GCC does not pair an inlined free() with the
-// (opaque) operator new and warn about a mismatch.
-namespace {
-std::atomic<bool> g_count_allocs{false};
-std::atomic<int64_t> g_allocs{0};
-}  // namespace
-
-__attribute__((noinline)) void* operator new(std::size_t size) {
-  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((noinline)) void* operator new[](std::size_t size) { return operator new(size); }
-__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete[](void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace keel::probe {
 namespace {
@@ -645,12 +629,12 @@ TEST(FusedReduceSteadyState, RepeatedPassesDoNotAllocate) {
   };
   all_passes();  // first call sizes the scratch and starts the OpenMP pool
 
-  g_allocs = 0;
-  g_count_allocs = true;
+  keel::test::all_allocations = 0;
+  keel::test::count_all = true;
   all_passes();
   all_passes();
-  g_count_allocs = false;
-  EXPECT_EQ(g_allocs.load(), 0);
+  keel::test::count_all = false;
+  EXPECT_EQ(keel::test::all_allocations.load(), 0);
 }
 
 }  // namespace
