@@ -60,10 +60,15 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   if (reduction.layout_moved) {
     // Found before any gradient was written: the layers are planned again, as at a step's
     // start, and the step is reduced with them.
+    // The hooks' time was taken from the old reducer; the new one's hooks have not run yet
+    // (and a step whose layers could not be planned fails before it takes any).
+    const double hooks_us = hook_us_;
+    hook_us_ = 0;
     follow_layout(/*tensors_in_walk=*/false);
     plan = plan_step();
     grad_passes_before = reducer_.grad_passes();
     reduction = reduce(loss, plan, outcome);
+    hook_us_ += hooks_us;
   }
   classify_layers(plan, grad_passes_before);
   collect_buffers();
@@ -173,8 +178,7 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     const bool unscale_here = scaler_active && !scaler_->unscaled();
     const float unscale = unscale_here ? scaler_->inv_scale_value() : 1.0f;
     const auto reduce_start = Clock::now();
-    // Added to: a step whose walk found a moved tensor is reduced again, by another reducer.
-    hook_us_ += reducer_.take_hook_us();
+    hook_us_ = reducer_.take_hook_us();
     static const std::vector<GradStats> kNoGrads;
     // Before the gradient pass, which may read the weights too.
     reducer_.plan_update(plan.update_due && plan.grads_due);
