@@ -21,9 +21,9 @@
 // per step (c10's CUDA sync debug mode, counted by a warning handler), and the device memory
 // it holds beyond plain training. The last line is one JSON object. Without a CUDA device it
 // says so and exits 0.
+// --model deep-narrow measures the probe at many small tensors instead (gpu_deep_narrow.hpp).
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
 
@@ -39,6 +39,8 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "cuda_sync_counter.hpp"
+#include "gpu_deep_narrow.hpp"
 #include "naive_checks.hpp"
 #include "trainer.hpp"
 
@@ -46,32 +48,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using keel::bench::median;
-
-// Counts the warnings c10 raises for a synchronising CUDA call while sync debug mode is on;
-// every other warning is passed to the handler that was in place.
-class SyncCounter : public c10::WarningHandler {
- public:
-  SyncCounter() : previous_(c10::WarningUtils::get_warning_handler()) {
-    c10::WarningUtils::set_warning_handler(this);
-  }
-  ~SyncCounter() override { c10::WarningUtils::set_warning_handler(previous_); }
-  void process(const c10::Warning& warning) override {
-    if (warning.msg().find("synchroniz") != std::string::npos) {
-      ++count;
-    } else {
-      previous_->process(warning);
-    }
-  }
-  int64_t count = 0;
-
- private:
-  c10::WarningHandler* previous_;
-};
-
-void set_sync_debug(bool on) {
-  c10::cuda::warning_state().set_sync_debug_mode(on ? c10::cuda::SyncDebugMode::L_WARN
-                                                   : c10::cuda::SyncDebugMode::L_DISABLED);
-}
+using keel::bench::SyncCounter;
+using keel::bench::set_sync_debug;
 
 int64_t device_bytes_in_use() {
   return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).allocated_bytes[0].current;
@@ -147,14 +125,31 @@ int main(int argc, char** argv) {
   int warmup_rounds = 2;
   int steps_per_round = 5;
   keel::demo::TrainerConfig config;
-  app.add_option("--model", model, "gpt2-small or char (keel-demo's small model, for a quick check)")
-      ->check(CLI::IsMember({"gpt2-small", "char"}))->capture_default_str();
+  keel::bench::DeepNarrowGpuRun deep_narrow;
+  std::string device = "cuda";
+  app.add_option("--model", model,
+                 "gpt2-small, char (keel-demo's small model, for a quick check) or deep-narrow (many small "
+                 "tensors: gpu_deep_narrow.hpp)")
+      ->check(CLI::IsMember({"gpt2-small", "char", "deep-narrow"}))->capture_default_str();
+  app.add_option("--tensors", deep_narrow.tensors, "deep-narrow: parameter tensors")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 24))->capture_default_str();
+  app.add_option("--device", device,
+                 "deep-narrow: cuda, or cpu to check the bench itself where there is no GPU")
+      ->check(CLI::IsMember({"cuda", "cpu"}))->capture_default_str();
   app.add_option("--rounds", rounds, "measured rounds")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup-rounds", warmup_rounds, "rounds run first and not measured")->capture_default_str();
   app.add_option("--steps-per-round", steps_per_round, "steps per variant per round")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch", config.batch, "sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (model == "deep-narrow") {
+    // Its steps take about a second: fewer of them than the defaults above, unless asked.
+    if (app.count("--rounds") > 0) deep_narrow.rounds = rounds;
+    if (app.count("--warmup-rounds") > 0) deep_narrow.warmup_rounds = warmup_rounds;
+    if (app.count("--steps-per-round") > 0) deep_narrow.steps_per_round = steps_per_round;
+    deep_narrow.device = torch::Device(device == "cpu" ? torch::kCPU : torch::kCUDA);
+    return keel::bench::run_deep_narrow_gpu_bench(deep_narrow);
+  }
 
   if (!torch::cuda::is_available()) {
     std::puts("keel-bench-gpu: no CUDA device is available to this libtorch: nothing to measure");
