@@ -60,7 +60,10 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   // time it is used, in a heap that autograd's freed tensors fragment (a large allocation
   // there consolidates it first: a fifth of the probe's time at 2,000 tensors). A small ring
   // is used up in the warm-up rounds, as a real run's 256 slots are in its first 256 steps.
-  options.queue_capacity = 8;
+  // Above 10,000 tensors a step takes a second or so here, and each warm-up round is one
+  // measured round fewer in the same time: a ring of 2 there (the publisher sends a record in
+  // a few milliseconds, so 2 slots never fill).
+  options.queue_capacity = tensors > 10000 ? 2 : 8;
   probe::ProbeOptions in_pass = options;
   in_pass.measure_in_backward = false;
   const torch::Tensor x = torch::randn({8, 16});
@@ -226,8 +229,9 @@ std::vector<TensorCountCost> measure_tensor_counts(const std::vector<int64_t>& t
   torch::set_num_threads(1);
   std::vector<TensorCountCost> out;
   for (int64_t n : tensors) {
-    // A 50,000-tensor step takes about a second here: fewer rounds, never under 5.
-    const int scaled = n > 10000 ? std::max(5, rounds / 4) : rounds;
+    // A 50,000-tensor step takes about a second here: fewer rounds (with fewer warm-up rounds
+    // before them, measure_one), never under 10, 5 in each half.
+    const int scaled = n > 10000 ? std::max(10, rounds * 2 / 3) : rounds;
     out.push_back(measure_one(n, scaled));
   }
   torch::set_num_threads(threads);

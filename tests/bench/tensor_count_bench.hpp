@@ -5,14 +5,15 @@
 // A deep narrow model of N tensors (N/2 Linear(16, 16) layers, each a weight and a bias, on
 // the CPU, one intra-op thread, SGD) trains three times: plain (optimizer.step()), with the
 // probe's defaults but recording and dumps (a publisher, the command socket, the ring; a ring
-// of 8 records, which the warm-up rounds fill, so that what is measured is the steady state
-// a real run reaches after its first 256 steps), and so again with measure_in_backward off
-// (every gradient measured by the pass after backward, none in the accumulators' hooks); and a
-// fourth copy trains plain beside the first, whose A/B against it (A/A) is the measurement's
-// own floor. The four step in turn, round by round, and swap roles halfway (the probed copy
-// and the plain one, the other two likewise), so that no A/B is one copy's placement in memory. Per N: the median step of each and the A/B, the probe's
-// own time on the training thread (ProbeTiming), its reductions' share, and both over N: the
-// cost per tensor. The reductions read every value, so their per-tensor cost grows with the
+// of 8 records, 2 above 10,000 tensors, which the warm-up rounds fill, so that what is
+// measured is the steady state a real run reaches after its first 256 steps), and so again
+// with measure_in_backward off (every gradient measured by the pass after backward, none in
+// the accumulators' hooks); and a fourth copy trains plain beside the first, whose A/B
+// against it (A/A) is the measurement's own floor. The four step in turn, round by round, and
+// swap roles halfway (the probed copy and the plain one, the other two likewise), so that no
+// A/B is one copy's placement in memory. Per N: the median step of each and the A/B, the
+// probe's own time on the training thread (ProbeTiming), its reductions' share, and both over
+// N: the cost per tensor. The reductions read every value, so their per-tensor cost grows with the
 // tensor's size; the rest (hooks, arrival order, the layout check, building the record, the
 // decision) is what must stay flat.
 // Threads: the caller's (the probes start their own).
@@ -44,7 +45,7 @@ struct TensorCountCost {
 };
 
 // One row per count in `tensors` (rounded down to an even count), `rounds` measured rounds
-// each (fewer for the largest models: at least 5).
+// each (above 10,000 tensors two thirds of them, at least 10, after fewer warm-up rounds).
 std::vector<TensorCountCost> measure_tensor_counts(const std::vector<int64_t>& tensors, int rounds);
 
 // The wire at a mixture of experts' width (issue 30, part 2): `blocks` blocks of `experts`
