@@ -7,6 +7,7 @@
 
 #include <limits>
 #include <random>
+#include <stdexcept>
 
 #include "keel/probe/grad_scaler.hpp"
 
@@ -152,6 +153,39 @@ TEST(GradScaler, ALoadedStateIsWhereTheNextUpdateStarts) {
   scaler.update();
   EXPECT_EQ(scaler.scale_value(), 4.0f);
   EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+// Another scaler's tensors (the Python front shares a torch.amp.GradScaler's): every update
+// lands in them, seen by that scaler as writes (their version counters), with no load back.
+TEST(GradScaler, ASharedStateIsWhereEveryUpdateGoes) {
+  keel::probe::GradScalerOptions options;
+  options.growth_interval = 2;
+  keel::probe::GradScaler scaler(options);
+  const torch::Tensor scale = torch::full({1}, 1024.0, torch::TensorOptions().dtype(torch::kFloat));
+  const torch::Tensor tracker = torch::full({1}, 1, torch::TensorOptions().dtype(torch::kInt));
+  scaler.share_state(scale, tracker, 1024.0f, 1);
+  EXPECT_EQ(scaler.scale_value(), 1024.0f);
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+  const auto version = scale.unsafeGetTensorImpl()->version_counter().current_version();
+  scaler.mark_unscaled(false);
+  scaler.update();   // the second clean step in a row: the scale grows
+  EXPECT_EQ(scale.item<float>(), 2048.0f);
+  EXPECT_EQ(tracker.item<int32_t>(), 0);
+  EXPECT_GT(scale.unsafeGetTensorImpl()->version_counter().current_version(), version);
+  scaler.mark_unscaled(true);
+  scaler.update();
+  EXPECT_EQ(scale.item<float>(), 1024.0f);
+  EXPECT_EQ(scaler.scale_value(), 1024.0f);
+  scaler.load_state(8.0f, 1);   // a state loaded later goes there too
+  EXPECT_EQ(scale.item<float>(), 8.0f);
+  EXPECT_EQ(tracker.item<int32_t>(), 1);
+
+  EXPECT_THROW(scaler.share_state(torch::ones({1}, torch::TensorOptions().dtype(torch::kDouble)), tracker, 1.0f, 0),
+               std::invalid_argument);
+  EXPECT_THROW(scaler.share_state(torch::ones({2}, torch::TensorOptions().dtype(torch::kFloat)), tracker, 1.0f, 0),
+               std::invalid_argument);
+  EXPECT_THROW(scaler.share_state(scale, torch::zeros({1}, torch::TensorOptions().dtype(torch::kLong)), 1.0f, 0),
+               std::invalid_argument);
 }
 
 // Steps the probe failed are overflows to the scaler, but a run of them backs off once; an

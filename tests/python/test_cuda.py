@@ -1,6 +1,6 @@
 """keel.Probe on a CUDA device (issue 31): torch.optim's fused steps skip a poisoned update on
-the device with no host sync, the other optimizers are decided on the host, and a
-torch.amp.GradScaler steps as PyTorch's own. Every test is skipped where there is no CUDA
+the device with no host sync (a fused Adam's only without the update ratio), the other
+optimizers are decided on the host, and a torch.amp.GradScaler steps as PyTorch's own. Every test is skipped where there is no CUDA
 device (scripts/gpu-check.sh runs them on one)."""
 
 from __future__ import annotations
@@ -65,38 +65,47 @@ def all_equal(a, b) -> bool:
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("make_optimizer", [
-    lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, fused=True),
-    lambda params: torch.optim.Adam(params, lr=1e-2, fused=True),
-    lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True),
-], ids=["AdamW", "Adam", "SGD"])
-def test_a_fused_step_is_decided_on_the_device_with_no_host_sync(quiet, make_optimizer):
-    """Each step is deferred: the probe's verdict reaches the fused step on the device, the host
-    learns the outcome a step later. The poisoned step leaves weights and state as they were;
-    every other step is the optimizer's own fused step, as a plain loop takes it."""
+# A fused Adam's step counts live on the device, where the probe does not read them: its
+# update ratio is not rebuilt, so with the default cadence such a run is decided on the host
+# (README, the Python section). Without param_norm and update_ratio it is deferred.
+GRADIENTS_ONLY = dict(cadence=[1, 1, 1, 1, 0, 0])
+
+
+@pytest.mark.parametrize("make_optimizer,options,deferred", [
+    (lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, fused=True), GRADIENTS_ONLY, True),
+    (lambda params: torch.optim.Adam(params, lr=1e-2, fused=True), GRADIENTS_ONLY, True),
+    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True), {}, True),
+    (lambda params: torch.optim.AdamW(params, lr=1e-2, fused=True), {}, False),
+], ids=["AdamW-gradients-only", "Adam-gradients-only", "SGD", "AdamW-defaults"])
+def test_a_fused_step_skips_a_poisoned_update_and_is_the_optimizers_own(quiet, make_optimizer, options, deferred):
+    """Deferred, the probe's verdict reaches the fused step on the device with no host sync and
+    the host learns the outcome a step later; on the host, the outcome comes at once. Either
+    way the poisoned step leaves weights and state as they were, and every other step is the
+    optimizer's own fused step, as a plain loop takes it."""
     model, reference = cuda_model(), cuda_model()
     optimizer, reference_optimizer = make_optimizer(model.parameters()), make_optimizer(reference.parameters())
-    probe = keel.Probe(model, optimizer, **quiet)
+    probe = keel.Probe(model, optimizer, **options, **quiet)
     data = cuda_batches(7)
     for step, d in enumerate(data):
         loss = backward(model, optimizer, d, poison=step == POISONED)
         before = snapshot(model, optimizer)
         outcome, syncs = host_syncs_in(lambda: probe.step(loss))
-        if step > 0:   # the first step plans the layout and may wait
+        assert outcome.settled != deferred, f"step {step}"
+        if deferred and step > 0:   # the first step plans the layout and may wait
             assert syncs == 0, f"step {step}: the probe waited for the device {syncs} time(s)"
-        assert not outcome.settled, f"step {step} was decided on the host"
         if step == POISONED:
             assert all_equal(before, snapshot(model, optimizer)), "the skipped step left weights and state as they were"
         else:
             backward(reference, reference_optimizer, d)
             reference_optimizer.step()
-        if step > 0:
-            settled = probe.last_settled
-            assert settled.step == step - 1
-            assert settled.applied == (step - 1 != POISONED), f"step {step - 1}"
-            if step - 1 == POISONED:
-                assert settled.skip_reason == "nonfinite"
-                assert settled.nonfinite_layers == 1
+        settled = outcome if outcome.settled else (probe.last_settled if step > 0 else None)
+        if settled is None:
+            continue
+        assert settled.step == (step if outcome.settled else step - 1)
+        assert settled.applied == (settled.step != POISONED), f"step {settled.step}"
+        if settled.step == POISONED:
+            assert settled.skip_reason == "nonfinite"
+            assert settled.nonfinite_layers == 1
     probe.settle()
     assert probe.last_settled.step == len(data) - 1 and probe.last_settled.applied
     assert all_equal(snapshot(model, optimizer), snapshot(reference, reference_optimizer)), \
@@ -141,22 +150,27 @@ def test_the_metrics_on_the_device_match_torch(quiet):
     assert probe.last_record["layers"]["grad_norm"] == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("make_optimizer", [
-    lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9),
-    lambda params: torch.optim.AdamW(params, lr=1e-2, fused=True),
-], ids=["SGD", "AdamW-fused"])
-def test_grad_scaler_on_the_device_steps_as_pytorchs_own(quiet, make_optimizer):
+@pytest.mark.parametrize("make_optimizer,options,deferred", [
+    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9), {}, False),
+    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True), {}, True),
+    (lambda params: torch.optim.AdamW(params, lr=1e-2, fused=True), GRADIENTS_ONLY, True),
+], ids=["SGD", "SGD-fused", "AdamW-fused-gradients-only"])
+def test_grad_scaler_on_the_device_steps_as_pytorchs_own(quiet, make_optimizer, options, deferred):
     """The same weights, scale and growth tracker as scaler.step(optimizer) and scaler.update(),
-    an overflow skipped and backed off."""
+    an overflow skipped and backed off; with a fused step, the scale updated on the device with
+    no host sync (the probe's scaler keeps its state in the torch scaler's tensors)."""
     ours, theirs = cuda_model(), cuda_model()
     ours_opt, theirs_opt = make_optimizer(ours.parameters()), make_optimizer(theirs.parameters())
     settings = dict(init_scale=2.0 ** 10, growth_interval=2)
     ours_scaler, theirs_scaler = torch.amp.GradScaler("cuda", **settings), torch.amp.GradScaler("cuda", **settings)
-    probe = keel.Probe(ours, ours_opt, **quiet)
+    probe = keel.Probe(ours, ours_opt, **options, **quiet)
     for step, d in enumerate(cuda_batches(7)):
         overflow = step == POISONED
         loss = backward(ours, ours_opt, d, poison=overflow, scaler=ours_scaler)
-        outcome = probe.step(loss, scaler=ours_scaler)
+        outcome, syncs = host_syncs_in(lambda: probe.step(loss, scaler=ours_scaler))
+        if deferred and step > 0:   # the first step reads the scale once
+            assert syncs == 0, f"step {step}: the probe waited for the device {syncs} time(s)"
+        assert outcome.settled != deferred
         probe.settle()
         backward(theirs, theirs_opt, d, poison=overflow, scaler=theirs_scaler)
         theirs_scaler.step(theirs_opt)

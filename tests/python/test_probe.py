@@ -249,6 +249,30 @@ def test_grad_scaler_steps_as_pytorchs_own(quiet):
     assert ours_scaler.get_scale() != 2.0 ** 10, "the scale moved (backed off, then grew)"
 
 
+def test_grad_scaler_a_scale_set_between_steps_is_taken(quiet):
+    """The probe's scaler keeps its state in the torch scaler's tensors; a write from outside
+    (here update(new_scale=...)) is read before the next step, as PyTorch's own step reads it."""
+    ours, theirs = small_model(), small_model()
+    ours_opt = torch.optim.SGD(ours.parameters(), lr=0.05)
+    theirs_opt = torch.optim.SGD(theirs.parameters(), lr=0.05)
+    settings = dict(init_scale=2.0 ** 10, growth_interval=100)
+    ours_scaler = torch.amp.GradScaler("cpu", **settings)
+    theirs_scaler = torch.amp.GradScaler("cpu", **settings)
+    probe = keel.Probe(ours, ours_opt, **quiet)
+    for step in range(5):
+        if step == 2:
+            ours_scaler.update(new_scale=2.0 ** 5)
+            theirs_scaler.update(new_scale=2.0 ** 5)
+        assert scaled_step(ours, ours_opt, ours_scaler, step, False, probe).applied
+        scaled_step(theirs, theirs_opt, theirs_scaler, step, False)
+        assert ours_scaler.get_scale() == theirs_scaler.get_scale(), f"step {step}"
+        assert ours_scaler._growth_tracker.item() == theirs_scaler._growth_tracker.item(), f"step {step}"
+        assert probe.last_record["scaler"]["scale"] == ours_scaler.get_scale(), f"step {step}"
+        for p, q in zip(ours.parameters(), theirs.parameters()):
+            assert torch.equal(p, q), f"step {step}"
+    assert ours_scaler.get_scale() == 2.0 ** 5
+
+
 def test_grad_scaler_after_unscale_for_clipping(quiet):
     model = small_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)

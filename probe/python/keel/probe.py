@@ -95,7 +95,7 @@ class Probe:
             raise TypeError("keel.Probe.step: pass the loss or a closure, not both")
         bridge = self._bridge(scaler)
         if bridge is not None:
-            bridge.before_step(self._optimizer)
+            bridge.before_step(self._optimizer, self._core.settle)
         try:
             if closure is not None:
                 return self._core.step_closure(closure)

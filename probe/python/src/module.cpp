@@ -177,6 +177,8 @@ PYBIND11_MODULE(_probe, m) {
            py::kw_only(), py::arg("init_scale"), py::arg("growth_factor"), py::arg("backoff_factor"),
            py::arg("growth_interval"), py::arg("enabled"))
       .def("load_state", &keel::probe::GradScaler::load_state, py::arg("scale"), py::arg("growth_tracker"))
+      .def("share_state", &keel::probe::GradScaler::share_state, py::arg("scale"), py::arg("growth_tracker"),
+           py::arg("scale_value"), py::arg("growth_tracker_value"))
       .def("mark_unscaled", &keel::probe::GradScaler::mark_unscaled, py::arg("found_inf"))
       .def_property_readonly("scale_value", &keel::probe::GradScaler::scale_value)
       .def_property_readonly("growth_tracker", &keel::probe::GradScaler::growth_tracker)

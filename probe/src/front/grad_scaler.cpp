@@ -109,6 +109,31 @@ void GradScaler::load_state(float scale, int32_t growth_tracker) {
   }
 }
 
+void GradScaler::share_state(const torch::Tensor& scale, const torch::Tensor& growth_tracker, float scale_value,
+                             int32_t growth_tracker_value) {
+  if (device_update_pending_) throw std::logic_error("keel: GradScaler::share_state with a device update to settle");
+  const auto one_element = [](const torch::Tensor& t, torch::ScalarType type) {
+    return t.defined() && t.scalar_type() == type && t.numel() == 1 && t.layout() == torch::kStrided;
+  };
+  if (!one_element(scale, torch::kFloat) || !one_element(growth_tracker, torch::kInt) ||
+      scale.device() != growth_tracker.device()) {
+    throw std::invalid_argument(
+        "keel: GradScaler::share_state needs a one-element float32 scale and int32 growth tracker on one device");
+  }
+  // Views of the same elements, sharing their version counters: what this scaler writes, the
+  // other reads, and sees as a write.
+  device_scale_ = scale.view(c10::IntArrayRef{});   // not view({}): that is view(ScalarType)
+  device_growth_tracker_ = growth_tracker.view(c10::IntArrayRef{});
+  if (scale.is_cuda()) {
+    const auto pinned = torch::TensorOptions().pinned_memory(true);
+    settled_scale_ = torch::empty({}, pinned.dtype(torch::kFloat));
+    settled_growth_tracker_ = torch::empty({}, pinned.dtype(torch::kInt));
+    settled_found_inf_ = torch::empty({}, pinned.dtype(torch::kFloat));
+  }
+  scale_ = scale_value;
+  growth_tracker_ = growth_tracker_value;
+}
+
 void GradScaler::mark_unscaled(bool found_inf) {
   unscaled_ = true;
   found_inf_ = found_inf;

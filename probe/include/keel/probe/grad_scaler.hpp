@@ -49,10 +49,20 @@ class GradScaler {
   // Adjusts the scale from this step's found_inf (PyTorch's _amp_update_scale_) and rearms.
   void update();
 
-  // Takes the scale and growth tracker another scaler holds (the Python front mirrors a
-  // torch.amp.GradScaler's before each step) on the host, and on the device where scale()
-  // keeps them there. Between steps only: not with a device update still to settle.
+  // Takes the scale and growth tracker another scaler holds on the host, and on the device
+  // where scale() keeps them there. Between steps only: not with a device update still to
+  // settle.
   void load_state(float scale, int32_t growth_tracker);
+  // Keeps its scale and growth tracker in another scaler's tensors from now on (the Python
+  // front: a torch.amp.GradScaler's _scale and _growth_tracker, one-element float32 and int32
+  // tensors on one device), whose values are `scale_value` and `growth_tracker_value`: every
+  // update, on the host or (on a CUDA device) deferred on the device, writes them, so the other
+  // scaler reads each step's result with no copy back, and on a CUDA device this scaler
+  // decides there as if scale() had put its scale there. Between steps only: not with a
+  // device update still to settle. Throws std::invalid_argument for tensors it cannot keep
+  // them in.
+  void share_state(const torch::Tensor& scale, const torch::Tensor& growth_tracker, float scale_value,
+                   int32_t growth_tracker_value);
 
   // The probe's fused pass unscaled the gradients itself and found `found_inf`.
   void mark_unscaled(bool found_inf);
@@ -99,8 +109,9 @@ class GradScaler {
   bool probe_failed_ = false;        // this step ends as mark_probe_failed()
   bool probe_failed_last_ = false;   // and so did the step before it
   int64_t skipped_total_ = 0;
-  // On a CUDA device once scale() saw a loss there: the scale and growth tracker (zero-dim),
-  // and the pinned host copies the deferred update is read back through.
+  // On a CUDA device once scale() saw a loss there, or another scaler's (share_state, on any
+  // device): the scale and growth tracker (zero-dim views), and on a CUDA device the pinned
+  // host copies the deferred update is read back through.
   torch::Tensor device_scale_, device_growth_tracker_;
   torch::Tensor settled_scale_, settled_growth_tracker_, settled_found_inf_;
   bool device_update_pending_ = false;   // enqueued, not yet settled
