@@ -1,6 +1,7 @@
 """keel.Probe on a CUDA device (issue 31): torch.optim's fused steps skip a poisoned update on
-the device with no host sync (a fused Adam's only without the update ratio), the other
-optimizers are decided on the host, and a torch.amp.GradScaler steps as PyTorch's own. Every test is skipped where there is no CUDA
+the device with no host sync, a fused Adam's update ratio is rebuilt from step counts kept on
+the host, the other optimizers are decided on the host, and a torch.amp.GradScaler steps as
+PyTorch's own. Every test is skipped where there is no CUDA
 device (scripts/gpu-check.sh runs them on one)."""
 
 from __future__ import annotations
@@ -65,45 +66,38 @@ def all_equal(a, b) -> bool:
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-# A fused Adam's step counts live on the device, where the probe does not read them: its
-# update ratio is not rebuilt, so with the default cadence such a run is decided on the host
-# (README, the Python section). Without param_norm and update_ratio it is deferred.
-GRADIENTS_ONLY = dict(cadence=[1, 1, 1, 1, 0, 0])
-
-
-@pytest.mark.parametrize("make_optimizer,options,deferred", [
-    (lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, fused=True), GRADIENTS_ONLY, True),
-    (lambda params: torch.optim.Adam(params, lr=1e-2, fused=True), GRADIENTS_ONLY, True),
-    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True), {}, True),
-    (lambda params: torch.optim.AdamW(params, lr=1e-2, fused=True), {}, False),
-], ids=["AdamW-gradients-only", "Adam-gradients-only", "SGD", "AdamW-defaults"])
-def test_a_fused_step_skips_a_poisoned_update_and_is_the_optimizers_own(quiet, make_optimizer, options, deferred):
-    """Deferred, the probe's verdict reaches the fused step on the device with no host sync and
-    the host learns the outcome a step later; on the host, the outcome comes at once. Either
-    way the poisoned step leaves weights and state as they were, and every other step is the
-    optimizer's own fused step, as a plain loop takes it."""
+@pytest.mark.parametrize("make_optimizer", [
+    lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, fused=True),
+    lambda params: torch.optim.Adam(params, lr=1e-2, fused=True),
+    lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True),
+], ids=["AdamW", "Adam", "SGD"])
+def test_a_fused_step_is_decided_on_the_device_with_no_host_sync(quiet, make_optimizer):
+    """With the defaults (every metric, the update ratio rebuilt from the optimizer's state),
+    the probe's verdict reaches the fused step on the device with no host sync and the host
+    learns the outcome a step later. The poisoned step leaves weights and state as they were;
+    every other step is the optimizer's own fused step, as a plain loop takes it."""
     model, reference = cuda_model(), cuda_model()
     optimizer, reference_optimizer = make_optimizer(model.parameters()), make_optimizer(reference.parameters())
-    probe = keel.Probe(model, optimizer, **options, **quiet)
+    probe = keel.Probe(model, optimizer, **quiet)
     data = cuda_batches(7)
     for step, d in enumerate(data):
         loss = backward(model, optimizer, d, poison=step == POISONED)
         before = snapshot(model, optimizer)
         outcome, syncs = host_syncs_in(lambda: probe.step(loss))
-        assert outcome.settled != deferred, f"step {step}"
-        if deferred and step > 0:   # the first step plans the layout and may wait
+        assert not outcome.settled, f"step {step} was decided on the host"
+        if step > 0:   # the first step plans the layout and reads the step counts once
             assert syncs == 0, f"step {step}: the probe waited for the device {syncs} time(s)"
         if step == POISONED:
             assert all_equal(before, snapshot(model, optimizer)), "the skipped step left weights and state as they were"
         else:
             backward(reference, reference_optimizer, d)
             reference_optimizer.step()
-        settled = outcome if outcome.settled else (probe.last_settled if step > 0 else None)
-        if settled is None:
+        if step == 0:
             continue
-        assert settled.step == (step if outcome.settled else step - 1)
-        assert settled.applied == (settled.step != POISONED), f"step {settled.step}"
-        if settled.step == POISONED:
+        settled = probe.last_settled
+        assert settled.step == step - 1
+        assert settled.applied == (step - 1 != POISONED), f"step {step - 1}"
+        if step - 1 == POISONED:
             assert settled.skip_reason == "nonfinite"
             assert settled.nonfinite_layers == 1
     probe.settle()
@@ -136,6 +130,26 @@ def test_an_optimizer_without_a_fused_step_is_decided_on_the_host(quiet, make_op
     assert all_equal(snapshot(model, optimizer), snapshot(reference, reference_optimizer))
 
 
+def test_a_fused_adams_update_ratio_is_the_weights_change(quiet):
+    """Rebuilt on the device from the moments and the step counts the probe keeps on the host
+    (read once, counted on, a skipped step's taken back): the bias corrections are right at
+    every step, the ones after a skip included."""
+    model = cuda_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1, fused=True)
+    probe = keel.Probe(model, optimizer, **quiet)
+    for step, d in enumerate(cuda_batches(7)):
+        loss = backward(model, optimizer, d, poison=step == POISONED)
+        before = [p.detach().clone() for p in model.parameters()]
+        outcome = probe.step(loss)
+        assert not outcome.settled
+        probe.settle()
+        assert probe.last_settled.applied == (step != POISONED)
+        expected = [((p.detach() - b).norm() / b.norm()).item() for p, b in zip(model.parameters(), before)]
+        assert probe.last_record["step"] == step
+        assert probe.last_record["layers"]["update_ratio"] == pytest.approx(expected, rel=1e-3, abs=1e-9), \
+            f"step {step}"
+
+
 def test_the_metrics_on_the_device_match_torch(quiet):
     model = cuda_model()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
@@ -150,12 +164,12 @@ def test_the_metrics_on_the_device_match_torch(quiet):
     assert probe.last_record["layers"]["grad_norm"] == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("make_optimizer,options,deferred", [
-    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9), {}, False),
-    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True), {}, True),
-    (lambda params: torch.optim.AdamW(params, lr=1e-2, fused=True), GRADIENTS_ONLY, True),
-], ids=["SGD", "SGD-fused", "AdamW-fused-gradients-only"])
-def test_grad_scaler_on_the_device_steps_as_pytorchs_own(quiet, make_optimizer, options, deferred):
+@pytest.mark.parametrize("make_optimizer,deferred", [
+    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9), False),
+    (lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True), True),
+    (lambda params: torch.optim.AdamW(params, lr=1e-2, fused=True), True),
+], ids=["SGD", "SGD-fused", "AdamW-fused"])
+def test_grad_scaler_on_the_device_steps_as_pytorchs_own(quiet, make_optimizer, deferred):
     """The same weights, scale and growth tracker as scaler.step(optimizer) and scaler.update(),
     an overflow skipped and backed off; with a fused step, the scale updated on the device with
     no host sync (the probe's scaler keeps its state in the torch scaler's tensors)."""
@@ -163,7 +177,7 @@ def test_grad_scaler_on_the_device_steps_as_pytorchs_own(quiet, make_optimizer, 
     ours_opt, theirs_opt = make_optimizer(ours.parameters()), make_optimizer(theirs.parameters())
     settings = dict(init_scale=2.0 ** 10, growth_interval=2)
     ours_scaler, theirs_scaler = torch.amp.GradScaler("cuda", **settings), torch.amp.GradScaler("cuda", **settings)
-    probe = keel.Probe(ours, ours_opt, **options, **quiet)
+    probe = keel.Probe(ours, ours_opt, **quiet)
     for step, d in enumerate(cuda_batches(7)):
         overflow = step == POISONED
         loss = backward(ours, ours_opt, d, poison=overflow, scaler=ours_scaler)

@@ -186,8 +186,7 @@ def gpu_run(args, record_dir: str) -> None:
     grads_model, grads_opt = model_and_optimizer(device, fused=True)
     probe = keel.Probe(keel_model, keel_opt, endpoint="tcp://127.0.0.1:*", record_dir=record_dir,
                        allow_unauthenticated_local=True)
-    # Without param_norm and update_ratio: a fused AdamW's step counts are on the device, where
-    # the probe does not read them, so only then is its step decided there (README).
+    # The gradient metrics only (no param_norm, no update_ratio): what the rest costs.
     grads_probe = keel.Probe(grads_model, grads_opt, endpoint="tcp://127.0.0.1:*", record_dir=record_dir,
                              allow_unauthenticated_local=True, cadence=[1, 1, 1, 1, 0, 0])
     plain = Loop("fused", lambda x, y: plain_loop_step(plain_model, plain_opt, x, y))

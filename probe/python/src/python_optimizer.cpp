@@ -102,8 +102,8 @@ void PythonOptimizer::begin_step() {
     mirror.capturable = flag_or(group, "capturable", false);
   }
   const bool adam = kind_ == probe::OptimizerKind::kAdam || kind_ == probe::OptimizerKind::kAdamW;
-  state_on_host_ = !adam || std::none_of(groups_.begin(), groups_.end(),
-                                         [](const Group& g) { return g.fused || g.capturable; });
+  counts_on_device_ = adam && std::any_of(groups_.begin(), groups_.end(),
+                                          [](const Group& g) { return g.fused || g.capturable; });
 }
 
 probe::ParamStateView PythonOptimizer::state_of(const torch::Tensor& param) const {
@@ -113,7 +113,16 @@ probe::ParamStateView PythonOptimizer::state_of(const torch::Tensor& param) cons
   const py::dict state = found;
   if (state.size() == 0) return view;
   view.present = true;
-  if (state.contains("step")) view.step = static_cast<int64_t>(number(state["step"]));
+  if (const py::handle step = item_of(state, "step")) {
+    // A count kept on the host (count_device_steps), while the state holds the tensor it was
+    // read from; else the state's own (a number, or a tensor on the host).
+    const auto kept = step_counts_.find(param.unsafeGetTensorImpl());
+    if (kept != step_counts_.end() && is_tensor(step) && kept->second.step_tensor.is_same(tensor_of(step, "step"))) {
+      view.step = kept->second.count;
+    } else {
+      view.step = static_cast<int64_t>(number(step));
+    }
+  }
   view.exp_avg = tensor_or_none(state, "exp_avg");
   view.exp_avg_sq = tensor_or_none(state, "exp_avg_sq");
   view.max_exp_avg_sq = tensor_or_none(state, "max_exp_avg_sq");
@@ -121,7 +130,38 @@ probe::ParamStateView PythonOptimizer::state_of(const torch::Tensor& param) cons
   return view;
 }
 
-void PythonOptimizer::step() { optimizer_.attr("step")(); }
+void PythonOptimizer::step() {
+  optimizer_.attr("step")();
+  count_device_steps(/*deferred=*/false);
+}
+
+void PythonOptimizer::count_device_steps(bool deferred) {
+  counted_unsettled_.clear();
+  if (!counts_on_device_) return;
+  const py::object state = optimizer_.attr("state");
+  if (!PyDict_Check(state.ptr())) return;   // not torch.optim's own: state_of reads it as it is
+  for (const Group& group : groups_) {
+    if (!group.fused && !group.capturable) continue;
+    for (const torch::Tensor& p : group.params) {
+      if (!p.grad().defined()) continue;   // passed by: not stepped
+      PyObject* entry = PyDict_GetItem(state.ptr(), object_of(p).ptr());   // borrowed
+      if (entry == nullptr || !PyDict_Check(entry)) continue;
+      const py::handle step = item_of(py::reinterpret_borrow<py::dict>(entry), "step");
+      if (!step || !is_tensor(step)) continue;   // a number: state_of reads it with no wait
+      const torch::Tensor& step_tensor = tensor_of(step, "step");
+      StepCount& kept = step_counts_[p.unsafeGetTensorImpl()];
+      if (kept.step_tensor.is_same(step_tensor)) {
+        ++kept.count;
+        if (deferred) counted_unsettled_.push_back(&kept);
+      } else {
+        // A step tensor not seen before (the first step, or a loaded state): read once, after
+        // this step (a deferred one's taken back already if the device skipped it).
+        kept.step_tensor = step_tensor;
+        kept.count = static_cast<int64_t>(step_tensor.item<double>());
+      }
+    }
+  }
+}
 
 bool PythonOptimizer::supports_deferred_step(const torch::Device& device, std::string& why) {
   if (kind_ == probe::OptimizerKind::kOther) {
@@ -165,6 +205,14 @@ void PythonOptimizer::deferred_step(const torch::Tensor& found_inf) {
   }
   py::delattr(optimizer_, "grad_scale");
   py::delattr(optimizer_, "found_inf");
+  count_device_steps(/*deferred=*/true);
+}
+
+void PythonOptimizer::settle_deferred_step(bool applied) {
+  if (!applied) {
+    for (StepCount* kept : counted_unsettled_) --kept->count;
+  }
+  counted_unsettled_.clear();
 }
 
 std::string PythonOptimizer::serialise() {

@@ -2,16 +2,22 @@
 //
 // Any torch.optim.Optimizer is stepped by its own step(). torch.optim.AdamW, Adam and SGD are
 // known kinds: their groups' hyperparameters and their tensors' state (optimizer.state) are
-// read for the update rules, but an Adam's whose step counts live on the device (fused or
-// capturable groups: state_on_host()). Their deferred step (DESIGN §8) is their own fused step
+// read for the update rules. Their deferred step (DESIGN §8) is their own fused step
 // (fused=True), which reads the probe's found_inf on the device as it reads GradScaler's and
 // takes its step counts back itself when the step is skipped.
+// An Adam's fused or capturable groups keep each tensor's step count on the device, where
+// reading it would wait once per tensor. Their counts are kept on the host instead: each is
+// read once (the first step that finds a step tensor it does not know: at the start, or after
+// load_state_dict) and counted from then on, one per step that steps the tensor (it has a
+// gradient); a deferred step's are counted as applied and taken back if its verdict says it
+// was skipped, as the fused step takes back the device's.
 // The groups are read again as each step begins (begin_step()): an lr schedule, or the user,
 // changes them between steps.
 // Threads: the training thread, holding the GIL.
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <pybind11/pybind11.h>
@@ -30,17 +36,14 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
   const std::vector<torch::Tensor>& group_params(size_t group) const override { return groups_[group].params; }
   probe::GroupHyperparameters hyperparameters(size_t group) const override { return groups_[group].hyper; }
   probe::ParamStateView state_of(const torch::Tensor& param) const override;
-  // Not for an Adam or AdamW with a fused or capturable group: their step counts live on the
-  // device, and reading them would wait once per tensor.
-  bool state_on_host() const override { return state_on_host_; }
   void step() override;
 
   // fused=True in every group, on `device` (the kernels of torch.optim's fused steps).
   bool supports_deferred_step(const torch::Device& device, std::string& why) override;
   void deferred_step(const torch::Tensor& found_inf) override;
   bool deferred_step_enqueued() const override { return enqueued_; }
-  // The fused step took its own step counts back on the device: nothing is left to undo.
-  void settle_deferred_step(bool /*applied*/) override {}
+  // The fused step took its own step counts back on the device; the host's counts follow.
+  void settle_deferred_step(bool applied) override;
 
   // torch.save(optimizer.state_dict()): optimizer.load_state_dict(torch.load(...)) reads it.
   std::string serialise() override;
@@ -52,11 +55,23 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
     bool fused = false;
     bool capturable = false;
   };
+  // A step count kept on the host, of the step tensor it was read from (held, so that its
+  // identity means the same tensor).
+  struct StepCount {
+    torch::Tensor step_tensor;
+    int64_t count = 0;
+  };
+  // After the optimizer's own step: counts the step of every tensor of a fused or capturable
+  // Adam group that had a gradient; `deferred`: as applied, until settle_deferred_step.
+  void count_device_steps(bool deferred);
+
   pybind11::object optimizer_;
   probe::OptimizerKind kind_;
   std::vector<Group> groups_;
-  bool state_on_host_ = true;
+  bool counts_on_device_ = false;   // an Adam with a fused or capturable group
   bool enqueued_ = false;
+  std::unordered_map<const c10::TensorImpl*, StepCount> step_counts_;   // by parameter
+  std::vector<StepCount*> counted_unsettled_;   // counted by the last deferred step
 };
 
 }  // namespace keel::python

@@ -68,9 +68,7 @@ void sgd_rule(const OptimizerAdapter& optimizer, const GroupHyperparameters& h, 
 
 }  // namespace
 
-bool has_update_rules(const OptimizerAdapter& optimizer) {
-  return optimizer.kind() != OptimizerKind::kOther && optimizer.state_on_host();
-}
+bool has_update_rules(const OptimizerAdapter& optimizer) { return optimizer.kind() != OptimizerKind::kOther; }
 
 bool steps_a_tensor_twice(const OptimizerAdapter& optimizer) {
   std::unordered_set<const void*> seen;

@@ -23,8 +23,7 @@ struct LayerUpdateRule {
   torch::Tensor first, second;             // what the rule reads; undefined when it reads nothing
 };
 
-// Whether `optimizer` is one whose updates can be rebuilt (AdamW, Adam, SGD), from state it
-// reads with no wait on a device (OptimizerAdapter::state_on_host).
+// Whether `optimizer` is one whose updates can be rebuilt (AdamW, Adam, SGD).
 bool has_update_rules(const OptimizerAdapter& optimizer);
 // Whether it holds some tensor more than once (built from a model that registers a submodule
 // twice): libtorch steps such a tensor once per entry, which one rule does not rebuild.

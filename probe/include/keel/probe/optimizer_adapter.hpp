@@ -60,11 +60,9 @@ class OptimizerAdapter {
   // The tensors group `group` steps, in its order.
   virtual const std::vector<torch::Tensor>& group_params(size_t group) const = 0;
   virtual GroupHyperparameters hyperparameters(size_t group) const = 0;
+  // Read for every tensor after each step (the update rules): with no wait on a device (the
+  // Python front keeps on the host the step counts a fused Adam keeps on the device).
   virtual ParamStateView state_of(const torch::Tensor& param) const = 0;
-  // Whether state_of() reads a tensor's state with no wait on a device. The update rules read
-  // every tensor's after each step; a Python Adam that keeps its step counts on the device
-  // (fused=True, capturable=True) would wait once per tensor, so its updates are not rebuilt.
-  virtual bool state_on_host() const { return true; }
   // The optimizer's own step. Its exceptions propagate to the user.
   virtual void step() = 0;
 
