@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <fstream>
@@ -65,10 +66,14 @@ class InDirectory {
   fs::path before_;
 };
 
+// Steps of these models take a millisecond; a dump's fsyncs, on a loaded machine, seconds.
+// Waits for a dump's result give it this many 5 ms steps (30 s) before they fail.
+constexpr int kStepsForADump = 6000;
+
 // The first event of `kind` any step raised so far, stepping on until one is raised (dump
 // results come back on a later step).
 const keel::wire::Event* step_until_event(Rig& rig, const std::string& kind) {
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < kStepsForADump; ++i) {
     for (const auto& [step, seen] : rig.seen) {
       for (const auto& e : seen.events) {
         if (e.kind == kind) return &e;
@@ -213,13 +218,16 @@ TEST(Dump, ABlowUpWhileACommandedDumpIsBeingWrittenIsStillDumped) {
   EXPECT_FALSE(rig.seen[commanded + 1].outcome.applied);
 
   int written = 0;
-  for (int i = 0; i < 300 && written < 2; ++i) {
+  for (int i = 0; i < kStepsForADump && written < 2; ++i) {
     rig.step();
     for (const auto& e : rig.seen.rbegin()->second.events) {
       written += e.kind == "dump";
       EXPECT_NE(e.kind, "dump_failed") << e.detail;
     }
+    // 300 steps without a pause once outran the two dumps' fsyncs in CI, with builds beside it.
+    if (written < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  ASSERT_EQ(written, 2) << "the two dumps were not written within 30 s";
   for (const auto& [step, seen] : rig.seen) {
     for (const auto& e : seen.events) EXPECT_NE(e.kind, "dump_failed") << "step " << step << ": " << e.detail;
   }
