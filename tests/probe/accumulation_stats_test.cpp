@@ -54,6 +54,29 @@ double pass_sumsq(const torch::Tensor& w) {
   return out[0];
 }
 
+// A parameter whose data a wrapper swaps (FSDP's flat parameter, BackwardOrder's test of the
+// same): not hooked, so backward takes the whole parameter's gradient, and the pass measures it.
+TEST(AccumulationStats, AParameterWhoseDataAWrapperSwapsIsLeftToThePass) {
+  auto gather_and_backward = [](torch::Tensor& flat) {
+    {
+      torch::NoGradGuard no_grad;
+      flat.set_data(torch::ones({8}));
+    }
+    (flat * 2).sum().backward();
+  };
+  torch::Tensor flat = torch::zeros({4}, torch::TensorOptions().requires_grad(true));
+  {
+    AccumulationStats accumulated({flat}, /*hook=*/true, {true});
+    ASSERT_NO_THROW(gather_and_backward(flat));
+    GradStats stats;
+    double weight_sumsq = 0;
+    EXPECT_FALSE(accumulated.take(0, flat.grad(), false, stats, weight_sumsq)) << "nothing measured in backward";
+  }
+  torch::Tensor held = torch::zeros({4}, torch::TensorOptions().requires_grad(true));
+  AccumulationStats accumulated({held}, /*hook=*/true);
+  EXPECT_ANY_THROW(gather_and_backward(held)) << "hooked, the shard's accumulator refuses the whole gradient";
+}
+
 TEST(AccumulationStats, WhatTheHooksMeasuredIsWhatThePassMeasuresBitForBit) {
   Net net;
   AccumulationStats accumulated(net.params, /*hook=*/true);

@@ -52,6 +52,32 @@ TEST(BackwardOrder, EveryStepsArrivalsAreRecordedAfterTheGraphsThatHeldTheAccumu
   }
 }
 
+// FSDP's flat parameter: a shard between steps, its data swapped for the whole parameter
+// before forward (set_data, same type and device: autograd keeps the accumulator it has). An
+// accumulator held since it was a shard expects a shard's gradient, and backward fails on the
+// whole one; marked swapped, the parameter is not hooked and its gradient is taken as autograd
+// gives it.
+TEST(BackwardOrder, AParameterWhoseDataAWrapperSwapsIsNotHooked) {
+  auto flat_parameter = [] { return torch::zeros({4}, torch::TensorOptions().requires_grad(true)); };
+  auto gather_and_backward = [](torch::Tensor& flat) {
+    {
+      torch::NoGradGuard no_grad;
+      flat.set_data(torch::ones({8}));
+    }
+    (flat * 2).sum().backward();
+  };
+  {
+    torch::Tensor flat = flat_parameter();
+    BackwardOrder order({flat}, {true});
+    ASSERT_NO_THROW(gather_and_backward(flat));
+    EXPECT_EQ(flat.grad().numel(), 8);
+    EXPECT_EQ(order.position(0), -1) << "not hooked: no arrival recorded";
+  }
+  torch::Tensor flat = flat_parameter();
+  BackwardOrder order({flat});
+  EXPECT_ANY_THROW(gather_and_backward(flat)) << "held, the shard's accumulator refuses the whole gradient";
+}
+
 TEST(BackwardOrder, SeveralBackwardPassesInAStepKeepTheFirstArrival) {
   Chain chain;
   BackwardOrder order(chain.params);

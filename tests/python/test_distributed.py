@@ -1,5 +1,6 @@
 """torchrun --nproc-per-node 2 with gloo on the CPU: each rank's probe on its own port, and a
-NaN in one rank's batch skipped by both, so the replicas stay equal."""
+NaN in one rank's batch skipped by both, so the replicas stay equal; under FSDP1 too, and an
+FSDP2 model refused at attach."""
 
 from __future__ import annotations
 
@@ -14,14 +15,18 @@ from test_demo import free_port_pair, free_ports
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
-    base = free_ports(4)   # two ranks: telemetry and commands each
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", KEEL_PORT=str(base))
+def run_two_ranks(trainer: str, out, env_extra=None) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", **(env_extra or {}))
     run = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-         "--master-port", str(free_port_pair()), os.path.join(HERE, "two_ranks_trainer.py"), str(tmp_path)],
+         "--master-port", str(free_port_pair()), os.path.join(HERE, trainer), str(out)],
         capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
+    base = free_ports(4)   # two ranks: telemetry and commands each
+    run_two_ranks("two_ranks_trainer.py", tmp_path, {"KEEL_PORT": str(base)})
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
     for r, result in enumerate(ranks):
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
@@ -30,3 +35,18 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
     for name, weight in ranks[0]["weights"].items():
         assert torch.isfinite(weight).all(), name
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
+
+
+def test_fsdp_trains_as_without_keel_and_both_ranks_skip_the_poisoned_step(tmp_path):
+    """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
+    did): each rank measures its shard, and both skip the step a NaN reached."""
+    run_two_ranks("fsdp_trainer.py", tmp_path)
+    for r in (0, 1):
+        result = torch.load(tmp_path / f"rank{r}.pt")
+        assert result["layers"] == ["_fsdp_wrapped_module._flat_param"], "one layer per wrapped unit: its shard"
+        skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
+        assert skipped == [(3, "nonfinite")], f"rank {r}: {result['outcomes']}"
+        for shard, reference in zip(result["shards"], result["reference_shards"]):
+            assert torch.isfinite(shard).all()
+            assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"
+        assert "is a DTensor" in result["fsdp2"], f"rank {r}: FSDP2 was not refused: {result['fsdp2']!r}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -30,6 +31,21 @@ def distributed_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
     base = int(os.environ.get("KEEL_PORT", "5557"))
     filled.setdefault("endpoint", f"tcp://127.0.0.1:{base + 2 * filled['rank']}")
     return filled
+
+
+def _refuse_dtensors(model: Any) -> None:
+    """DTensor parameters (FSDP2's fully_shard, tensor parallelism) hold no data of their own
+    (their shard is a tensor inside them): the probe would fail every step's reductions. Refused
+    at attach, naming the first."""
+    dtensor_module = sys.modules.get("torch.distributed.tensor")   # none made before it is imported
+    dtensor = getattr(dtensor_module, "DTensor", None)
+    if dtensor is None or not isinstance(model, torch.nn.Module):
+        return
+    for name, p in model.named_parameters():
+        if isinstance(p, dtensor):
+            raise _probe.AttachError(
+                f"keel: the parameter {name} is a DTensor (FSDP2's fully_shard, or tensor parallelism), which keel "
+                "does not measure yet; FullyShardedDataParallel (FSDP1) and DistributedDataParallel are supported")
 
 
 def _options(overrides: Dict[str, Any]) -> "_probe.ProbeOptions":
@@ -68,6 +84,7 @@ class Probe:
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: Any) -> None:
+        _refuse_dtensors(model)
         self._core = _probe.Probe(model, optimizer, _options(distributed_defaults(options)))
         self._optimizer = optimizer
         self._scalers: Dict[int, ScalerBridge] = {}

@@ -106,6 +106,11 @@ void PythonModel::identities(std::vector<const void*>& params, std::vector<const
   walk(module_.ptr(), params, float_buffers);
 }
 
+bool PythonModel::data_swapped(const torch::Tensor& param) const {
+  const py::object object = object_of(param);
+  return py::hasattr(object, "_is_flat_param") && py::bool_(object.attr("_is_flat_param"));
+}
+
 std::string PythonModel::serialise() {
   py::object buffer = py::module_::import("io").attr("BytesIO")();
   py::module_::import("torch").attr("save")(module_.attr("state_dict")(), buffer);

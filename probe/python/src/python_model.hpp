@@ -24,6 +24,9 @@ class PythonModel final : public probe::TrainedModel {
   void named_buffers(probe::NamedTensors& out) override;
   void buffers(std::vector<torch::Tensor>& out) override;
   void identities(std::vector<const void*>& params, std::vector<const void*>* float_buffers) override;
+  // FSDP's flat parameters (FlatParameter, which FSDP marks _is_flat_param): a shard between
+  // steps, the whole parameter in forward and backward.
+  bool data_swapped(const torch::Tensor& param) const override;
   // torch.save(module.state_dict()): torch.load(dir + "/model.pt") reads it back.
   std::string serialise() override;
 

@@ -28,11 +28,11 @@ class BackwardOrder::ArrivalHook final : public torch::autograd::FunctionPostHoo
   size_t layer_;
 };
 
-void BackwardOrder::track(const std::vector<torch::Tensor>& params) {
+void BackwardOrder::track(const std::vector<torch::Tensor>& params, std::vector<bool> swapped) {
   // The new parameters are hooked before the old ones are let go: a hook that cannot be
   // registered leaves the old parameters tracked, never a table of another size than the
   // probe's layers.
-  Tracked next{params, std::make_shared<Arrivals>(params.size()),
+  Tracked next{params, std::move(swapped), std::make_shared<Arrivals>(params.size()),
                std::vector<Accumulator>(params.size()), std::vector<uintptr_t>(params.size(), 0)};
   try {
     hook_unhooked(next);
@@ -51,6 +51,7 @@ void BackwardOrder::hook_unhooked(Tracked& t) {
     // Only a leaf has an accumulator: a non-leaf (a tensor the model computes and registers)
     // passes its gradient on instead, and its arrivals are not recorded.
     if (t.accumulators[i] || !t.params[i].requires_grad() || !t.params[i].is_leaf()) continue;
+    if (!t.swapped.empty() && t.swapped[i]) continue;
     Accumulator accumulator = torch::autograd::impl::grad_accumulator(t.params[i]);
     if (!accumulator) continue;
     t.keys[i] = accumulator->add_post_hook(std::make_unique<ArrivalHook>(t.arrivals, i));

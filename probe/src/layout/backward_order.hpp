@@ -26,8 +26,12 @@ namespace keel::probe {
 
 class BackwardOrder {
  public:
-  // Registers one hook per parameter that requires grad.
-  explicit BackwardOrder(const std::vector<torch::Tensor>& params) { track(params); }
+  // Registers one hook per parameter that requires grad, but those `swapped` marks (data a
+  // wrapper replaces, TrainedModel::data_swapped; none when empty): their arrivals are not
+  // recorded.
+  explicit BackwardOrder(const std::vector<torch::Tensor>& params, std::vector<bool> swapped = {}) {
+    track(params, std::move(swapped));
+  }
   // Removes the hooks it registered, and only those (a parameter unfrozen since has none).
   ~BackwardOrder() { remove_hooks(now_); }
   BackwardOrder(const BackwardOrder&) = delete;
@@ -36,7 +40,7 @@ class BackwardOrder {
   // Follows another set of parameters (the model changed after attach): its hooks leave the
   // old ones, and the new ones are hooked; positions are of the new layers from now on. If a
   // hook cannot be registered it throws and still follows the old ones, as before the call.
-  void track(const std::vector<torch::Tensor>& params);
+  void track(const std::vector<torch::Tensor>& params, std::vector<bool> swapped = {});
 
   // Forgets the last step's arrivals (call after each optimizer step), and hooks the
   // parameters unfrozen since: their arrivals count from the next backward.
@@ -59,6 +63,7 @@ class BackwardOrder {
   // The parameters followed and what hooks them, replaced as one by track().
   struct Tracked {
     std::vector<torch::Tensor> params;
+    std::vector<bool> swapped;            // not hooked (empty: none)
     std::shared_ptr<Arrivals> arrivals;   // shared with the hooks, which may outlive us
     // Each hooked parameter's accumulator and our hook's key on it; none for a parameter that
     // was frozen when last hooked.

@@ -116,12 +116,14 @@ class AccumulationStats::Hook final : public torch::autograd::FunctionPostHook {
   const torch::autograd::AccumulateGrad* accumulator_;
 };
 
-AccumulationStats::AccumulationStats(const std::vector<torch::Tensor>& params, bool hook)
+AccumulationStats::AccumulationStats(const std::vector<torch::Tensor>& params, bool hook,
+                                     const std::vector<bool>& swapped)
     : params_(params), shared_(std::make_shared<Shared>(params.size())), accumulators_(params.size()),
       keys_(params.size(), 0) {
   for (size_t i = 0; hook && i < params_.size(); ++i) {
     const torch::Tensor& p = params_[i];
     if (!p.requires_grad() || !p.is_leaf() || !small_dense_cpu_float(p)) continue;
+    if (!swapped.empty() && swapped[i]) continue;
     try {
       Accumulator node = torch::autograd::impl::grad_accumulator(p);
       const auto* accumulator = dynamic_cast<const torch::autograd::AccumulateGrad*>(node.get());

@@ -34,10 +34,11 @@ namespace keel::probe {
 
 class AccumulationStats {
  public:
-  // Hooks the accumulators of `params` that are small dense float32 CPU leaves requiring grad;
-  // if a hook cannot be placed, the layers are left to the pass (never an error). Without
-  // `hook`, none is placed and every layer is left to the pass.
-  AccumulationStats(const std::vector<torch::Tensor>& params, bool hook);
+  // Hooks the accumulators of `params` that are small dense float32 CPU leaves requiring grad,
+  // but those `swapped` marks (TrainedModel::data_swapped; none when empty); if a hook cannot
+  // be placed, the layers are left to the pass (never an error). Without `hook`, none is placed
+  // and every layer is left to the pass.
+  AccumulationStats(const std::vector<torch::Tensor>& params, bool hook, const std::vector<bool>& swapped = {});
   // Removes its hooks; a moved-from one has none.
   ~AccumulationStats() { remove_hooks(); }
   AccumulationStats(AccumulationStats&& other) noexcept { take_over(other); }

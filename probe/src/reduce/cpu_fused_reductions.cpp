@@ -13,8 +13,9 @@ bool cpu_float_contiguous(const torch::Tensor& t) {
 
 }  // namespace
 
-CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params, bool measure_in_backward)
-    : params_(params), offset_(params.size(), -1), accumulated_(params, measure_in_backward) {
+CpuFusedReductions::CpuFusedReductions(const std::vector<torch::Tensor>& params, bool measure_in_backward,
+                                       const std::vector<bool>& swapped)
+    : params_(params), offset_(params.size(), -1), accumulated_(params, measure_in_backward, swapped) {
   int64_t total = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!cpu_float_contiguous(params_[i])) continue;

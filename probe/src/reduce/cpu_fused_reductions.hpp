@@ -25,7 +25,8 @@ class CpuFusedReductions final : public ReductionBackend {
  public:
   // `measure_in_backward`: small gradients are measured in their accumulators' hooks
   // (AccumulationStats); otherwise all in the pass.
-  CpuFusedReductions(const std::vector<torch::Tensor>& params, bool measure_in_backward);
+  CpuFusedReductions(const std::vector<torch::Tensor>& params, bool measure_in_backward,
+                     const std::vector<bool>& swapped = {});
 
   // The optimizer whose steps the update pass measures (nullptr: not known). Asked again
   // whenever its parameter groups change.

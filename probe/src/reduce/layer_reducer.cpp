@@ -24,8 +24,8 @@ void prefetch_tensor_impl(const c10::TensorImpl* impl) {
 
 }  // namespace
 
-LayerReducer::LayerReducer(std::vector<torch::Tensor> params, bool measure_in_backward)
-    : params_(std::move(params)), cuda_(params_), cpu_(params_, measure_in_backward), generic_(params_),
+LayerReducer::LayerReducer(std::vector<torch::Tensor> params, bool measure_in_backward, const std::vector<bool>& swapped)
+    : params_(std::move(params)), cuda_(params_), cpu_(params_, measure_in_backward, swapped), generic_(params_),
       sums_(params_.size()),
       numels_(numels_of(params_)),
       all_on_cpu_(std::all_of(params_.begin(), params_.end(), [](const torch::Tensor& p) { return p.is_cpu(); })),

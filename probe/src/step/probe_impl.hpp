@@ -51,6 +51,15 @@ inline int64_t unix_ns() {
 
 inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
+// Which of `params` the model says a wrapper swaps the data of (TrainedModel::data_swapped):
+// empty when none does.
+inline std::vector<bool> swapped_parameters(const TrainedModel& model, const std::vector<torch::Tensor>& params) {
+  std::vector<bool> swapped(params.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < params.size(); ++i) any |= swapped[i] = model.data_swapped(params[i]);
+  return any ? swapped : std::vector<bool>();
+}
+
 // Group 0's lr (0 without groups), and every group's when there are several
 // (StepRecord::group_lrs; empty with one group).
 inline void read_lrs(const OptimizerAdapter& optimizer, double& lr, std::vector<double>& group_lrs) {

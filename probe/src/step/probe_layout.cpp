@@ -84,13 +84,14 @@ void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
   // Everything that can fail first, while the old plan stands.
   std::vector<std::string> names = column(now.params, &NamedParams::value_type::first);
   std::vector<torch::Tensor> params = column(now.params, &NamedParams::value_type::second);
-  LayerReducer reducer(params, options_.measure_in_backward);
+  std::vector<bool> swapped = swapped_parameters(*model_, params);
+  LayerReducer reducer(params, options_.measure_in_backward, swapped);
   reducer.measure_updates_of(optimizer_.get());
   wire::RunDescription description = description_;   // the same run: its id, start and watches
   describe_layers(now, options_.layer_detail_above, description);
   ParameterLayout layout(now.params, sequence_);
 
-  order_.track(params);
+  order_.track(params, std::move(swapped));
   names_ = std::move(names);
   params_ = std::move(params);
   reducer_ = std::move(reducer);

@@ -34,6 +34,12 @@ class TrainedModel {
   // and with `float_buffers` the floating-point buffers' in named_buffers()' order: read at
   // every step, so it builds no names and allocates nothing once the vectors have grown.
   virtual void identities(std::vector<const void*>& params, std::vector<const void*>* float_buffers) = 0;
+  // Whether a wrapper replaces this parameter's data between steps and forward passes (FSDP's
+  // flat parameters: a shard between steps, gathered whole for forward and backward). The probe
+  // then holds no gradient accumulator of it: one made while it is a shard expects a shard's
+  // gradient, and autograd would refuse the whole one backward brings it. Asked when the
+  // probe plans a layout.
+  virtual bool data_swapped(const torch::Tensor& /*param*/) const { return false; }
   // The bytes of a dump's model.pt, which the front's own loader reads back.
   virtual std::string serialise() = 0;
 };
