@@ -4,13 +4,18 @@
 FSDP swaps its flat parameter's data between a shard (between steps) and the whole parameter
 (forward and backward); keel must hold no gradient accumulator of it, or autograd refuses the
 whole gradient. Rank 1's batch at POISON_STEP holds a NaN, which reaches every element of both
-shards, so both probes skip that step; the reference skips it by hand. Each rank writes its
-outcomes, both models' shards, and what keel says of an FSDP2 (fully_shard) model to
-OUT/rank<R>.pt.
+shards, so both probes skip that step. At SHARD_POISON_STEP a NaN lands in rank 1's shard
+alone (written into it after backward, where a reduce-scatter would have put it): rank 1 sees
+it, and rank 0 skips that step too only because the ranks agree on each step's verdict. The
+reference skips both steps by hand. Each rank writes its outcomes, its skip events, both
+models' shards, and what keel says of an FSDP2 (fully_shard) model to OUT/rank<R>.pt.
+With AGREE=0 in the environment the probes decide alone (the test's control).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 
 import torch
@@ -20,6 +25,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 import keel
 
 POISON_STEP = 3
+SHARD_POISON_STEP = 4
 STEPS = 6
 
 
@@ -47,8 +53,9 @@ def main(out: str) -> None:
     model, reference = FSDP(small_model(), device_id=cpu), FSDP(small_model(), device_id=cpu)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2)
-    probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_on_nonfinite=False)
-    outcomes = []
+    agree = None if os.environ.get("AGREE", "1") == "1" else False
+    probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_on_nonfinite=False, agree_skips=agree)
+    outcomes, skip_events = [], []
     data = torch.Generator().manual_seed(100 + rank)   # each rank its own batches
     for step in range(STEPS):
         x, y = torch.randn(16, 8, generator=data), torch.randn(16, 4, generator=data)
@@ -59,11 +66,16 @@ def main(out: str) -> None:
             loss = torch.nn.functional.mse_loss(m(x), y)
             loss.backward()
             if m is model:
+                if rank == 1 and step == SHARD_POISON_STEP:
+                    with torch.no_grad():
+                        next(m.parameters()).grad[-1] = math.nan   # the last element: rank 1's shard
                 outcome = probe.step(loss)
                 outcomes.append((outcome.step, outcome.applied, outcome.skip_reason))
-            elif step != POISON_STEP:
+                skip_events += [e["detail"] for e in probe.last_events if e["kind"] == "skip"]
+            elif step not in (POISON_STEP, SHARD_POISON_STEP):
                 opt.step()
-    torch.save({"rank": rank, "outcomes": outcomes, "layers": probe.layer_names,
+    torch.save({"rank": rank, "outcomes": outcomes, "skip_events": skip_events, "agrees": probe.agrees_skips,
+                "layers": probe.layer_names,
                 "shards": [p.detach().clone() for p in model.parameters()],
                 "reference_shards": [p.detach().clone() for p in reference.parameters()],
                 "fsdp2": fsdp2_refusal()}, f"{out}/rank{rank}.pt")

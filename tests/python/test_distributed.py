@@ -37,15 +37,22 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
 
 
-def test_fsdp_trains_as_without_keel_and_both_ranks_skip_the_poisoned_step(tmp_path):
+def test_fsdp_trains_as_without_keel_and_both_ranks_skip_the_poisoned_steps(tmp_path):
     """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
-    did): each rank measures its shard, and both skip the step a NaN reached."""
+    did): each rank measures its shard. Both skip the step whose NaN reached both shards, and,
+    agreeing on each step's verdict, the step whose NaN only rank 1's shard held (with
+    AGREE=0 rank 0 applies it, and its shard leaves the reference's)."""
     run_two_ranks("fsdp_trainer.py", tmp_path)
+    expected = {0: [(3, "nonfinite"), (4, "other_rank")], 1: [(3, "nonfinite"), (4, "nonfinite")]}
     for r in (0, 1):
         result = torch.load(tmp_path / f"rank{r}.pt")
         assert result["layers"] == ["_fsdp_wrapped_module._flat_param"], "one layer per wrapped unit: its shard"
+        assert result["agrees"], "an FSDP model's ranks agree by default"
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
-        assert skipped == [(3, "nonfinite")], f"rank {r}: {result['outcomes']}"
+        assert skipped == expected[r], f"rank {r}: {result['outcomes']}"
+        assert len(result["skip_events"]) == 2, result["skip_events"]
+        if r == 0:
+            assert "rank 1 skipped it: nonfinite" in result["skip_events"][1], result["skip_events"][1]
         for shard, reference in zip(result["shards"], result["reference_shards"]):
             assert torch.isfinite(shard).all()
             assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"

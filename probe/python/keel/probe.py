@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from . import _probe
+from ._agreement import skip_agreement
 from ._amp import ScalerBridge
 
 
@@ -77,15 +78,27 @@ class Probe:
     ``endpoint`` default to this process's place in it: rank R publishes on
     ``tcp://127.0.0.1:(5557 + 2R)`` ($KEEL_PORT moves 5557). Under DistributedDataParallel the gradients the probe
     measures are the all-reduced ones, so every rank sees a NaN from any rank's batch and they
-    all skip the same step.
+    all skip the same step. Under FullyShardedDataParallel each rank measures its own shard,
+    and the ranks agree on every step's verdict before the update (an all-reduce of two
+    integers on ``process_group``, the default group when None): a step any rank skips is
+    skipped by all (``skip_reason`` "other_rank" on the others), and an overflow any rank's
+    scaler finds backs off every rank's scale. ``agree_skips=True`` asks for that agreement in
+    any job of several ranks, ``False`` turns it off; the default (None) agrees when the model
+    is sharded. With the agreement the step is decided on the host, and an unsafe step is not
+    run again in the closure form.
 
     Call it from the training thread only: the probe calls the model and the optimizer from
     inside ``step()``, never from autograd's threads or its own.
     """
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: Any) -> None:
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *,
+                 agree_skips: Optional[bool] = None, process_group: Any = None, **options: Any) -> None:
         _refuse_dtensors(model)
         self._core = _probe.Probe(model, optimizer, _options(distributed_defaults(options)))
+        agreement = skip_agreement(model, agree_skips, process_group)
+        if agreement is not None:
+            self._core.agree_skips(agreement)
+        self._agrees_skips = agreement is not None
         self._optimizer = optimizer
         self._scalers: Dict[int, ScalerBridge] = {}
 
@@ -161,6 +174,11 @@ class Probe:
     def layer_names(self) -> List[str]:
         """The layers as the probe measures them: one per parameter tensor, by its first name."""
         return self._core.layer_names
+
+    @property
+    def agrees_skips(self) -> bool:
+        """Whether this rank agrees on each step's verdict with the other ranks (``agree_skips``)."""
+        return self._agrees_skips
 
     @property
     def run_id(self) -> str:

@@ -196,6 +196,9 @@ PYBIND11_MODULE(_probe, m) {
            py::arg("closure"))
       // The scaler lives as long as the probe that may still settle a step with it.
       .def("use_scaler", &Probe::use_scaler, py::arg("scaler").none(true), py::keep_alive<1, 2>())
+      // Called from step(), on the training thread, with the GIL held (pybind's function
+      // wrapper takes it anyway); None turns the agreement off.
+      .def("agree_skips", &Probe::agree_skips, py::arg("agreement").none(true))
       .def("watch", &Probe::watch, py::arg("name"), py::arg("tensor"))
       .def("settle", &Probe::settle)
       .def_property_readonly("last_settled", &Probe::last_settled)

@@ -144,6 +144,11 @@ void GradScaler::mark_probe_failed() {
   probe_failed_ = true;
 }
 
+void GradScaler::take_agreed_verdict(bool found_inf, bool probe_failed) {
+  mark_unscaled(found_inf);
+  probe_failed_ = probe_failed;
+}
+
 bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   if (!options_.enabled) {
     optimizer.step();

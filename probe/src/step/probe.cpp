@@ -73,6 +73,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   classify_layers(plan, grad_passes_before);
   collect_buffers();
   decide(reduction, outcome);
+  if (skip_agreement_) agree_with_ranks(reduction, outcome);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
   dump_if_due(reduction, /*take_requested=*/true, buffers_turn_nonfinite());
   trace_origin_if_due(reduction, outcome);

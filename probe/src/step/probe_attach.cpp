@@ -205,6 +205,7 @@ std::string Probe::Impl::bound_command_endpoint() const {
 }
 
 void Probe::use_scaler(GradScaler* scaler) { impl_->use_scaler(scaler); }
+void Probe::agree_skips(SkipAgreement agreement) { impl_->agree_skips(std::move(agreement)); }
 void Probe::watch(const std::string& name, const torch::Tensor& tensor) { impl_->watch(name, tensor); }
 StepOutcome Probe::step(const torch::Tensor& loss) { return impl_->step(loss); }
 StepOutcome Probe::step(const LossClosure& closure) { return impl_->step(closure); }

@@ -17,6 +17,8 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   // A layout planned on the CPU, its tensors left to the host's gradient walk: a model moved
   // to a GPU since is found there and planned again, and its next step may be deferred.
   if (tensors_left_to_walk_) return -1;
+  // A sharded job's ranks agree on the verdict on the host, before the update (DESIGN §9).
+  if (skip_agreement_) return -1;
   // Still decided on the host: a scaler whose scale is not on the device (its scale() has not
   // seen a loss there) or that the caller already unscaled (its verdict is on the host), a
   // dump that must precede an update nothing skips, and a dump asked for by command.

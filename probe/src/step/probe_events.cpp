@@ -88,8 +88,13 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     if (cause_) events_.back().cause = cause_->cause;
   }
   if (!outcome.applied) {
-    add_event("skip", "", "update skipped: " + outcome.skip_reason +
-                              (outcome.skip_reason == "nonfinite" ? " (" + outcome.nonfinite_cause + ")" : ""));
+    std::string why = outcome.skip_reason;
+    if (outcome.skip_reason == "nonfinite") why += " (" + outcome.nonfinite_cause + ")";
+    if (outcome.skip_reason == "other_rank") {
+      why += " (rank " + std::to_string(agreed_.rank) + " skipped it: " + skip_reason_of(agreed_.skip) +
+             "; the ranks of a sharded job skip together)";
+    }
+    add_event("skip", "", "update skipped: " + why);
   }
 }
 

@@ -3,8 +3,9 @@
 // Probe's forwarding), probe.cpp (the step: reduce, decide, apply, record), probe_events.cpp
 // (the events a step raises), probe_buffers.cpp (the model's buffers watched),
 // probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later),
-// probe_control.cpp (commands from the dashboard, dumps, subscription resets) and
-// probe_layout.cpp (the model changed after attach: its layers planned again).
+// probe_control.cpp (commands from the dashboard, dumps, subscription resets),
+// probe_layout.cpp (the model changed after attach: its layers planned again) and
+// probe_agreement.cpp (a sharded job's ranks agree on each step's verdict).
 // Its state is private: the public Probe reaches it through the accessors of the public part,
 // and the remote control's state and the dumps' are one part each (Control, Dumps).
 // Threads: the training thread, but where a member says otherwise.
@@ -34,6 +35,7 @@
 #include "transport/publisher.hpp"
 #include "origin/rerun_point.hpp"
 #include "record/flight_recorder.hpp"
+#include "rank_verdict.hpp"
 #include "spike_detector.hpp"
 #include "step_cause.hpp"
 #include "step_health.hpp"
@@ -96,6 +98,7 @@ class Probe::Impl {
 
   // What the public Probe hands out (probe.hpp says what each is).
   void use_scaler(GradScaler* scaler) { scaler_ = scaler; }
+  void agree_skips(SkipAgreement agreement);
   const StepOutcome& last_settled() const { return last_settled_; }
   const wire::StepRecord& last_record() const { return record_; }
   const wire::RunDescription& description() const { return description_; }
@@ -140,6 +143,12 @@ class Probe::Impl {
   std::vector<const void*> planned_buffer_sequence_, buffer_sequence_;
   bool buffer_nonfinite_last_step_ = false;
   GradScaler* scaler_ = nullptr;
+  // A sharded job's ranks agree on each step's verdict through it (probe_agreement.cpp); empty
+  // when the rank decides alone. verdict_words_: the words handed to it (reused), agreed_: what
+  // the job's verdict was this step.
+  SkipAgreement skip_agreement_;
+  torch::Tensor verdict_words_;
+  RankVerdict agreed_;
   wire::RunDescription description_;
   // Before publisher_: destroyed after it, so the publisher's last drain is still recorded.
   std::unique_ptr<FlightRecorder> recorder_;
@@ -333,6 +342,10 @@ class Probe::Impl {
   void classify_layers(StepPlan& plan, uint64_t grad_passes_before) const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
+  // With skip_agreement_: this rank's verdict, as decide() left it, handed to the other ranks,
+  // and the job's taken in its place (the scaler's overflow and the skip). The agreement's
+  // failure is the probe's: counted and told, and this rank's verdict stands.
+  void agree_with_ranks(Reduction& reduction, StepOutcome& outcome);
   // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
   // armed (probe_origin.cpp): origin_ set, the state put back as the first run left it.
   void trace_origin_if_due(const Reduction& reduction, const StepOutcome& outcome);

@@ -46,6 +46,12 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
   origin_.reset();
   not_traced_ = closure_ == nullptr ? kPlainStepAdvice : "";
   if (closure_ == nullptr || !r.stats_ok) return;
+  // A sharded model's forward and backward are collectives: run again on the ranks that saw
+  // the NaN only, they would wait for the others forever.
+  if (skip_agreement_) {
+    not_traced_ = "a sharded job's step is not run again (its collectives would wait for the other ranks)";
+    return;
+  }
   // Only where an op may be at fault, and once per run of unsafe steps: a NaN that persists
   // must not double every step's cost. A scaled gradient overflowing with a finite loss is the
   // loss scaler's business.

@@ -78,6 +78,11 @@ class GradScaler {
   // ones after it keep the scale (the growth tracker still restarts), so a probe that keeps
   // failing cannot halve the scale down to zero and leave training dead when it recovers.
   void mark_probe_failed();
+  bool probe_failed() const { return probe_failed_; }
+  // The ranks of a sharded job agreed on this step's overflow (skip_agreement.hpp): the job's
+  // verdict replaces this rank's own, so that every rank's update() starts from the same state
+  // and their scales stay equal. After the unscale, before update().
+  void take_agreed_verdict(bool found_inf, bool probe_failed);
 
   // Whether scale() keeps the scale on this CUDA device (it has scaled a loss there).
   bool on_device(const torch::Device& device) const;

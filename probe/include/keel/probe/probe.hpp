@@ -65,6 +65,7 @@
 #include "keel/probe/attach_error.hpp"
 #include "keel/probe/grad_scaler.hpp"
 #include "keel/probe/optimizer_adapter.hpp"
+#include "keel/probe/skip_agreement.hpp"
 #include "keel/probe/trained_model.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel/wire/messages.hpp"
@@ -248,6 +249,14 @@ class Probe {
   // updates the scaler; in a deferred step all three on the device, the scaler's host values
   // coming with the step's settling. The scaler must outlive the probe.
   void use_scaler(GradScaler* scaler);
+
+  // A sharded job (FSDP): every step's verdict is agreed with the other ranks through
+  // `agreement` before the update (skip_agreement.hpp), so that a step any rank skips is
+  // skipped by all, and an overflow any rank's scaler finds backs off every rank's scale. The
+  // step is then decided on the host (not deferred, DESIGN §9), and the closure form does not
+  // run an unsafe step again (its re-run would run the model's collectives on some ranks only).
+  // An empty function turns the agreement off. Between steps only.
+  void agree_skips(SkipAgreement agreement);
 
   // Statistics of an activation (absmax, rms, mean logsumexp over the last dim, non-finite
   // count), reduced now on its device and published with this step's record.

@@ -99,7 +99,7 @@ struct StepRecord {
   double lr = 0;
   double grad_norm = 0;       // global: sqrt(sum of squared layer grad norms)
   bool skipped = false;
-  std::string skip_reason;    // "" when applied; "nonfinite", "scaler", "command", "spike"
+  std::string skip_reason;    // "" when applied; "nonfinite", "scaler", "command", "spike", "other_rank"
   double step_time_us = 0;    // wall time of the previous step boundary to this one
   double probe_us = 0;        // the probe's own time on the training thread this step
   uint64_t dropped = 0;       // records the probe could not publish so far (cumulative)

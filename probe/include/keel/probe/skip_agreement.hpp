@@ -1,0 +1,25 @@
+// How the ranks of a sharded job agree on each step's verdict before any of them updates.
+//
+// Under sharding (FSDP) each rank measures only its own shard of the gradients: a NaN that the
+// reduce-scatter puts in one shard is seen by one rank, which would skip while the others
+// applied, leaving the model part updated. With an agreement (Probe::agree_skips) every
+// rank's probe hands the others its verdict once per step, on the host, before the update:
+// a step any rank skips is skipped by all (skip_reason "other_rank" on those that would have
+// applied it), and an overflow any rank's loss scaler finds backs off every rank's scale
+// alike, as PyTorch's ShardedGradScaler all-reduces found_inf.
+#pragma once
+
+#include <functional>
+
+#include <torch/torch.h>
+
+namespace keel::probe {
+
+// All-reduces `verdict` with MAX across the job's ranks, in place: a CPU tensor of two int64
+// values (torch.distributed.all_reduce(verdict, op=ReduceOp.MAX), or c10d's allreduce; with
+// NCCL, through a copy on the rank's device). Every rank's probe calls it once per step(), at
+// the same point, so the ranks must call step() alike. An exception it throws is the probe's
+// failure: counted and shown, and this rank's own verdict stands.
+using SkipAgreement = std::function<void(torch::Tensor& verdict)>;
+
+}  // namespace keel::probe

@@ -1,0 +1,298 @@
+// The ranks of a sharded job agree on each step's verdict (Probe::agree_skips, DESIGN §9).
+// Under FSDP each rank measures its own shard of the gradients: a NaN in one shard is seen by
+// one rank only. Here two probes train on two threads, each with its own batches, and agree
+// through an all-reduce of their own (the MAX that torch.distributed.all_reduce would take
+// across processes). Rank 1's gradient is poisoned after backward, as a reduce-scatter would
+// leave a NaN in its shard alone: with the agreement both ranks skip that step, each exactly
+// as a reference that skips it by hand; without it, rank 0 applies it.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "keel/probe/probe.hpp"
+#include "quiet_options.hpp"
+#include "step/rank_verdict.hpp"
+#include "two_layer_net.hpp"
+
+namespace {
+
+using keel::probe::RankVerdict;
+using keel::test::TwoLayer;
+
+// An all-reduce with MAX among `ranks` threads of this process: each call blocks until every
+// rank has made its own, then all leave with the elementwise maximum.
+class ThreadsAllReduceMax {
+ public:
+  explicit ThreadsAllReduceMax(int ranks) : ranks_(ranks) {}
+
+  keel::probe::SkipAgreement agreement() {
+    return [this](torch::Tensor& words) { all_reduce(words); };
+  }
+
+ private:
+  void all_reduce(torch::Tensor& words) {
+    int64_t* w = words.data_ptr<int64_t>();
+    const auto n = static_cast<size_t>(words.numel());
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t round = round_;
+    if (arrived_ == 0) {
+      max_.assign(w, w + n);
+    } else {
+      for (size_t i = 0; i < n; ++i) max_[i] = std::max(max_[i], w[i]);
+    }
+    if (++arrived_ == ranks_) {
+      // A rank that leaves this round cannot complete the next one before every other rank
+      // has read this one's result: the next round needs them all.
+      result_ = max_;
+      arrived_ = 0;
+      ++round_;
+      done_.notify_all();
+    } else {
+      done_.wait(lock, [&] { return round_ != round; });
+    }
+    std::copy(result_.begin(), result_.end(), w);
+  }
+
+  const int ranks_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  int arrived_ = 0;
+  uint64_t round_ = 0;
+  std::vector<int64_t> max_, result_;
+};
+
+constexpr int kRanks = 2;
+constexpr int kSteps = 5;
+constexpr int64_t kPoisonedStep = 2;
+
+// What one rank's run left.
+struct RankRun {
+  std::vector<keel::probe::StepOutcome> outcomes;
+  std::vector<std::string> skip_events;   // the skip events' details, in step order
+  std::vector<torch::Tensor> weights, reference_weights;
+  std::vector<float> scales;              // with a scaler: its scale after each step
+  int32_t growth_tracker = -1;
+};
+
+torch::Tensor forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, const torch::Tensor& x,
+                               const torch::Tensor& y, keel::probe::GradScaler* scaler, bool poisoned) {
+  opt.zero_grad();
+  const torch::Tensor loss = torch::mse_loss(net->forward(x), y);
+  (scaler ? scaler->scale(loss) : loss).backward();
+  if (poisoned) {
+    // As the reduce-scatter leaves it: one element of this rank's shard, no other rank's.
+    torch::NoGradGuard no_grad;
+    net->fc2->bias.grad()[0] = scaler ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  }
+  return loss.detach();
+}
+
+// One rank: a probed model and a reference trained alike without keel, which skips the
+// poisoned step by hand. `agreement` empty: the rank decides alone.
+RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, bool with_scaler) {
+  // The reference starts from the probed model's weights (the global generator is shared by
+  // the ranks' threads, so each rank's draw is its own).
+  TwoLayer net, reference;
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < net->parameters().size(); ++i) reference->parameters()[i].copy_(net->parameters()[i]);
+  }
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-2));
+  torch::optim::AdamW reference_opt(reference->parameters(), torch::optim::AdamWOptions(1e-2));
+  keel::probe::GradScalerOptions scaler_options;
+  scaler_options.init_scale = 1024.0;
+  keel::probe::GradScaler scaler(scaler_options);
+  keel::probe::ProbeOptions options = keel::test::quiet();
+  options.rank = rank;
+  options.world_size = kRanks;
+  keel::probe::Probe probe(*net, opt, options);
+  if (with_scaler) probe.use_scaler(&scaler);
+  if (agreement) probe.agree_skips(agreement);
+
+  RankRun run;
+  at::Generator data = at::detail::createCPUGenerator(static_cast<uint64_t>(100 + rank));   // each rank its own batches
+  for (int64_t step = 0; step < kSteps; ++step) {
+    const torch::Tensor x = torch::randn({4, 5}, data), y = torch::randn({4, 3}, data);
+    const bool poisoned = rank == 1 && step == kPoisonedStep;
+    const torch::Tensor loss = forward_backward(net, opt, x, y, with_scaler ? &scaler : nullptr, poisoned);
+    run.outcomes.push_back(probe.step(loss));
+    for (const auto& e : probe.last_events()) {
+      if (e.kind == "skip") run.skip_events.push_back(e.detail);
+    }
+    if (with_scaler) run.scales.push_back(scaler.scale_value());
+    forward_backward(reference, reference_opt, x, y, nullptr, false);
+    if (step != kPoisonedStep) reference_opt.step();
+  }
+  for (const auto& p : net->parameters()) run.weights.push_back(p.detach().clone());
+  for (const auto& p : reference->parameters()) run.reference_weights.push_back(p.detach().clone());
+  run.growth_tracker = scaler.growth_tracker();
+  return run;
+}
+
+std::vector<RankRun> train_job(bool agree, bool with_scaler) {
+  ThreadsAllReduceMax all_reduce(kRanks);
+  std::vector<RankRun> runs(kRanks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      runs[static_cast<size_t>(r)] = train_rank(r, agree ? all_reduce.agreement() : keel::probe::SkipAgreement(), with_scaler);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return runs;
+}
+
+std::vector<int64_t> skipped_steps(const RankRun& run) {
+  std::vector<int64_t> out;
+  for (const auto& o : run.outcomes) {
+    if (!o.applied) out.push_back(o.step);
+  }
+  return out;
+}
+
+TEST(RankVerdict, TheStrongestReasonAndTheLowestRankWithItWin) {
+  const auto words = [](RankVerdict::Scaler scaler, RankVerdict::Skip skip, int rank) {
+    RankVerdict v;
+    v.scaler = scaler;
+    v.skip = skip;
+    v.rank = rank;
+    std::vector<int64_t> w(RankVerdict::kWords);
+    v.encode(w.data());
+    return w;
+  };
+  const std::vector<std::vector<int64_t>> ranks = {
+      words(RankVerdict::Scaler::kClean, RankVerdict::Skip::kApplied, 0),
+      words(RankVerdict::Scaler::kProbeFailed, RankVerdict::Skip::kSpike, 1),
+      words(RankVerdict::Scaler::kClean, RankVerdict::Skip::kNonfinite, 7),
+      words(RankVerdict::Scaler::kClean, RankVerdict::Skip::kNonfinite, 3),
+      words(RankVerdict::Scaler::kClean, RankVerdict::Skip::kSpike, 2),
+  };
+  std::vector<int64_t> max = ranks[0];
+  for (const auto& w : ranks) {
+    for (size_t i = 0; i < max.size(); ++i) max[i] = std::max(max[i], w[i]);
+  }
+  const RankVerdict job = RankVerdict::decode(max.data());
+  EXPECT_EQ(job.scaler, RankVerdict::Scaler::kProbeFailed);
+  EXPECT_EQ(job.skip, RankVerdict::Skip::kNonfinite);
+  EXPECT_EQ(job.rank, 3);
+  EXPECT_EQ(RankVerdict::decode(ranks[0].data()).skip, RankVerdict::Skip::kApplied);
+  // An overflow outranks a probe failure; a command outranks everything.
+  const std::vector<int64_t> overflow = words(RankVerdict::Scaler::kOverflow, RankVerdict::Skip::kCommand, 5);
+  EXPECT_EQ(RankVerdict::decode(overflow.data()).scaler, RankVerdict::Scaler::kOverflow);
+  EXPECT_GT(overflow[1], max[1]);
+  // A word no probe writes is read as the strongest, never as "apply".
+  const int64_t foreign[RankVerdict::kWords] = {9, int64_t{77} << 32};
+  EXPECT_EQ(RankVerdict::decode(foreign).scaler, RankVerdict::Scaler::kOverflow);
+  EXPECT_EQ(RankVerdict::decode(foreign).skip, RankVerdict::Skip::kCommand);
+  for (const auto skip : {RankVerdict::Skip::kSpike, RankVerdict::Skip::kNonfinite, RankVerdict::Skip::kScaler,
+                          RankVerdict::Skip::kCommand}) {
+    EXPECT_EQ(keel::probe::skip_of(keel::probe::skip_reason_of(skip)), skip);
+  }
+}
+
+TEST(RankAgreement, WithoutItOnlyTheRankWhoseShardHoldsTheNaNSkips) {
+  // The failure the agreement exists for: rank 0 applies the step rank 1 skipped.
+  const std::vector<RankRun> runs = train_job(/*agree=*/false, /*with_scaler=*/false);
+  EXPECT_EQ(skipped_steps(runs[0]), std::vector<int64_t>{});
+  EXPECT_EQ(skipped_steps(runs[1]), std::vector<int64_t>{kPoisonedStep});
+  EXPECT_FALSE(keel::test::all_identical(runs[0].weights, runs[0].reference_weights));
+}
+
+TEST(RankAgreement, EveryRankSkipsTheStepOneRankSawANaNInAndNamesIt) {
+  const std::vector<RankRun> runs = train_job(/*agree=*/true, /*with_scaler=*/false);
+  for (int r = 0; r < kRanks; ++r) {
+    const RankRun& run = runs[static_cast<size_t>(r)];
+    ASSERT_EQ(skipped_steps(run), std::vector<int64_t>{kPoisonedStep}) << "rank " << r;
+    EXPECT_TRUE(keel::test::all_identical(run.weights, run.reference_weights))
+        << "rank " << r << " did not train as its reference, which skipped the step by hand";
+    ASSERT_EQ(run.skip_events.size(), 1u);
+  }
+  EXPECT_EQ(runs[0].outcomes[kPoisonedStep].skip_reason, "other_rank");
+  EXPECT_EQ(runs[0].outcomes[kPoisonedStep].nonfinite_layers, 0) << "rank 0's own shard was finite";
+  EXPECT_NE(runs[0].skip_events[0].find("rank 1 skipped it: nonfinite"), std::string::npos) << runs[0].skip_events[0];
+  EXPECT_EQ(runs[1].outcomes[kPoisonedStep].skip_reason, "nonfinite");
+}
+
+TEST(RankAgreement, AnOverflowInOneRanksShardBacksOffEveryRanksScaleAlike) {
+  const std::vector<RankRun> runs = train_job(/*agree=*/true, /*with_scaler=*/true);
+  EXPECT_EQ(runs[0].scales, runs[1].scales) << "the ranks' loss scales parted";
+  EXPECT_EQ(runs[0].growth_tracker, runs[1].growth_tracker);
+  ASSERT_EQ(runs[0].scales.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(runs[0].scales[kPoisonedStep], 512.0f) << "backed off from 1024";
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(skipped_steps(runs[static_cast<size_t>(r)]), std::vector<int64_t>{kPoisonedStep}) << "rank " << r;
+  }
+  EXPECT_EQ(runs[0].outcomes[kPoisonedStep].skip_reason, "other_rank");
+  EXPECT_NE(runs[0].skip_events[0].find("rank 1 skipped it: scaler"), std::string::npos) << runs[0].skip_events[0];
+  EXPECT_EQ(runs[1].outcomes[kPoisonedStep].skip_reason, "scaler");
+  // Without the agreement rank 0's scale would have kept growing: the control.
+  const std::vector<RankRun> alone = train_job(/*agree=*/false, /*with_scaler=*/true);
+  EXPECT_NE(alone[0].scales, alone[1].scales);
+}
+
+TEST(RankAgreement, AFailingAgreementIsTheProbesFailureAndTheRanksOwnVerdictStands) {
+  torch::manual_seed(0);
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, keel::test::quiet());
+  int calls = 0;
+  probe.agree_skips([&](torch::Tensor&) {
+    if (++calls == 2) throw std::runtime_error("gloo: connection closed by peer");
+  });
+  for (int step = 0; step < 4; ++step) {
+    opt.zero_grad();
+    const torch::Tensor loss = net->forward(torch::ones({2, 5})).sum();
+    loss.backward();
+    if (step == 1) keel::test::poison(net->fc1->weight);
+    const keel::probe::StepOutcome outcome = probe.step(loss.detach());
+    EXPECT_EQ(outcome.applied, step != 1) << "step " << step;
+    bool told = false;
+    for (const auto& e : probe.last_events()) {
+      told |= e.kind == "probe_error" && e.detail.find("agreeing the step's verdict") != std::string::npos &&
+              e.detail.find("connection closed by peer") != std::string::npos;
+    }
+    EXPECT_EQ(told, step == 1) << "step " << step;
+  }
+  EXPECT_EQ(calls, 4) << "asked again at the step after the failure";
+  EXPECT_EQ(probe.last_record().probe_errors, 1u);
+}
+
+TEST(RankAgreement, AnUnsafeStepOfASharedJobIsNotRunAgain) {
+  // The closure's re-run would run a sharded model's collectives on the ranks that saw the
+  // NaN only: with an agreement each step runs its closure once.
+  torch::manual_seed(0);
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  keel::probe::Probe probe(*net, opt, keel::test::quiet());
+  // A clean step, then a NaN one (the first of its run): how often its closure ran.
+  const auto closure_runs_of_an_unsafe_step = [&] {
+    int runs = 0;
+    float input = 1.0f;
+    const keel::probe::LossClosure closure = [&] {
+      ++runs;
+      opt.zero_grad();
+      const torch::Tensor loss = net->forward(torch::full({2, 5}, input)).sum();
+      loss.backward();
+      return loss.detach();
+    };
+    probe.step(closure);
+    runs = 0;
+    input = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_FALSE(probe.step(closure).applied);
+    return runs;
+  };
+  EXPECT_EQ(closure_runs_of_an_unsafe_step(), 2) << "the control: alone, an unsafe step is run again";
+  probe.agree_skips([](torch::Tensor&) {});   // a world of one: MAX over one rank leaves it
+  EXPECT_EQ(closure_runs_of_an_unsafe_step(), 1);
+}
+
+}  // namespace
