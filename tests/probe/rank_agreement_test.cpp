@@ -4,12 +4,13 @@
 // through an all-reduce of their own (the MAX that torch.distributed.all_reduce would take
 // across processes). Rank 1's gradient is poisoned after backward, as a reduce-scatter would
 // leave a NaN in its shard alone: with the agreement both ranks skip that step, each exactly
-// as a reference that skips it by hand; without it, rank 0 applies it.
+// as a reference that skips it by hand, and both dump it; without it, rank 0 applies it.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <condition_variable>
+#include <filesystem>
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -20,6 +21,7 @@
 
 #include "keel/probe/probe.hpp"
 #include "quiet_options.hpp"
+#include "temp_dir.hpp"
 #include "step/rank_verdict.hpp"
 #include "two_layer_net.hpp"
 
@@ -74,10 +76,20 @@ constexpr int kRanks = 2;
 constexpr int kSteps = 5;
 constexpr int64_t kPoisonedStep = 2;
 
+// How the job trains: whether its ranks agree, with a loss scaler or not, and where they dump
+// ("": no automatic dump). `capped_rank` may take no dump (dump_max_count 0).
+struct JobSetup {
+  bool agree = true;
+  bool with_scaler = false;
+  std::string dump_dir;
+  int capped_rank = -1;
+};
+
 // What one rank's run left.
 struct RankRun {
   std::vector<keel::probe::StepOutcome> outcomes;
   std::vector<std::string> skip_events;   // the skip events' details, in step order
+  std::vector<std::string> dump_failures; // the dump_failed events' details
   std::vector<torch::Tensor> weights, reference_weights;
   std::vector<float> scales;              // with a scaler: its scale after each step
   int32_t growth_tracker = -1;
@@ -98,7 +110,8 @@ torch::Tensor forward_backward(TwoLayer& net, torch::optim::Optimizer& opt, cons
 
 // One rank: a probed model and a reference trained alike without keel, which skips the
 // poisoned step by hand. `agreement` empty: the rank decides alone.
-RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, bool with_scaler) {
+RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, const JobSetup& setup) {
+  const bool with_scaler = setup.with_scaler;
   // The reference starts from the probed model's weights (the global generator is shared by
   // the ranks' threads, so each rank's draw is its own).
   TwoLayer net, reference;
@@ -114,23 +127,31 @@ RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, bool w
   keel::probe::ProbeOptions options = keel::test::quiet();
   options.rank = rank;
   options.world_size = kRanks;
-  keel::probe::Probe probe(*net, opt, options);
-  if (with_scaler) probe.use_scaler(&scaler);
-  if (agreement) probe.agree_skips(agreement);
-
+  if (!setup.dump_dir.empty()) {
+    options.dump_on_nonfinite = true;
+    options.dump_dir = setup.dump_dir;
+  }
+  if (rank == setup.capped_rank) options.dump_max_count = 0;
   RankRun run;
-  at::Generator data = at::detail::createCPUGenerator(static_cast<uint64_t>(100 + rank));   // each rank its own batches
-  for (int64_t step = 0; step < kSteps; ++step) {
-    const torch::Tensor x = torch::randn({4, 5}, data), y = torch::randn({4, 3}, data);
-    const bool poisoned = rank == 1 && step == kPoisonedStep;
-    const torch::Tensor loss = forward_backward(net, opt, x, y, with_scaler ? &scaler : nullptr, poisoned);
-    run.outcomes.push_back(probe.step(loss));
-    for (const auto& e : probe.last_events()) {
-      if (e.kind == "skip") run.skip_events.push_back(e.detail);
+  {   // the probe's scope: at its end it finishes the dumps it took
+    keel::probe::Probe probe(*net, opt, options);
+    if (with_scaler) probe.use_scaler(&scaler);
+    if (agreement) probe.agree_skips(agreement);
+
+    at::Generator data = at::detail::createCPUGenerator(static_cast<uint64_t>(100 + rank));   // each rank its own batches
+    for (int64_t step = 0; step < kSteps; ++step) {
+      const torch::Tensor x = torch::randn({4, 5}, data), y = torch::randn({4, 3}, data);
+      const bool poisoned = rank == 1 && step == kPoisonedStep;
+      const torch::Tensor loss = forward_backward(net, opt, x, y, with_scaler ? &scaler : nullptr, poisoned);
+      run.outcomes.push_back(probe.step(loss));
+      for (const auto& e : probe.last_events()) {
+        if (e.kind == "skip") run.skip_events.push_back(e.detail);
+        if (e.kind == "dump_failed") run.dump_failures.push_back(e.detail);
+      }
+      if (with_scaler) run.scales.push_back(scaler.scale_value());
+      forward_backward(reference, reference_opt, x, y, nullptr, false);
+      if (step != kPoisonedStep) reference_opt.step();
     }
-    if (with_scaler) run.scales.push_back(scaler.scale_value());
-    forward_backward(reference, reference_opt, x, y, nullptr, false);
-    if (step != kPoisonedStep) reference_opt.step();
   }
   for (const auto& p : net->parameters()) run.weights.push_back(p.detach().clone());
   for (const auto& p : reference->parameters()) run.reference_weights.push_back(p.detach().clone());
@@ -138,13 +159,14 @@ RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, bool w
   return run;
 }
 
-std::vector<RankRun> train_job(bool agree, bool with_scaler) {
+std::vector<RankRun> train_job(const JobSetup& setup) {
   ThreadsAllReduceMax all_reduce(kRanks);
   std::vector<RankRun> runs(kRanks);
   std::vector<std::thread> ranks;
   for (int r = 0; r < kRanks; ++r) {
     ranks.emplace_back([&, r] {
-      runs[static_cast<size_t>(r)] = train_rank(r, agree ? all_reduce.agreement() : keel::probe::SkipAgreement(), with_scaler);
+      runs[static_cast<size_t>(r)] =
+          train_rank(r, setup.agree ? all_reduce.agreement() : keel::probe::SkipAgreement(), setup);
     });
   }
   for (auto& t : ranks) t.join();
@@ -157,6 +179,13 @@ std::vector<int64_t> skipped_steps(const RankRun& run) {
     if (!o.applied) out.push_back(o.step);
   }
   return out;
+}
+
+std::vector<std::string> dumps_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 TEST(RankVerdict, TheStrongestReasonAndTheLowestRankWithItWin) {
@@ -199,16 +228,42 @@ TEST(RankVerdict, TheStrongestReasonAndTheLowestRankWithItWin) {
   }
 }
 
+TEST(RankVerdict, DumpsAreAgreedWhateverElseIsAndARefusalNamesTheLowestRank) {
+  RankVerdict buffers, command;
+  buffers.auto_dump = RankVerdict::AutoDump::kNonfiniteBuffer;
+  command.command_dump = true;
+  command.skip = RankVerdict::Skip::kCommand;
+  std::vector<int64_t> a(RankVerdict::kWords), b(RankVerdict::kWords);
+  buffers.encode(a.data());
+  command.encode(b.data());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::max(a[i], b[i]);
+  const RankVerdict job = RankVerdict::decode(a.data());
+  EXPECT_EQ(job.auto_dump, RankVerdict::AutoDump::kNonfiniteBuffer) << "a command elsewhere hides no automatic dump";
+  EXPECT_TRUE(job.command_dump);
+  EXPECT_STREQ(keel::probe::dump_reason_of(job.auto_dump), "nonfinite_buffer");
+
+  std::vector<int64_t> refusals(RankVerdict::kWords, 0);
+  for (const int rank : {4, 2, 6}) {
+    std::vector<int64_t> w(RankVerdict::kWords);
+    RankVerdict::encode_refusal(/*refused=*/true, rank, w.data());
+    for (size_t i = 0; i < w.size(); ++i) refusals[i] = std::max(refusals[i], w[i]);
+  }
+  EXPECT_EQ(RankVerdict::refusing_rank(refusals.data()), 2);
+  std::vector<int64_t> none(RankVerdict::kWords);
+  RankVerdict::encode_refusal(/*refused=*/false, 3, none.data());
+  EXPECT_EQ(RankVerdict::refusing_rank(none.data()), -1);
+}
+
 TEST(RankAgreement, WithoutItOnlyTheRankWhoseShardHoldsTheNaNSkips) {
   // The failure the agreement exists for: rank 0 applies the step rank 1 skipped.
-  const std::vector<RankRun> runs = train_job(/*agree=*/false, /*with_scaler=*/false);
+  const std::vector<RankRun> runs = train_job({/*agree=*/false});
   EXPECT_EQ(skipped_steps(runs[0]), std::vector<int64_t>{});
   EXPECT_EQ(skipped_steps(runs[1]), std::vector<int64_t>{kPoisonedStep});
   EXPECT_FALSE(keel::test::all_identical(runs[0].weights, runs[0].reference_weights));
 }
 
 TEST(RankAgreement, EveryRankSkipsTheStepOneRankSawANaNInAndNamesIt) {
-  const std::vector<RankRun> runs = train_job(/*agree=*/true, /*with_scaler=*/false);
+  const std::vector<RankRun> runs = train_job({});
   for (int r = 0; r < kRanks; ++r) {
     const RankRun& run = runs[static_cast<size_t>(r)];
     ASSERT_EQ(skipped_steps(run), std::vector<int64_t>{kPoisonedStep}) << "rank " << r;
@@ -223,7 +278,7 @@ TEST(RankAgreement, EveryRankSkipsTheStepOneRankSawANaNInAndNamesIt) {
 }
 
 TEST(RankAgreement, AnOverflowInOneRanksShardBacksOffEveryRanksScaleAlike) {
-  const std::vector<RankRun> runs = train_job(/*agree=*/true, /*with_scaler=*/true);
+  const std::vector<RankRun> runs = train_job({/*agree=*/true, /*with_scaler=*/true});
   EXPECT_EQ(runs[0].scales, runs[1].scales) << "the ranks' loss scales parted";
   EXPECT_EQ(runs[0].growth_tracker, runs[1].growth_tracker);
   ASSERT_EQ(runs[0].scales.size(), static_cast<size_t>(kSteps));
@@ -235,8 +290,28 @@ TEST(RankAgreement, AnOverflowInOneRanksShardBacksOffEveryRanksScaleAlike) {
   EXPECT_NE(runs[0].skip_events[0].find("rank 1 skipped it: scaler"), std::string::npos) << runs[0].skip_events[0];
   EXPECT_EQ(runs[1].outcomes[kPoisonedStep].skip_reason, "scaler");
   // Without the agreement rank 0's scale would have kept growing: the control.
-  const std::vector<RankRun> alone = train_job(/*agree=*/false, /*with_scaler=*/true);
+  const std::vector<RankRun> alone = train_job({/*agree=*/false, /*with_scaler=*/true});
   EXPECT_NE(alone[0].scales, alone[1].scales);
+}
+
+TEST(RankAgreement, EveryRankDumpsTheStepOneRankSawANaNIn) {
+  // A sharded model's state_dict() is a collective: a rank dumping alone would wait forever.
+  keel::test::TempDir alone_dir("rank-dumps-alone"), agreed_dir("rank-dumps-agreed");
+  train_job({/*agree=*/false, /*with_scaler=*/false, alone_dir.path().string()});
+  EXPECT_EQ(dumps_in(alone_dir.path()), std::vector<std::string>{"step-2-nonfinite-rank1"}) << "the control";
+  const std::vector<RankRun> runs = train_job({/*agree=*/true, /*with_scaler=*/false, agreed_dir.path().string()});
+  EXPECT_EQ(dumps_in(agreed_dir.path()), (std::vector<std::string>{"step-2-nonfinite-rank0", "step-2-nonfinite-rank1"}));
+  for (const auto& run : runs) EXPECT_TRUE(run.dump_failures.empty()) << run.dump_failures.front();
+}
+
+TEST(RankAgreement, ADumpOneRankCannotTakeIsTakenByNone) {
+  keel::test::TempDir dir("rank-dumps-capped");
+  const std::vector<RankRun> runs = train_job({/*agree=*/true, /*with_scaler=*/false, dir.path().string(), /*capped_rank=*/0});
+  EXPECT_EQ(dumps_in(dir.path()), std::vector<std::string>{});
+  ASSERT_EQ(runs[0].dump_failures.size(), 1u);
+  EXPECT_NE(runs[0].dump_failures[0].find("dump_max_count"), std::string::npos) << runs[0].dump_failures[0];
+  ASSERT_EQ(runs[1].dump_failures.size(), 1u);
+  EXPECT_NE(runs[1].dump_failures[0].find("rank 0 could not take its part"), std::string::npos) << runs[1].dump_failures[0];
 }
 
 TEST(RankAgreement, AFailingAgreementIsTheProbesFailureAndTheRanksOwnVerdictStands) {

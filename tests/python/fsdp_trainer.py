@@ -3,13 +3,15 @@
 
 FSDP swaps its flat parameter's data between a shard (between steps) and the whole parameter
 (forward and backward); keel must hold no gradient accumulator of it, or autograd refuses the
-whole gradient. Rank 1's batch at POISON_STEP holds a NaN, which reaches every element of both
-shards, so both probes skip that step. At SHARD_POISON_STEP a NaN lands in rank 1's shard
-alone (written into it after backward, where a reduce-scatter would have put it): rank 1 sees
-it, and rank 0 skips that step too only because the ranks agree on each step's verdict. The
-reference skips both steps by hand. Each rank writes its outcomes, its skip events, both
-models' shards, and what keel says of an FSDP2 (fully_shard) model to OUT/rank<R>.pt.
-With AGREE=0 in the environment the probes decide alone (the test's control).
+whole gradient. At SHARD_POISON_STEP a NaN lands in rank 1's shard alone (written into it
+after backward, where a reduce-scatter would have put it): rank 1 sees it, and rank 0 skips
+that step too only because the ranks agree on each step's verdict; both dump it, since FSDP's
+state_dict() is a collective that one rank alone would wait in forever. Rank 1's batch at
+POISON_STEP holds a NaN, which reaches every element of both shards, so both probes skip and
+dump that step. The reference skips both steps by hand. Each rank writes its outcomes, its
+skip events, both models' shards, and what keel says of an FSDP2 (fully_shard) model to
+OUT/rank<R>.pt, and its dumps to OUT/dumps. With AGREE=0 in the environment the probes decide
+alone and take no automatic dump (the test's control).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
 import keel
 
-POISON_STEP = 3
-SHARD_POISON_STEP = 4
+SHARD_POISON_STEP = 2
+POISON_STEP = 4
 STEPS = 6
 
 
@@ -53,8 +55,9 @@ def main(out: str) -> None:
     model, reference = FSDP(small_model(), device_id=cpu), FSDP(small_model(), device_id=cpu)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2)
-    agree = None if os.environ.get("AGREE", "1") == "1" else False
-    probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_on_nonfinite=False, agree_skips=agree)
+    agree = os.environ.get("AGREE", "1") == "1"
+    probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_dir=f"{out}/dumps", dump_nonfinite_every=1,
+                       dump_on_nonfinite=agree, agree_skips=None if agree else False)
     outcomes, skip_events = [], []
     data = torch.Generator().manual_seed(100 + rank)   # each rank its own batches
     for step in range(STEPS):

@@ -37,13 +37,14 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
 
 
-def test_fsdp_trains_as_without_keel_and_both_ranks_skip_the_poisoned_steps(tmp_path):
+def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path):
     """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
     did): each rank measures its shard. Both skip the step whose NaN reached both shards, and,
     agreeing on each step's verdict, the step whose NaN only rank 1's shard held (with
-    AGREE=0 rank 0 applies it, and its shard leaves the reference's)."""
+    AGREE=0 rank 0 applies it, and its shard leaves the reference's). Both dump both steps:
+    rank 1 dumping alone hung the job in FSDP's state_dict()."""
     run_two_ranks("fsdp_trainer.py", tmp_path)
-    expected = {0: [(3, "nonfinite"), (4, "other_rank")], 1: [(3, "nonfinite"), (4, "nonfinite")]}
+    expected = {0: [(2, "other_rank"), (4, "nonfinite")], 1: [(2, "nonfinite"), (4, "nonfinite")]}
     for r in (0, 1):
         result = torch.load(tmp_path / f"rank{r}.pt")
         assert result["layers"] == ["_fsdp_wrapped_module._flat_param"], "one layer per wrapped unit: its shard"
@@ -52,8 +53,13 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_the_poisoned_steps(tmp_
         assert skipped == expected[r], f"rank {r}: {result['outcomes']}"
         assert len(result["skip_events"]) == 2, result["skip_events"]
         if r == 0:
-            assert "rank 1 skipped it: nonfinite" in result["skip_events"][1], result["skip_events"][1]
+            assert "rank 1 skipped it: nonfinite" in result["skip_events"][0], result["skip_events"][0]
         for shard, reference in zip(result["shards"], result["reference_shards"]):
             assert torch.isfinite(shard).all()
             assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"
         assert "is a DTensor" in result["fsdp2"], f"rank {r}: FSDP2 was not refused: {result['fsdp2']!r}"
+    dumps = sorted(p.name for p in (tmp_path / "dumps").iterdir())
+    assert dumps == [f"step-{s}-nonfinite-rank{r}" for s in (2, 4) for r in (0, 1)], dumps
+    for name in dumps:
+        weights = torch.load(tmp_path / "dumps" / name / "model.pt")
+        assert any(w.shape == (16, 8) for w in weights.values()), f"{name}: not the whole model"

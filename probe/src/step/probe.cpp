@@ -73,9 +73,10 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   classify_layers(plan, grad_passes_before);
   collect_buffers();
   decide(reduction, outcome);
-  if (skip_agreement_) agree_with_ranks(reduction, outcome);
+  DumpDue dump = dump_due(reduction, /*take_requested=*/true, buffers_turn_nonfinite());
+  if (skip_agreement_) agree_with_ranks(reduction, outcome, dump);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
-  dump_if_due(reduction, /*take_requested=*/true, buffers_turn_nonfinite());
+  take_due_dump(dump);
   trace_origin_if_due(reduction, outcome);
 
   times.optimizer_start = Clock::now();
@@ -274,18 +275,30 @@ void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
   }
 }
 
-void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested, bool buffers_start) {
+Probe::Impl::DumpDue Probe::Impl::dump_due(const Reduction& r, bool take_requested, bool buffers_start) const {
+  DumpDue due;
   // The state the gradients were computed on, before this step's update touches it.
   const bool gradients_start = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
-  const bool auto_dump_due = options_.dump_on_nonfinite && (gradients_start || buffers_start) &&
-                             (!dumps_.last_auto_step || record_step_ - *dumps_.last_auto_step >= options_.dump_nonfinite_every);
-  const bool requested = take_requested && control_.dump_requested;
-  if (requested || auto_dump_due) {
-    if (auto_dump_due) dumps_.last_auto_step = record_step_;
-    const std::optional<DumpRequest> request = requested ? control_.dump_requested : std::nullopt;
-    take_dump(request ? "command" : gradients_start ? "nonfinite" : "nonfinite_buffer", request);
-    if (requested) control_.dump_requested.reset();
+  if (options_.dump_on_nonfinite && (gradients_start || buffers_start) &&
+      (!dumps_.last_auto_step || record_step_ - *dumps_.last_auto_step >= options_.dump_nonfinite_every)) {
+    due.automatic = gradients_start ? RankVerdict::AutoDump::kNonfinite : RankVerdict::AutoDump::kNonfiniteBuffer;
   }
+  due.command = take_requested && control_.dump_requested;
+  return due;
+}
+
+void Probe::Impl::take_due_dump(const DumpDue& due) {
+  if (!due.command && due.automatic == RankVerdict::AutoDump::kNone) return;
+  if (due.automatic != RankVerdict::AutoDump::kNone) dumps_.last_auto_step = record_step_;
+  // With a sharded job's agreement a command another rank took is this rank's too, with no
+  // request of its own to answer.
+  const std::optional<DumpRequest> request = due.command ? control_.dump_requested : std::nullopt;
+  take_dump(due.command ? "command" : dump_reason_of(due.automatic), request);
+  if (request) control_.dump_requested.reset();
+}
+
+void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested, bool buffers_start) {
+  take_due_dump(dump_due(r, take_requested, buffers_start));
 }
 
 void Probe::Impl::measure_updates(const StepPlan& plan, bool applied, Reduction& r) {

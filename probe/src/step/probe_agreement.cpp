@@ -10,7 +10,7 @@ void Probe::Impl::agree_skips(SkipAgreement agreement) {
   if (skip_agreement_ && !verdict_words_.defined()) verdict_words_ = torch::zeros({RankVerdict::kWords}, torch::kLong);
 }
 
-void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome) {
+void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& dump) {
   const bool scaler_active = scaler_ && scaler_->enabled();
   RankVerdict own;
   own.rank = options_.rank;
@@ -18,19 +18,25 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome) {
     own.scaler = scaler_->probe_failed() ? RankVerdict::Scaler::kProbeFailed : RankVerdict::Scaler::kOverflow;
   }
   own.skip = outcome.applied ? RankVerdict::Skip::kApplied : skip_of(outcome.skip_reason);
+  own.auto_dump = dump.automatic;
+  own.command_dump = dump.command;
   agreed_ = own;
   try {
     own.encode(verdict_words_.data_ptr<int64_t>());
     skip_agreement_(verdict_words_);
     if (verdict_words_.device() != torch::kCPU || verdict_words_.scalar_type() != torch::kLong ||
         verdict_words_.numel() != RankVerdict::kWords) {
-      throw std::runtime_error("the agreement left the verdict as a tensor other than the two int64 words it was given");
+      throw std::runtime_error("the agreement left the verdict as a tensor other than the int64 words it was given");
     }
     agreed_ = RankVerdict::decode(verdict_words_.data_ptr<int64_t>());
   } catch (const std::exception& e) {
     verdict_words_ = torch::zeros({RankVerdict::kWords}, torch::kLong);
-    report_probe_error("agreeing the step's verdict with the other ranks", e.what(),
-                       "this rank's own verdict stands: " + consequence_of(outcome));
+    std::string consequence = "this rank's own verdict stands: " + consequence_of(outcome);
+    if (dump.command || dump.automatic != RankVerdict::AutoDump::kNone) {
+      consequence += "; its dump is not taken this step (the other ranks may not be taking theirs)";
+    }
+    dump = DumpDue{};
+    report_probe_error("agreeing the step's verdict with the other ranks", e.what(), consequence);
     return;
   }
   // Only ever stronger than this rank's own: MAX cannot lower it.
@@ -41,6 +47,27 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome) {
   if (outcome.applied && agreed_.skip != RankVerdict::Skip::kApplied) {
     outcome.applied = false;
     outcome.skip_reason = "other_rank";
+  }
+  // A sharded model's state_dict() is a collective: every rank dumps, or none.
+  dump.automatic = agreed_.auto_dump;
+  dump.command = agreed_.command_dump;
+}
+
+std::string Probe::Impl::agree_on_dump(const std::string& error) {
+  try {
+    int64_t* words = verdict_words_.data_ptr<int64_t>();
+    RankVerdict::encode_refusal(!error.empty(), options_.rank, words);
+    skip_agreement_(verdict_words_);
+    if (verdict_words_.device() != torch::kCPU || verdict_words_.scalar_type() != torch::kLong ||
+        verdict_words_.numel() != RankVerdict::kWords) {
+      throw std::runtime_error("the agreement left the refusal as a tensor other than the words it was given");
+    }
+    const int refusing = RankVerdict::refusing_rank(verdict_words_.data_ptr<int64_t>());
+    if (!error.empty() || refusing < 0) return error;
+    return "rank " + std::to_string(refusing) + " could not take its part, and the ranks of a sharded job dump together";
+  } catch (const std::exception& e) {
+    verdict_words_ = torch::zeros({RankVerdict::kWords}, torch::kLong);
+    return std::string("the ranks could not agree on it: ") + e.what();
   }
 }
 

@@ -160,6 +160,8 @@ void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpR
   const auto admission = request ? CheckpointWriter::Admission::kWhenIdle : CheckpointWriter::Admission::kBehindOne;
   std::string error = dump_refusal();
   if (error.empty() && !dumps_.writer->accepts(admission)) error = "a dump is still being written";
+  // A sharded model's state_dict() is a collective: taken by every rank, or by none.
+  if (skip_agreement_) error = agree_on_dump(error);
   if (error.empty()) {
     try {
       const auto telemetry = publisher_ ? publisher_->history() : std::vector<KeptMessage>{};

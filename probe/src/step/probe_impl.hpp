@@ -342,10 +342,21 @@ class Probe::Impl {
   void classify_layers(StepPlan& plan, uint64_t grad_passes_before) const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
-  // With skip_agreement_: this rank's verdict, as decide() left it, handed to the other ranks,
-  // and the job's taken in its place (the scaler's overflow and the skip). The agreement's
-  // failure is the probe's: counted and told, and this rank's verdict stands.
-  void agree_with_ranks(Reduction& reduction, StepOutcome& outcome);
+  // The dumps a step calls for: one asked for by command, and the automatic dump of a
+  // blown-up step (or, with `buffers_start`, of the step whose buffers turned non-finite).
+  struct DumpDue {
+    bool command = false;
+    RankVerdict::AutoDump automatic = RankVerdict::AutoDump::kNone;
+  };
+  // With skip_agreement_: this rank's verdict, as decide() and dump_due() left it, handed to
+  // the other ranks, and the job's taken in its place (the scaler's overflow, the skip, the
+  // dumps). The agreement's failure is the probe's: counted and told, this rank's verdict
+  // stands, and it takes no dump (a sharded model's state_dict() would wait for the others).
+  void agree_with_ranks(Reduction& reduction, StepOutcome& outcome, DumpDue& dump);
+  // With skip_agreement_, in a step every rank dumps: `error` (why this rank cannot, or "")
+  // agreed with the other ranks. Returns why this rank does not take its part ("" when every
+  // rank can).
+  std::string agree_on_dump(const std::string& error);
   // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
   // armed (probe_origin.cpp): origin_ set, the state put back as the first run left it.
   void trace_origin_if_due(const Reduction& reduction, const StepOutcome& outcome);
@@ -355,8 +366,11 @@ class Probe::Impl {
   // rank's own while the gradients are the job's, so a non-finite loss alone does not make a
   // step unsafe (StepHealth::unsafe_to_apply), on the host or in the device verdict.
   bool loss_is_the_jobs() const { return options_.world_size <= 1; }
-  // The automatic dump of a blown-up step (or, with `buffers_start`, of the step whose
-  // buffers turned non-finite), and with `take_requested` one asked for by command.
+  // The dumps this step calls for (DumpDue); the command's only with `take_requested`.
+  DumpDue dump_due(const Reduction& reduction, bool take_requested, bool buffers_start) const;
+  // Takes the dump `due` calls for, if any (a command's answered).
+  void take_due_dump(const DumpDue& due);
+  // take_due_dump(dump_due(...)).
   void dump_if_due(const Reduction& reduction, bool take_requested = true, bool buffers_start = false);
   // The update pass of an immediate step, after the optimizer's.
   void measure_updates(const StepPlan& plan, bool applied, Reduction& reduction);

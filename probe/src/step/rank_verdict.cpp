@@ -1,32 +1,46 @@
-// RankVerdict's two words (rank_verdict.hpp).
+// RankVerdict's words (rank_verdict.hpp).
 #include "rank_verdict.hpp"
 
 namespace keel::probe {
 namespace {
 
-// The rank sits in the low 32 bits, complemented so that the lowest rank is the largest.
+// A rank sits in the low 32 bits, complemented so that the lowest rank is the largest.
 constexpr int kRankBits = 32;
 constexpr int64_t kRankMask = (int64_t{1} << kRankBits) - 1;
+
+int64_t rank_bits(int rank) { return kRankMask - (static_cast<int64_t>(rank) & kRankMask); }
+int rank_of(int64_t word) { return static_cast<int>(kRankMask - (word & kRankMask)); }
 
 }  // namespace
 
 void RankVerdict::encode(int64_t* words) const {
   words[0] = static_cast<int64_t>(scaler);
   const int64_t reason = static_cast<int64_t>(skip);
-  words[1] = reason == 0 ? 0 : (reason << kRankBits) | (kRankMask - (static_cast<int64_t>(rank) & kRankMask));
+  words[1] = reason == 0 ? 0 : (reason << kRankBits) | rank_bits(rank);
+  words[2] = static_cast<int64_t>(auto_dump);
+  words[3] = command_dump ? 1 : 0;
 }
 
 RankVerdict RankVerdict::decode(const int64_t* words) {
   RankVerdict v;
-  const int64_t scaler = words[0];
-  v.scaler = scaler == 0 ? Scaler::kClean : scaler == 1 ? Scaler::kProbeFailed : Scaler::kOverflow;
-  if (words[1] == 0) return v;
-  const int64_t reason = words[1] >> kRankBits;
-  const bool known = reason >= static_cast<int64_t>(Skip::kSpike) && reason <= static_cast<int64_t>(Skip::kCommand);
-  v.skip = known ? static_cast<Skip>(reason) : Skip::kCommand;
-  v.rank = static_cast<int>(kRankMask - (words[1] & kRankMask));
+  v.scaler = words[0] == 0 ? Scaler::kClean : words[0] == 1 ? Scaler::kProbeFailed : Scaler::kOverflow;
+  if (words[1] != 0) {
+    const int64_t reason = words[1] >> kRankBits;
+    const bool known = reason >= static_cast<int64_t>(Skip::kSpike) && reason <= static_cast<int64_t>(Skip::kCommand);
+    v.skip = known ? static_cast<Skip>(reason) : Skip::kCommand;
+    v.rank = rank_of(words[1]);
+  }
+  v.auto_dump = words[2] == 0 ? AutoDump::kNone : words[2] == 1 ? AutoDump::kNonfiniteBuffer : AutoDump::kNonfinite;
+  v.command_dump = words[3] != 0;
   return v;
 }
+
+void RankVerdict::encode_refusal(bool refused, int rank, int64_t* words) {
+  for (int i = 0; i < kWords; ++i) words[i] = 0;
+  if (refused) words[0] = (int64_t{1} << kRankBits) | rank_bits(rank);
+}
+
+int RankVerdict::refusing_rank(const int64_t* words) { return words[0] == 0 ? -1 : rank_of(words[0]); }
 
 const char* skip_reason_of(RankVerdict::Skip skip) {
   switch (skip) {
@@ -45,6 +59,15 @@ RankVerdict::Skip skip_of(const std::string& reason) {
     if (reason == skip_reason_of(skip)) return skip;
   }
   return RankVerdict::Skip::kApplied;
+}
+
+const char* dump_reason_of(RankVerdict::AutoDump dump) {
+  switch (dump) {
+    case RankVerdict::AutoDump::kNone: return "";
+    case RankVerdict::AutoDump::kNonfiniteBuffer: return "nonfinite_buffer";
+    case RankVerdict::AutoDump::kNonfinite: return "nonfinite";
+  }
+  return "";
 }
 
 }  // namespace keel::probe

@@ -5,8 +5,9 @@
 // applied, leaving the model part updated. With an agreement (Probe::agree_skips) every
 // rank's probe hands the others its verdict once per step, on the host, before the update:
 // a step any rank skips is skipped by all (skip_reason "other_rank" on those that would have
-// applied it), and an overflow any rank's loss scaler finds backs off every rank's scale
-// alike, as PyTorch's ShardedGradScaler all-reduces found_inf.
+// applied it), an overflow any rank's loss scaler finds backs off every rank's scale alike, as
+// PyTorch's ShardedGradScaler all-reduces found_inf, and a dump any rank takes (automatic or
+// by command) is taken by all: a sharded model's state_dict() is itself a collective.
 #pragma once
 
 #include <functional>
@@ -15,11 +16,12 @@
 
 namespace keel::probe {
 
-// All-reduces `verdict` with MAX across the job's ranks, in place: a CPU tensor of two int64
-// values (torch.distributed.all_reduce(verdict, op=ReduceOp.MAX), or c10d's allreduce; with
+// All-reduces `verdict` with MAX across the job's ranks, in place: a CPU tensor of four int64
+// words (torch.distributed.all_reduce(verdict, op=ReduceOp.MAX), or c10d's allreduce; with
 // NCCL, through a copy on the rank's device). Every rank's probe calls it once per step(), at
-// the same point, so the ranks must call step() alike. An exception it throws is the probe's
-// failure: counted and shown, and this rank's own verdict stands.
+// the same point, and once more in a step whose dump every rank takes (whether any rank
+// cannot), so the ranks must call step() alike. An exception it throws is the probe's failure:
+// counted and shown, this rank's own verdict stands, and it takes no dump that step.
 using SkipAgreement = std::function<void(torch::Tensor& verdict)>;
 
 }  // namespace keel::probe
