@@ -5,10 +5,12 @@
 // across processes). Rank 1's gradient is poisoned after backward, as a reduce-scatter would
 // leave a NaN in its shard alone: with the agreement both ranks skip that step, each exactly
 // as a reference that skips it by hand, and both dump it; without it, rank 0 applies it.
+// Last, a data-parallel rank's own non-finite loss does not start a re-run of its step alone.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <cstdint>
@@ -368,6 +370,32 @@ TEST(RankAgreement, AnUnsafeStepOfASharedJobIsNotRunAgain) {
   EXPECT_EQ(closure_runs_of_an_unsafe_step(), 2) << "the control: alone, an unsafe step is run again";
   probe.agree_skips([](torch::Tensor&) {});   // a world of one: MAX over one rank leaves it
   EXPECT_EQ(closure_runs_of_an_unsafe_step(), 1);
+}
+
+TEST(DataParallelRerun, ARanksOwnNonfiniteLossDoesNotRunItsStepAgainAlone) {
+  // A re-run runs the model's collectives (DDP's all-reduce in backward): a rank whose loss
+  // alone overflowed, its gradients finite, would wait in it for ranks that do not re-run.
+  const auto closure_runs = [](int world_size) {
+    torch::manual_seed(0);
+    TwoLayer net;
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+    keel::probe::ProbeOptions options = keel::test::quiet();
+    options.world_size = world_size;
+    keel::probe::Probe probe(*net, opt, options);
+    int runs = 0;
+    probe.step([&] {
+      ++runs;
+      opt.zero_grad();
+      // (1e29)^2 overflows float32: the loss is Inf, its gradients (about 1e29) are finite.
+      const torch::Tensor loss = torch::mse_loss(net->forward(torch::ones({2, 5})), torch::full({2, 3}, 1e29f));
+      loss.backward();
+      return loss.detach();
+    });
+    EXPECT_TRUE(std::isinf(probe.last_record().loss));
+    return runs;
+  };
+  EXPECT_EQ(closure_runs(1), 2) << "the control: one process's own loss is the job's, and its step is run again";
+  EXPECT_EQ(closure_runs(2), 1);
 }
 
 }  // namespace

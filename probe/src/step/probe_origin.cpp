@@ -55,7 +55,10 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
   // Only where an op may be at fault, and once per run of unsafe steps: a NaN that persists
   // must not double every step's cost. A scaled gradient overflowing with a finite loss is the
   // loss scaler's business.
-  const bool nonfinite_values = health_.nonfinite_layers > 0 || health_.loss_nonfinite;
+  // With several ranks, a re-run runs the model's collectives (DDP's all-reduce in backward):
+  // it must start on every rank or on none. The all-reduced gradients are every rank's; the
+  // loss is this rank's own, and alone it starts none.
+  const bool nonfinite_values = health_.nonfinite_layers > 0 || (health_.loss_nonfinite && loss_is_the_jobs());
   const bool scaler_overflow = r.scaler_found_inf && std::isfinite(r.loss);
   if (!nonfinite_values || scaler_overflow || nonfinite_last_step_) return;
   if (!rerun_point_.captured()) {
