@@ -3,6 +3,17 @@
 #include "probe_impl.hpp"
 
 namespace keel::probe {
+namespace {
+
+// The agreement run on `words`, which it must leave as the int64 CPU words it was given.
+void all_reduce_words(const SkipAgreement& agreement, torch::Tensor& words) {
+  agreement(words);
+  if (words.device() != torch::kCPU || words.scalar_type() != torch::kLong || words.numel() != RankVerdict::kWords) {
+    throw std::runtime_error("the agreement left the verdict as a tensor other than the int64 words it was given");
+  }
+}
+
+}  // namespace
 
 void Probe::Impl::agree_skips(SkipAgreement agreement) {
   skip_agreement_ = std::move(agreement);
@@ -23,11 +34,7 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& 
   agreed_ = own;
   try {
     own.encode(verdict_words_.data_ptr<int64_t>());
-    skip_agreement_(verdict_words_);
-    if (verdict_words_.device() != torch::kCPU || verdict_words_.scalar_type() != torch::kLong ||
-        verdict_words_.numel() != RankVerdict::kWords) {
-      throw std::runtime_error("the agreement left the verdict as a tensor other than the int64 words it was given");
-    }
+    all_reduce_words(skip_agreement_, verdict_words_);
     agreed_ = RankVerdict::decode(verdict_words_.data_ptr<int64_t>());
   } catch (const std::exception& e) {
     verdict_words_ = torch::zeros({RankVerdict::kWords}, torch::kLong);
@@ -57,11 +64,7 @@ std::string Probe::Impl::agree_on_dump(const std::string& error) {
   try {
     int64_t* words = verdict_words_.data_ptr<int64_t>();
     RankVerdict::encode_refusal(!error.empty(), options_.rank, words);
-    skip_agreement_(verdict_words_);
-    if (verdict_words_.device() != torch::kCPU || verdict_words_.scalar_type() != torch::kLong ||
-        verdict_words_.numel() != RankVerdict::kWords) {
-      throw std::runtime_error("the agreement left the refusal as a tensor other than the words it was given");
-    }
+    all_reduce_words(skip_agreement_, verdict_words_);
     const int refusing = RankVerdict::refusing_rank(verdict_words_.data_ptr<int64_t>());
     if (!error.empty() || refusing < 0) return error;
     return "rank " + std::to_string(refusing) + " could not take its part, and the ranks of a sharded job dump together";
