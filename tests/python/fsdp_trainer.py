@@ -10,8 +10,9 @@ state_dict() is a collective that one rank alone would wait in forever. Rank 1's
 POISON_STEP holds a NaN, which reaches every element of both shards, so both probes skip and
 dump that step. The reference skips both steps by hand. Each rank writes its outcomes, its
 skip events, both models' shards, and what keel says of an FSDP2 (fully_shard) model to
-OUT/rank<R>.pt, and its dumps to OUT/dumps. With AGREE=0 in the environment the probes decide
-alone and take no automatic dump (the test's control).
+OUT/rank<R>.pt, and its dumps to OUT/dumps. With ORIG_PARAMS=1 both models are wrapped with
+use_orig_params=True (each original parameter a view of this rank's part of the shard). With
+AGREE=0 the probes decide alone and take no automatic dump (the test's control).
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def main(out: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     cpu = torch.device("cpu")
-    model, reference = FSDP(small_model(), device_id=cpu), FSDP(small_model(), device_id=cpu)
+    orig = os.environ.get("ORIG_PARAMS") == "1"
+    model = FSDP(small_model(), device_id=cpu, use_orig_params=orig)
+    reference = FSDP(small_model(), device_id=cpu, use_orig_params=orig)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2)
     agree = os.environ.get("AGREE", "1") == "1"
@@ -71,7 +74,9 @@ def main(out: str) -> None:
             if m is model:
                 if rank == 1 and step == SHARD_POISON_STEP:
                     with torch.no_grad():
-                        next(m.parameters()).grad[-1] = math.nan   # the last element: rank 1's shard
+                        # The last element of the flat parameter: in rank 1's shard.
+                        last = [p for p in m.parameters() if p.grad is not None and p.grad.numel() > 0][-1]
+                        last.grad.view(-1)[-1] = math.nan
                 outcome = probe.step(loss)
                 outcomes.append((outcome.step, outcome.applied, outcome.skip_reason))
                 skip_events += [e["detail"] for e in probe.last_events if e["kind"] == "skip"]

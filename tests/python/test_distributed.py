@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from test_demo import free_port_pair, free_ports
@@ -37,17 +38,22 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
 
 
-def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path):
+@pytest.mark.parametrize("orig_params", [False, True], ids=["flat_params", "use_orig_params"])
+def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path, orig_params):
     """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
     did): each rank measures its shard. Both skip the step whose NaN reached both shards, and,
     agreeing on each step's verdict, the step whose NaN only rank 1's shard held (with
     AGREE=0 rank 0 applies it, and its shard leaves the reference's). Both dump both steps:
-    rank 1 dumping alone hung the job in FSDP's state_dict()."""
-    run_two_ranks("fsdp_trainer.py", tmp_path)
+    rank 1 dumping alone hung the job in FSDP's state_dict(). With use_orig_params=True the layers
+    are the original parameters, each a view of the rank's part of the shard (empty where the
+    rank holds none of it)."""
+    run_two_ranks("fsdp_trainer.py", tmp_path, {"ORIG_PARAMS": "1" if orig_params else "0"})
+    layers = ([f"_fsdp_wrapped_module.{i}.{kind}" for i in (0, 2) for kind in ("weight", "bias")] if orig_params
+              else ["_fsdp_wrapped_module._flat_param"])
     expected = {0: [(2, "other_rank"), (4, "nonfinite")], 1: [(2, "nonfinite"), (4, "nonfinite")]}
     for r in (0, 1):
         result = torch.load(tmp_path / f"rank{r}.pt")
-        assert result["layers"] == ["_fsdp_wrapped_module._flat_param"], "one layer per wrapped unit: its shard"
+        assert result["layers"] == layers, "flat: one layer per wrapped unit, its shard"
         assert result["agrees"], "an FSDP model's ranks agree by default"
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
         assert skipped == expected[r], f"rank {r}: {result['outcomes']}"
