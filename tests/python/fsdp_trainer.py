@@ -10,7 +10,8 @@ state_dict() is a collective that one rank alone would wait in forever. Rank 1's
 POISON_STEP holds a NaN, which reaches every element of both shards, so both probes skip and
 dump that step. The reference skips both steps by hand. Each rank writes its outcomes, its
 skip events, both models' shards, and what keel says of an FSDP2 (fully_shard) model to
-OUT/rank<R>.pt, and its dumps to OUT/dumps. With ORIG_PARAMS=1 both models are wrapped with
+OUT/rank<R>.pt, and its dumps to OUT/dumps; and, from a third model trained with a GradScaler,
+its scale after each step. With ORIG_PARAMS=1 both models are wrapped with
 use_orig_params=True (each original parameter a view of this rank's part of the shard). With
 AGREE=0 the probes decide alone and take no automatic dump (the test's control).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from typing import List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -49,6 +51,36 @@ def fsdp2_refusal() -> str:
     return ""
 
 
+def poison_shard(model: torch.nn.Module, value: float) -> None:
+    """Writes `value` into the last gradient element of the flat parameter: rank 1's shard."""
+    with torch.no_grad():
+        last = [p for p in model.parameters() if p.grad is not None and p.grad.numel() > 0][-1]
+        last.grad.view(-1)[-1] = value
+
+
+def scaled_run(rank: int, orig: bool, agree: bool) -> List[Tuple[float, bool]]:
+    """With a torch.amp.GradScaler: an Inf in rank 1's shard at SHARD_POISON_STEP is an
+    overflow every rank's scale backs off from. Each step's scale after it, and whether it
+    was applied."""
+    model = FSDP(small_model(), device_id=torch.device("cpu"), use_orig_params=orig)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_on_nonfinite=False,
+                       agree_skips=None if agree else False)
+    data = torch.Generator().manual_seed(200 + rank)
+    scales = []
+    for step in range(STEPS):
+        x, y = torch.randn(16, 8, generator=data), torch.randn(16, 4, generator=data)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        if rank == 1 and step == SHARD_POISON_STEP:
+            poison_shard(model, math.inf)
+        outcome = probe.step(loss, scaler=scaler)
+        scales.append((scaler.get_scale(), outcome.applied))
+    return scales
+
+
 def main(out: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -73,10 +105,7 @@ def main(out: str) -> None:
             loss.backward()
             if m is model:
                 if rank == 1 and step == SHARD_POISON_STEP:
-                    with torch.no_grad():
-                        # The last element of the flat parameter: in rank 1's shard.
-                        last = [p for p in m.parameters() if p.grad is not None and p.grad.numel() > 0][-1]
-                        last.grad.view(-1)[-1] = math.nan
+                    poison_shard(m, math.nan)
                 outcome = probe.step(loss)
                 outcomes.append((outcome.step, outcome.applied, outcome.skip_reason))
                 skip_events += [e["detail"] for e in probe.last_events if e["kind"] == "skip"]
@@ -86,7 +115,7 @@ def main(out: str) -> None:
                 "layers": probe.layer_names,
                 "shards": [p.detach().clone() for p in model.parameters()],
                 "reference_shards": [p.detach().clone() for p in reference.parameters()],
-                "fsdp2": fsdp2_refusal()}, f"{out}/rank{rank}.pt")
+                "fsdp2": fsdp2_refusal(), "scaled": scaled_run(rank, orig, agree)}, f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
 
 

@@ -64,6 +64,9 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
             assert torch.isfinite(shard).all()
             assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"
         assert "is a DTensor" in result["fsdp2"], f"rank {r}: FSDP2 was not refused: {result['fsdp2']!r}"
+    scaled = [torch.load(tmp_path / f"rank{r}.pt")["scaled"] for r in (0, 1)]
+    assert scaled[0] == scaled[1], f"the ranks' loss scales or skips parted: {scaled}"
+    assert scaled[0][2] == (512.0, False), f"rank 1's overflow backs off rank 0's scale too: {scaled[0]}"
     dumps = sorted(p.name for p in (tmp_path / "dumps").iterdir())
     assert dumps == [f"step-{s}-nonfinite-rank{r}" for s in (2, 4) for r in (0, 1)], dumps
     for name in dumps:
