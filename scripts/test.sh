@@ -41,7 +41,7 @@ case "${1:-}" in
     if [ -f "$cache" ] && ! grep -qxF "Torch_DIR:PATH=$prefix/Torch" "$cache"; then rm -f "$cache"; fi
     # The Python front (probe/python) is installed into the torch's environment as a user
     # installs it, and its tests (tests/python, ctest's PythonFront.*) run there: with the newest
-    # torch too, since a user's pip install builds against whatever torch they have (about 5
+    # torch too, since a user's pip install builds against whatever torch they have (about 3
     # minutes of CI for the newest's build; its test of keel-demo's dashboard skips, as that
     # leg builds no keel-cli).
     python="${prefix%%/lib/python*}/bin/python"

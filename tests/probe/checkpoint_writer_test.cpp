@@ -15,11 +15,15 @@
 #include <vector>
 
 #include "dump/checkpoint_writer.hpp"
+#include "directory_entries.hpp"
+#include "in_directory.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using keel::test::directory_entries;
+using keel::test::InDirectory;
 using keel::probe::CheckpointJob;
 using keel::probe::CheckpointResult;
 using keel::probe::sanitize_label;
@@ -35,13 +39,6 @@ CheckpointJob job_in(const fs::path& dir, const std::string& name, size_t big_by
   return job;
 }
 
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 TEST(CheckpointWriter, WritesEveryFileUnderTheFinalNameAndCountsTheBytes) {
   keel::test::TempDir tmp("dump-write");
   const fs::path dir = tmp.path() / "nested" / "dumps";   // created on demand
@@ -51,7 +48,7 @@ TEST(CheckpointWriter, WritesEveryFileUnderTheFinalNameAndCountsTheBytes) {
   EXPECT_EQ(r.step, 12);
   EXPECT_EQ(r.path, (dir / "step-12-command").string());
   EXPECT_EQ(r.bytes, 1003);
-  EXPECT_EQ(entries(dir), std::vector<std::string>{"step-12-command"});
+  EXPECT_EQ(directory_entries(dir), std::vector<std::string>{"step-12-command"});
   EXPECT_EQ(fs::file_size(dir / "step-12-command" / "model.pt"), 1000u);
   std::ifstream manifest(dir / "step-12-command" / "manifest.json");
   std::string text((std::istreambuf_iterator<char>(manifest)), {});
@@ -62,16 +59,6 @@ TEST(CheckpointWriter, WritesEveryFileUnderTheFinalNameAndCountsTheBytes) {
   ASSERT_TRUE(again.ok) << again.error;
   EXPECT_EQ(again.path, (dir / "step-12-command-2").string());
 }
-
-// Runs a test in `dir` and goes back to where it was, also when an assertion fails.
-class InDirectory {
- public:
-  explicit InDirectory(const fs::path& dir) : before_(fs::current_path()) { fs::current_path(dir); }
-  ~InDirectory() { fs::current_path(before_); }
-
- private:
-  fs::path before_;
-};
 
 // keel-demo's default dump directory is "keel-dumps", relative to the trainer's working
 // directory: the result names the absolute directory written, the one a user can copy from a
@@ -122,7 +109,7 @@ TEST(CheckpointWriter, WritersInOneProcessDumpingOneNameAtOnceEachGetACompleteDi
       EXPECT_TRUE(fs::exists(fs::path(r.path) / "manifest.json"));
     }
     EXPECT_EQ(paths.size(), static_cast<size_t>(kWriters));
-    EXPECT_EQ(entries(dir).size(), static_cast<size_t>(kWriters)) << "no temporary directory left";
+    EXPECT_EQ(directory_entries(dir).size(), static_cast<size_t>(kWriters)) << "no temporary directory left";
   }
 }
 
@@ -145,7 +132,7 @@ TEST(CheckpointWriter, AWriteFailingHalfWayLeavesNoFileAndSaysWhy) {
   EXPECT_NE(r.error.find("model.pt"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find("too large"), std::string::npos) << r.error;
   EXPECT_EQ(r.bytes, 0);
-  EXPECT_TRUE(entries(tmp.path()).empty()) << "a partial dump was left behind";
+  EXPECT_TRUE(directory_entries(tmp.path()).empty()) << "a partial dump was left behind";
 }
 
 // The free space a job must leave is checked against the filesystem as it is: a job that
@@ -159,12 +146,12 @@ TEST(CheckpointWriter, AJobThatWouldLeaveTooLittleFreeIsNotStarted) {
   EXPECT_FALSE(refused.ok);
   EXPECT_NE(refused.error.find("dump_min_free_bytes"), std::string::npos) << refused.error;
   EXPECT_EQ(refused.bytes, 0);
-  EXPECT_TRUE(entries(tmp.path()).empty()) << "nothing may be written for a refused dump";
+  EXPECT_TRUE(directory_entries(tmp.path()).empty()) << "nothing may be written for a refused dump";
 
   job.min_free_bytes = available / 2;
   const CheckpointResult written = write_checkpoint(job);
   EXPECT_TRUE(written.ok) << written.error;
-  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-12-command"});
+  EXPECT_EQ(directory_entries(tmp.path()), std::vector<std::string>{"step-12-command"});
 }
 
 TEST(CheckpointWriter, ADumpDirectoryThatCannotBeCreatedIsAnError) {
@@ -223,7 +210,7 @@ TEST(CheckpointWriter, AJobAdmittedBehindOneWaitsForItAndBothAreWritten) {
   ASSERT_EQ(done.size(), 2u);
   EXPECT_TRUE(done[0].ok && done[1].ok) << done[0].error << done[1].error;
   EXPECT_NE(done[0].path.find("step-12-command"), std::string::npos) << "written in the order given";
-  EXPECT_EQ(entries(tmp.path()), (std::vector<std::string>{"step-12-command", "step-13-nonfinite"}));
+  EXPECT_EQ(directory_entries(tmp.path()), (std::vector<std::string>{"step-12-command", "step-13-nonfinite"}));
 }
 
 // Both jobs a writer holds when it is finished are written: the user asked for them.
@@ -235,7 +222,7 @@ TEST(CheckpointWriter, FinishWritesEveryJobItHolds) {
   writer.finish();
   EXPECT_FALSE(writer.submit(job_in(tmp.path(), "step-14-command"))) << "refused after finish";
   EXPECT_EQ(results(writer, 2).size(), 2u);
-  EXPECT_EQ(entries(tmp.path()), (std::vector<std::string>{"step-12-command", "step-13-nonfinite"}));
+  EXPECT_EQ(directory_entries(tmp.path()), (std::vector<std::string>{"step-12-command", "step-13-nonfinite"}));
 }
 
 TEST(CheckpointWriter, LabelsAreSanitisedIntoOneHarmlessNameComponent) {

@@ -38,9 +38,9 @@ std::vector<KeptMessage> ring_of(int steps) {
   return ring;
 }
 
-class Client {
+class SmallBufferClient {
  public:
-  Client(const std::string& endpoint, int receive_high_water_mark) {
+  SmallBufferClient(const std::string& endpoint, int receive_high_water_mark) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::rcvhwm, receive_high_water_mark);
     socket_.set(zmq::sockopt::rcvbuf, 4096);
@@ -86,11 +86,11 @@ TEST(CommandServer, AHistoryReaderThatStallsDelaysNoOtherClientsAck) {
   options.history = [&ring] { return ring; };
   CommandServer server(options);
 
-  Client slow(server.bound_endpoint(), 10);
+  SmallBufferClient slow(server.bound_endpoint(), 10);
   slow.send(1, "history", kSteps);   // and reads nothing for now
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
 
-  Client other(server.bound_endpoint(), 1000);
+  SmallBufferClient other(server.bound_endpoint(), 1000);
   other.send(2, "describe");
   // The training thread takes the command and answers it.
   std::vector<keel::probe::PendingCommand> taken;

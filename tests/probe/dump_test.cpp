@@ -20,12 +20,16 @@
 
 #include "command_rig.hpp"
 #include "keel/wire/codec.hpp"
+#include "directory_entries.hpp"
+#include "in_directory.hpp"
 #include "temp_dir.hpp"
 #include "two_layer_net.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using keel::test::directory_entries;
+using keel::test::InDirectory;
 using keel::test::all_identical;
 using keel::test::Client;
 using keel::test::command;
@@ -43,28 +47,10 @@ keel::probe::ProbeOptions dumping_into(const fs::path& dir) {
   return options;
 }
 
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
-
-// Runs a test in `dir` and goes back to where it was, also when an assertion fails.
-class InDirectory {
- public:
-  explicit InDirectory(const fs::path& dir) : before_(fs::current_path()) { fs::current_path(dir); }
-  ~InDirectory() { fs::current_path(before_); }
-
- private:
-  fs::path before_;
-};
 
 // Steps of these models take a millisecond; a dump's fsyncs, on a loaded machine, seconds.
 // Waits for a dump's result give it this many 5 ms steps (30 s) before they fail.
@@ -100,7 +86,7 @@ TEST(Dump, AttachRemovesThePartialDumpsOfWritersThatAreGone) {
   fs::create_directories(dumps / ".step-4-command.partial-1-0");
 
   Rig rig(dumping_into(dumps));
-  EXPECT_EQ(entries(dumps), std::vector<std::string>{".step-4-command.partial-1-0"});
+  EXPECT_EQ(directory_entries(dumps), std::vector<std::string>{".step-4-command.partial-1-0"});
   const keel::wire::Event* cleaned = step_until_event(rig, "dumps_cleaned");
   ASSERT_NE(cleaned, nullptr);
   EXPECT_NE(cleaned->detail.find("removed 1 partial dump(s) of 4096 bytes"), std::string::npos) << cleaned->detail;
@@ -123,11 +109,11 @@ TEST(Dump, CommandedDumpHoldsTheAcknowledgedStepsStateAndLoadsIntoAFreshModel) {
   ASSERT_GE(s, 3);
   const fs::path dir = tmp.path() / "dumps" / ("step-" + std::to_string(s) + "-command-before_lr_.._bump");
   EXPECT_EQ(ack.path, dir.string());
-  EXPECT_EQ(entries(tmp.path() / "dumps"), std::vector<std::string>{dir.filename().string()}) << "no partial left";
+  EXPECT_EQ(directory_entries(tmp.path() / "dumps"), std::vector<std::string>{dir.filename().string()}) << "no partial left";
   int64_t on_disk = 0;
   for (const auto& e : fs::directory_iterator(dir)) on_disk += static_cast<int64_t>(fs::file_size(e.path()));
   EXPECT_EQ(ack.bytes, on_disk);
-  EXPECT_EQ(entries(dir), (std::vector<std::string>{"manifest.json", "model.pt", "optimizer.pt", "run.msgpack",
+  EXPECT_EQ(directory_entries(dir), (std::vector<std::string>{"manifest.json", "model.pt", "optimizer.pt", "run.msgpack",
                                                     "telemetry.msgpack"}));
 
   // A fresh model and optimizer loaded from the dump equal the state step s started from
@@ -170,7 +156,7 @@ TEST(Dump, CommandedDumpsAreRateLimited) {
   EXPECT_FALSE(second.ok);
   EXPECT_EQ(second.step, -1);
   EXPECT_NE(second.error.find("limited to one every"), std::string::npos) << second.error;
-  EXPECT_EQ(entries(tmp.path()).size(), 1u);
+  EXPECT_EQ(directory_entries(tmp.path()).size(), 1u);
 }
 
 // Dumps stop at dump_max_count, whoever asks: the next command is refused with the reason,
@@ -193,7 +179,7 @@ TEST(Dump, DumpsStopAtTheirCountAndTrainingGoesOn) {
   EXPECT_FALSE(third.ok);
   EXPECT_EQ(third.step, -1);
   EXPECT_NE(third.error.find("dump_max_count"), std::string::npos) << third.error;
-  EXPECT_EQ(entries(tmp.path()).size(), 2u);
+  EXPECT_EQ(directory_entries(tmp.path()).size(), 2u);
   for (const auto& [step, seen] : rig.seen) EXPECT_TRUE(seen.outcome.applied) << "step " << step;
 }
 
@@ -238,7 +224,7 @@ TEST(Dump, ABlowUpWhileACommandedDumpIsBeingWrittenIsStillDumped) {
     for (const auto& e : seen.events) EXPECT_NE(e.kind, "dump_failed") << "step " << step << ": " << e.detail;
   }
   const std::string blown_up = "step-" + std::to_string(commanded + 1) + "-nonfinite";
-  ASSERT_EQ(entries(tmp.path()),
+  ASSERT_EQ(directory_entries(tmp.path()),
             (std::vector<std::string>{"step-" + std::to_string(commanded) + "-command", blown_up}));
   TwoLayer fresh;
   torch::optim::AdamW fresh_opt(fresh->parameters(), torch::optim::AdamWOptions(1e-2));
@@ -256,7 +242,7 @@ TEST(Dump, AnInjectedNanDumpsExactlyOnce) {
   rig.step(/*nan=*/true);                              // a second episode, within 1000 steps
   ASSERT_TRUE(step_until_event(rig, "dump")) << "the automatic dump never finished";
   for (int i = 0; i < 20; ++i) rig.step();
-  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-3-nonfinite"});
+  EXPECT_EQ(directory_entries(tmp.path()), std::vector<std::string>{"step-3-nonfinite"});
   int dump_events = 0;
   for (const auto& [step, seen] : rig.seen) {
     for (const auto& e : seen.events) dump_events += e.kind == "dump" || e.kind == "dump_failed";
@@ -281,7 +267,7 @@ TEST(Dump, ARanksDumpIsNamedAfterItsRank) {
   rig.step();
   rig.step(/*nan=*/true);
   ASSERT_TRUE(step_until_event(rig, "dump")) << "the automatic dump never finished";
-  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-1-nonfinite-rank2"});
+  EXPECT_EQ(directory_entries(tmp.path()), std::vector<std::string>{"step-1-nonfinite-rank2"});
 }
 
 // A job resumed from a checkpoint counts on from the step it was taken at: its records and its
@@ -296,7 +282,7 @@ TEST(Dump, AResumedJobCountsOnFromItsFirstStep) {
   rig.step(/*nan=*/true);
   EXPECT_EQ(rig.probe.last_record().step, 40001);
   ASSERT_TRUE(step_until_event(rig, "dump")) << "the automatic dump never finished";
-  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-40001-nonfinite"});
+  EXPECT_EQ(directory_entries(tmp.path()), std::vector<std::string>{"step-40001-nonfinite"});
 }
 
 TEST(Dump, TheDumpNonfinitePolicyCanBeSwitchedOff) {
@@ -311,7 +297,7 @@ TEST(Dump, TheDumpNonfinitePolicyCanBeSwitchedOff) {
   ASSERT_TRUE(rig.step_until_ack(client).ok);
   rig.step(/*nan=*/true);
   for (int i = 0; i < 5; ++i) rig.step();
-  EXPECT_TRUE(entries(tmp.path()).empty());
+  EXPECT_TRUE(directory_entries(tmp.path()).empty());
 }
 
 TEST(Dump, AnUnwritableDumpDirectoryIsAnEventAndAnErrorAckAndTrainingGoesOn) {
@@ -392,7 +378,7 @@ TEST(Dump, ADumpStillBeingWrittenWhenTheJobEndsIsReportedToSubscribers) {
   }
   EXPECT_NE(detail.find((tmp.path() / "step-1-nonfinite").string()), std::string::npos)
       << "no dump event; events seen: " << ::testing::PrintToString(kinds);
-  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{"step-1-nonfinite"});
+  EXPECT_EQ(directory_entries(tmp.path()), std::vector<std::string>{"step-1-nonfinite"});
 }
 
 }  // namespace

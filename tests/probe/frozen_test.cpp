@@ -14,14 +14,10 @@
 
 namespace {
 
+using keel::test::backward;
 using keel::test::TwoLayer;
 
 using keel::test::quiet;
-
-void backward(TwoLayer& net, torch::optim::Optimizer& opt) {
-  opt.zero_grad();
-  net->forward(torch::randn({4, 5})).pow(2).mean().backward();
-}
 
 // The user's hook sits at position 0 of fc1.weight's hook list. fc1 is frozen when the probe
 // attaches (no hook of keel's there) and unfrozen while it runs: ending the probe used to

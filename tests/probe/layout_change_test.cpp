@@ -28,15 +28,11 @@ namespace {
 
 using keel::probe::Probe;
 using keel::test::close_rel;
+using keel::test::backward;
 using keel::test::TwoLayer;
 using keel::wire::LayerMetric;
 
 using keel::test::quiet;
-
-void backward(TwoLayer& net, torch::optim::Optimizer& opt, torch::Dtype dtype = torch::kFloat) {
-  opt.zero_grad();
-  net->forward(torch::randn({4, 5}).to(dtype)).pow(2).mean().backward();
-}
 
 const keel::wire::Event* find_event(const Probe& probe, const std::string& kind) {
   for (const auto& e : probe.last_events()) {

@@ -76,7 +76,7 @@ class ThreadsAllReduceMax {
 
 constexpr int kRanks = 2;
 constexpr int kSteps = 5;
-constexpr int64_t kPoisonedStep = 2;
+constexpr int64_t kPoisonedShardStep = 2;
 
 // How the job trains: whether its ranks agree, with a loss scaler or not, and where they dump
 // ("": no automatic dump). `capped_rank` may take no dump (dump_max_count 0).
@@ -143,7 +143,7 @@ RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, const 
     at::Generator data = at::detail::createCPUGenerator(static_cast<uint64_t>(100 + rank));   // each rank its own batches
     for (int64_t step = 0; step < kSteps; ++step) {
       const torch::Tensor x = torch::randn({4, 5}, data), y = torch::randn({4, 3}, data);
-      const bool poisoned = rank == 1 && step == kPoisonedStep;
+      const bool poisoned = rank == 1 && step == kPoisonedShardStep;
       const torch::Tensor loss = forward_backward(net, opt, x, y, with_scaler ? &scaler : nullptr, poisoned);
       run.outcomes.push_back(probe.step(loss));
       for (const auto& e : probe.last_events()) {
@@ -152,7 +152,7 @@ RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, const 
       }
       if (with_scaler) run.scales.push_back(scaler.scale_value());
       forward_backward(reference, reference_opt, x, y, nullptr, false);
-      if (step != kPoisonedStep) reference_opt.step();
+      if (step != kPoisonedShardStep) reference_opt.step();
     }
   }
   for (const auto& p : net->parameters()) run.weights.push_back(p.detach().clone());
@@ -260,7 +260,7 @@ TEST(RankAgreement, WithoutItOnlyTheRankWhoseShardHoldsTheNaNSkips) {
   // The failure the agreement exists for: rank 0 applies the step rank 1 skipped.
   const std::vector<RankRun> runs = train_job({/*agree=*/false});
   EXPECT_EQ(skipped_steps(runs[0]), std::vector<int64_t>{});
-  EXPECT_EQ(skipped_steps(runs[1]), std::vector<int64_t>{kPoisonedStep});
+  EXPECT_EQ(skipped_steps(runs[1]), std::vector<int64_t>{kPoisonedShardStep});
   EXPECT_FALSE(keel::test::all_identical(runs[0].weights, runs[0].reference_weights));
 }
 
@@ -268,15 +268,15 @@ TEST(RankAgreement, EveryRankSkipsTheStepOneRankSawANaNInAndNamesIt) {
   const std::vector<RankRun> runs = train_job({});
   for (int r = 0; r < kRanks; ++r) {
     const RankRun& run = runs[static_cast<size_t>(r)];
-    ASSERT_EQ(skipped_steps(run), std::vector<int64_t>{kPoisonedStep}) << "rank " << r;
+    ASSERT_EQ(skipped_steps(run), std::vector<int64_t>{kPoisonedShardStep}) << "rank " << r;
     EXPECT_TRUE(keel::test::all_identical(run.weights, run.reference_weights))
         << "rank " << r << " did not train as its reference, which skipped the step by hand";
     ASSERT_EQ(run.skip_events.size(), 1u);
   }
-  EXPECT_EQ(runs[0].outcomes[kPoisonedStep].skip_reason, "other_rank");
-  EXPECT_EQ(runs[0].outcomes[kPoisonedStep].nonfinite_layers, 0) << "rank 0's own shard was finite";
+  EXPECT_EQ(runs[0].outcomes[kPoisonedShardStep].skip_reason, "other_rank");
+  EXPECT_EQ(runs[0].outcomes[kPoisonedShardStep].nonfinite_layers, 0) << "rank 0's own shard was finite";
   EXPECT_NE(runs[0].skip_events[0].find("rank 1 skipped it: nonfinite"), std::string::npos) << runs[0].skip_events[0];
-  EXPECT_EQ(runs[1].outcomes[kPoisonedStep].skip_reason, "nonfinite");
+  EXPECT_EQ(runs[1].outcomes[kPoisonedShardStep].skip_reason, "nonfinite");
 }
 
 TEST(RankAgreement, AnOverflowInOneRanksShardBacksOffEveryRanksScaleAlike) {
@@ -284,13 +284,13 @@ TEST(RankAgreement, AnOverflowInOneRanksShardBacksOffEveryRanksScaleAlike) {
   EXPECT_EQ(runs[0].scales, runs[1].scales) << "the ranks' loss scales parted";
   EXPECT_EQ(runs[0].growth_tracker, runs[1].growth_tracker);
   ASSERT_EQ(runs[0].scales.size(), static_cast<size_t>(kSteps));
-  EXPECT_EQ(runs[0].scales[kPoisonedStep], 512.0f) << "backed off from 1024";
+  EXPECT_EQ(runs[0].scales[kPoisonedShardStep], 512.0f) << "backed off from 1024";
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_EQ(skipped_steps(runs[static_cast<size_t>(r)]), std::vector<int64_t>{kPoisonedStep}) << "rank " << r;
+    EXPECT_EQ(skipped_steps(runs[static_cast<size_t>(r)]), std::vector<int64_t>{kPoisonedShardStep}) << "rank " << r;
   }
-  EXPECT_EQ(runs[0].outcomes[kPoisonedStep].skip_reason, "other_rank");
+  EXPECT_EQ(runs[0].outcomes[kPoisonedShardStep].skip_reason, "other_rank");
   EXPECT_NE(runs[0].skip_events[0].find("rank 1 skipped it: scaler"), std::string::npos) << runs[0].skip_events[0];
-  EXPECT_EQ(runs[1].outcomes[kPoisonedStep].skip_reason, "scaler");
+  EXPECT_EQ(runs[1].outcomes[kPoisonedShardStep].skip_reason, "scaler");
   // Without the agreement rank 0's scale would have kept growing: the control.
   const std::vector<RankRun> alone = train_job({/*agree=*/false, /*with_scaler=*/true});
   EXPECT_NE(alone[0].scales, alone[1].scales);

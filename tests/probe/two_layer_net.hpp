@@ -23,6 +23,12 @@ struct TwoLayerImpl : torch::nn::Module {
 };
 TORCH_MODULE(TwoLayer);
 
+// Gradients of a random batch of four, in `dtype` (the net's own), for the optimizer's step.
+inline void backward(TwoLayer& net, torch::optim::Optimizer& opt, torch::Dtype dtype = torch::kFloat) {
+  opt.zero_grad();
+  net->forward(torch::randn({4, 5}).to(dtype)).pow(2).mean().backward();
+}
+
 // Writes a NaN into the first element of the parameter's gradient.
 inline void poison(const torch::Tensor& param) {
   torch::NoGradGuard no_grad;

@@ -1,17 +1,12 @@
 #include "op_evidence.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
+
+#include "short_number.hpp"
 
 namespace keel::probe {
 namespace {
-
-std::string number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
-}
 
 // "aten::_softmax" -> "softmax", "aten::log_" -> "log": the math, whatever the variant.
 std::string base_name(const std::string& op) {
@@ -46,16 +41,16 @@ const char* dtype_name(at::ScalarType type) {
 std::string log_evidence(const std::string& name, const at::Tensor& x) {
   const double lowest = min_of(x);
   const std::string what = name == "xlogy" ? "x * log(y)" : name;
-  if (lowest < (name == "log1p" ? -1.0 : 0.0)) return what + " of a negative value (min " + number(lowest) + ")";
+  if (lowest < (name == "log1p" ? -1.0 : 0.0)) return what + " of a negative value (min " + short_number(lowest) + ")";
   const double smallest = min_abs(x);
   if (smallest == 0) return what + " of a value that underflowed to 0";
-  return what + " of values down to " + number(smallest);
+  return what + " of values down to " + short_number(smallest);
 }
 
 std::string division_evidence(const at::Tensor* numerator, const at::Tensor& divisor) {
   const double smallest = min_abs(divisor);
-  std::string text = smallest == 0 ? "division by 0" : "division by |x| as small as " + number(smallest);
-  if (numerator) text += " (numerator up to " + number(abs_max(*numerator)) + ")";
+  std::string text = smallest == 0 ? "division by 0" : "division by |x| as small as " + short_number(smallest);
+  if (numerator) text += " (numerator up to " + short_number(abs_max(*numerator)) + ")";
   return text;
 }
 
@@ -63,9 +58,9 @@ std::string exp_evidence(const std::string& name, const at::Tensor& x) {
   const double largest = max_of(x);
   // exp(x) overflows above log(max): 88.7 in float32, 11.1 in float16.
   const double limit = std::log(dtype_max(x.scalar_type()));
-  std::string text = (name.find("softmax") != std::string::npos ? "max logit " : "max input ") + number(largest);
-  if (largest > limit) text += " (exp overflows " + std::string(dtype_name(x.scalar_type())) + " above " + number(limit) + ")";
-  return text + ", min " + number(min_of(x));
+  std::string text = (name.find("softmax") != std::string::npos ? "max logit " : "max input ") + short_number(largest);
+  if (largest > limit) text += " (exp overflows " + std::string(dtype_name(x.scalar_type())) + " above " + short_number(limit) + ")";
+  return text + ", min " + short_number(min_of(x));
 }
 
 // The smallest variance among the rows a norm divides by, and its eps.
@@ -77,17 +72,17 @@ std::string norm_evidence(const std::string& name, const at::Tensor& x, const st
     rows = rows.reshape({-1, rows.size(-1)});
   }
   const double variance = rows.var(-1, /*unbiased=*/false).min().item<double>();
-  const std::string eps = scalars.empty() ? std::string("?") : number(scalars.back());
-  return "normalizes a row whose variance is " + number(variance) + " with eps " + eps;
+  const std::string eps = scalars.empty() ? std::string("?") : short_number(scalars.back());
+  return "normalizes a row whose variance is " + short_number(variance) + " with eps " + eps;
 }
 
 std::string overflow_evidence(const std::vector<at::Tensor>& inputs, const at::Tensor& output) {
   std::string text = inputs.size() == 1 ? "input absmax " : "inputs' absmax ";
-  for (size_t i = 0; i < inputs.size() && i < 4; ++i) text += (i ? ", " : "") + number(abs_max(inputs[i]));
+  for (size_t i = 0; i < inputs.size() && i < 4; ++i) text += (i ? ", " : "") + short_number(abs_max(inputs[i]));
   const bool has_nan = output.detach().isnan().any().item<bool>();
   if (has_nan) return text + "; NaN from finite values";
   return text + "; the output overflows " + dtype_name(output.scalar_type()) + " (max " +
-         number(dtype_max(output.scalar_type())) + ")";
+         short_number(dtype_max(output.scalar_type())) + ")";
 }
 
 }  // namespace
@@ -112,7 +107,7 @@ std::string op_evidence(const std::string& op, const std::vector<at::Tensor>& in
       return division_evidence(&inputs[0], inputs[1]);
     }
     if (is_one_of(name, {"reciprocal", "rsqrt"})) return division_evidence(nullptr, inputs[0]);
-    if (name == "sqrt" && min_of(inputs[0]) < 0) return "sqrt of a negative value (min " + number(min_of(inputs[0])) + ")";
+    if (name == "sqrt" && min_of(inputs[0]) < 0) return "sqrt of a negative value (min " + short_number(min_of(inputs[0])) + ")";
     if (name.find("softmax") != std::string::npos || is_one_of(name, {"exp", "exp2", "expm1", "logsumexp", "cosh", "sinh"})) {
       return exp_evidence(name, inputs[0]);
     }

@@ -1,16 +1,11 @@
 #include "step_cause.hpp"
 
 #include <cmath>
-#include <cstdio>
+
+#include "origin/short_number.hpp"
 
 namespace keel::probe {
 namespace {
-
-std::string number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
-}
 
 std::string at_step(int64_t step) { return " at step " + std::to_string(step); }
 
@@ -77,8 +72,8 @@ std::optional<StepCause> from_origin(const StepEvidence& e, const Origin& o) {
 
 // "the learning rate rose 1000x at step 70 (0.003 to 3)"
 std::string lr_clause(const StepEvidence::LrJump& jump) {
-  return "the learning rate rose " + number(jump.to / jump.from) + "x at step " + std::to_string(jump.step) + " (" +
-         number(jump.from) + " to " + number(jump.to) + ")";
+  return "the learning rate rose " + short_number(jump.to / jump.from) + "x at step " + std::to_string(jump.step) + " (" +
+         short_number(jump.from) + " to " + short_number(jump.to) + ")";
 }
 
 std::optional<StepCause> from_gradients(const StepEvidence& e) {
@@ -97,19 +92,19 @@ std::optional<StepCause> from_gradients(const StepEvidence& e) {
   // Finite values whose norm is out of all proportion: the batch's doing, or, right after the
   // learning rate jumped, the weights' that the jump threw off.
   if (h.nonfinite_layers == 0 && !loss_nan && !e.scaler_overflow && (h.norm_overflow || e.spike)) {
-    const std::string norm = "grad norm " + number(h.grad_norm);
+    const std::string norm = "grad norm " + short_number(h.grad_norm);
     const std::string how = h.norm_overflow ? norm + " overflows float32"
-                                            : norm + " is " + number(e.spike_z) + " sigma above the last " +
+                                            : norm + " is " + short_number(e.spike_z) + " sigma above the last " +
                                                   std::to_string(e.spike_window) + " steps";
     const std::string module = largest.empty() ? "" : OriginTracer::module_of(largest);
-    const std::string numbers = " (loss " + number(e.loss) + (largest.empty() ? "" : ", largest in " + largest) + ")";
+    const std::string numbers = " (loss " + short_number(e.loss) + (largest.empty() ? "" : ", largest in " + largest) + ")";
     if (e.lr_jump) {
       return make("learning_rate", "", module, lr_clause(*e.lr_jump) + "; " + how,
                   "Learning rate at step " + step + ": " + lr_clause(*e.lr_jump) + ", and the run diverged: the " +
                       how + numbers,
                   largest);
     }
-    return make("batch", "", module, how + ", loss " + number(e.loss),
+    return make("batch", "", module, how + ", loss " + short_number(e.loss),
                 "Batch at step " + step + ": the forward pass and every gradient value were finite, but the " + how +
                     numbers,
                 largest);
@@ -117,9 +112,9 @@ std::optional<StepCause> from_gradients(const StepEvidence& e) {
   if (e.scaler_overflow && e.has_loss && std::isfinite(e.loss)) {
     const std::string first = h.nonfinite_layers > 0 ? largest : "";
     const std::string module = first.empty() ? "" : OriginTracer::module_of(first);
-    return make("loss_scale", "", module, "scale " + number(e.scale) + ", loss " + number(e.loss),
-                "Loss scale at step " + step + ": the forward pass and the loss (" + number(e.loss) +
-                    ") were finite, and the gradients scaled by " + number(e.scale) + " overflowed" +
+    return make("loss_scale", "", module, "scale " + short_number(e.scale) + ", loss " + short_number(e.loss),
+                "Loss scale at step " + step + ": the forward pass and the loss (" + short_number(e.loss) +
+                    ") were finite, and the gradients scaled by " + short_number(e.scale) + " overflowed" +
                     (first.empty() ? "" : " (first in " + first + ")") +
                     "; the scaler skips the update and backs off, a problem only if the scale keeps falling",
                 first);
@@ -155,15 +150,15 @@ std::optional<StepCause> classify(const StepEvidence& e) {
   }
   const std::string untraced = *e.not_traced == '\0' ? "" : "; " + std::string(e.not_traced);
   if (e.has_loss && !std::isfinite(e.loss)) {
-    return make("forward", "", "", "loss " + number(e.loss),
-                "NaN born in the forward pass (or carried in by the batch)" + at_step(e.step) + ": the loss is already " + number(e.loss) +
+    return make("forward", "", "", "loss " + short_number(e.loss),
+                "NaN born in the forward pass (or carried in by the batch)" + at_step(e.step) + ": the loss is already " + short_number(e.loss) +
                     ", so every gradient follows it (" + std::to_string(h.nonfinite_layers) + " of " +
                     std::to_string(e.grads->size()) +
                     " layers non-finite) and the layer nearest the loss is not the origin" + untraced);
   }
   const std::string first = h.layer != StepHealth::kNoLayer ? (*e.names)[h.layer] : "";
-  return make("backward", "", first.empty() ? "" : OriginTracer::module_of(first), "loss " + number(e.loss),
-              "Non-finite gradient born in the backward pass" + at_step(e.step) + ": the loss (" + number(e.loss) +
+  return make("backward", "", first.empty() ? "" : OriginTracer::module_of(first), "loss " + short_number(e.loss),
+              "Non-finite gradient born in the backward pass" + at_step(e.step) + ": the loss (" + short_number(e.loss) +
                   ") was finite" + (first.empty() ? "" : ", and " + first + " was the first non-finite gradient in backward order") +
                   untraced,
               first);

@@ -2,7 +2,8 @@
 
 #include <cfloat>
 #include <cmath>
-#include <cstdio>
+
+#include "origin/short_number.hpp"
 
 namespace keel::probe {
 namespace {
@@ -30,12 +31,6 @@ size_t first_in_backward_order(size_t count, const std::function<int64_t(size_t)
     }
   }
   return first;
-}
-
-std::string number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", v);
-  return text;
 }
 
 }  // namespace
@@ -85,10 +80,10 @@ std::string describe_health(const StepHealth& h, double loss, const std::vector<
     text += " " + std::to_string(grads[h.layer].nonfinite) + " non-finite gradient values in " + names[h.layer] +
             " (first in backward order), " + std::to_string(h.nonfinite_layers) + of_layers + " non-finite;";
   }
-  if (h.norm_overflow) text += " grad norm " + number(h.grad_norm) + " overflows float32 (above 1.8e19);";
-  if (h.loss_nonfinite) text += " loss " + number(loss) + ";";
+  if (h.norm_overflow) text += " grad norm " + short_number(h.grad_norm) + " overflows float32 (above 1.8e19);";
+  if (h.loss_nonfinite) text += " loss " + short_number(loss) + ";";
   if (h.nonfinite_layers == 0 && h.layer != StepHealth::kNoLayer && name_layer) {
-    const std::string norm = " (norm " + number(std::sqrt(grads[h.layer].sumsq));
+    const std::string norm = " (norm " + short_number(std::sqrt(grads[h.layer].sumsq));
     text += h.overflow_layers > 0 ? " first in backward order to overflow: " + names[h.layer] + norm + ", " +
                                         std::to_string(h.overflow_layers) + of_layers + " overflow);"
                                   : " largest grad norm: " + names[h.layer] + norm + ");";
