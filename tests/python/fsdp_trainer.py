@@ -1,21 +1,24 @@
-"""One rank of test_distributed.py's FSDP job (run by torchrun): FullyShardedDataParallel
-(FSDP1) over gloo on the CPU, with keel, beside a reference trained the same way without it.
+"""One rank of test_distributed.py's FSDP job (run by torchrun), over gloo on the CPU, with keel,
+beside a reference trained the same way without it. WRAP picks the sharding:
+- "flat" (the default): FullyShardedDataParallel (FSDP1), one flat parameter per unit, whose
+  data FSDP swaps between a shard (between steps) and the whole parameter (forward and
+  backward): keel must hold no gradient accumulator of it, or autograd refuses the whole
+  gradient;
+- "orig": FSDP1 with use_orig_params=True, each original parameter a view of this rank's part
+  of the shard;
+- "fully_shard": FSDP2, each Linear and the root; every parameter a DTensor, whose local part
+  keel measures.
 
-FSDP swaps its flat parameter's data between a shard (between steps) and the whole parameter
-(forward and backward); keel must hold no gradient accumulator of it, or autograd refuses the
-whole gradient. At SHARD_POISON_STEP a NaN lands in rank 1's shard alone (written into it
-after backward, where a reduce-scatter would have put it): rank 1 sees it, and rank 0 skips
-that step too only because the ranks agree on each step's verdict; both dump it, since FSDP's
-state_dict() is a collective that one rank alone would wait in forever. Rank 1's batch at
-POISON_STEP holds a NaN, which reaches every element of both shards, so both probes skip and
-dump that step. The reference skips both steps by hand. Each rank writes its outcomes, its
-skip events, both models' shards, and what keel says of an FSDP2 (fully_shard) model to
-OUT/rank<R>.pt, and its dumps to OUT/dumps; and, from a third model trained with a GradScaler,
-its scale after each step. With ORIG_PARAMS=1 both models are wrapped with
-use_orig_params=True (each original parameter a view of this rank's part of the shard). With
-AGREE=0 the probes decide alone and take no automatic dump (the test's control).
+At SHARD_POISON_STEP a NaN lands in rank 1's shard alone (written into it after backward,
+where a reduce-scatter would have put it): rank 1 sees it, and rank 0 skips that step too only
+because the ranks agree on each step's verdict; both dump it, since FSDP1's state_dict() is a
+collective that one rank alone would wait in forever. Rank 1's batch at POISON_STEP holds a
+NaN, which reaches every element of both shards, so both probes skip and dump that step. The
+reference skips both steps by hand. Each rank writes its outcomes, its skip events and both
+models' shards (their local parts) to OUT/rank<R>.pt, and its dumps to OUT/dumps; and, from a
+third model trained with a GradScaler, its scale after each step. With AGREE=0 the probes
+decide alone and take no automatic dump (the test's control).
 """
-
 from __future__ import annotations
 
 import math
@@ -39,30 +42,37 @@ def small_model() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
 
 
-def fsdp2_refusal() -> str:
+def sharded_model(wrap: str) -> torch.nn.Module:
+    model = small_model()
+    if wrap != "fully_shard":
+        return FSDP(model, device_id=torch.device("cpu"), use_orig_params=wrap == "orig")
     from torch.distributed.fsdp import fully_shard
 
-    model = small_model()
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
     fully_shard(model)
-    try:
-        keel.Probe(model, torch.optim.SGD(model.parameters(), lr=0.1), endpoint="", record_dir="")
-    except keel.AttachError as e:
-        return str(e)
-    return ""
+    return model
+
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a parameter or gradient: a DTensor's local tensor, else the tensor."""
+    return tensor._local_tensor if hasattr(tensor, "_local_tensor") else tensor
 
 
 def poison_shard(model: torch.nn.Module, value: float) -> None:
-    """Writes `value` into the last gradient element of the flat parameter: rank 1's shard."""
+    """Writes `value` into the last element of this rank's part of the last gradient: on rank
+    1, its shard's."""
     with torch.no_grad():
-        last = [p for p in model.parameters() if p.grad is not None and p.grad.numel() > 0][-1]
-        last.grad.view(-1)[-1] = value
+        last = [p for p in model.parameters() if p.grad is not None and local(p.grad).numel() > 0][-1]
+        local(last.grad).view(-1)[-1] = value
 
 
-def scaled_run(rank: int, orig: bool, agree: bool) -> List[Tuple[float, bool]]:
+def scaled_run(rank: int, wrap: str, agree: bool) -> List[Tuple[float, bool]]:
     """With a torch.amp.GradScaler: an Inf in rank 1's shard at SHARD_POISON_STEP is an
     overflow every rank's scale backs off from. Each step's scale after it, and whether it
     was applied."""
-    model = FSDP(small_model(), device_id=torch.device("cpu"), use_orig_params=orig)
+    model = sharded_model(wrap)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_on_nonfinite=False,
@@ -84,10 +94,9 @@ def scaled_run(rank: int, orig: bool, agree: bool) -> List[Tuple[float, bool]]:
 def main(out: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    cpu = torch.device("cpu")
-    orig = os.environ.get("ORIG_PARAMS") == "1"
-    model = FSDP(small_model(), device_id=cpu, use_orig_params=orig)
-    reference = FSDP(small_model(), device_id=cpu, use_orig_params=orig)
+    wrap = os.environ.get("WRAP", "flat")
+    model = sharded_model(wrap)
+    reference = sharded_model(wrap)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=1e-2)
     agree = os.environ.get("AGREE", "1") == "1"
@@ -113,9 +122,9 @@ def main(out: str) -> None:
                 opt.step()
     torch.save({"rank": rank, "outcomes": outcomes, "skip_events": skip_events, "agrees": probe.agrees_skips,
                 "layers": probe.layer_names,
-                "shards": [p.detach().clone() for p in model.parameters()],
-                "reference_shards": [p.detach().clone() for p in reference.parameters()],
-                "fsdp2": fsdp2_refusal(), "scaled": scaled_run(rank, orig, agree)}, f"{out}/rank{rank}.pt")
+                "shards": [local(p).detach().clone() for p in model.parameters()],
+                "reference_shards": [local(p).detach().clone() for p in reference.parameters()],
+                "scaled": scaled_run(rank, wrap, agree)}, f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
 
 

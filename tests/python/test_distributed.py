@@ -1,9 +1,10 @@
 """torchrun --nproc-per-node 2 with gloo on the CPU: each rank's probe on its own port, and a
-NaN in one rank's batch skipped by both, so the replicas stay equal; under FSDP1 too, and an
-FSDP2 model refused at attach."""
+NaN in one rank's batch skipped by both, so the replicas stay equal; under FSDP1 (flat and
+original parameters) and FSDP2 (fully_shard, DTensor parameters) too."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -38,23 +39,26 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
 
 
-@pytest.mark.parametrize("orig_params", [False, True], ids=["flat_params", "use_orig_params"])
-def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path, orig_params):
+@pytest.mark.parametrize("wrap", ["flat", "orig", "fully_shard"], ids=["flat_params", "use_orig_params", "fully_shard"])
+def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path, wrap):
     """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
     did): each rank measures its shard. Both skip the step whose NaN reached both shards, and,
     agreeing on each step's verdict, the step whose NaN only rank 1's shard held (with
     AGREE=0 rank 0 applies it, and its shard leaves the reference's). Both dump both steps:
     rank 1 dumping alone hung the job in FSDP's state_dict(). With use_orig_params=True the layers
     are the original parameters, each a view of the rank's part of the shard (empty where the
-    rank holds none of it)."""
-    run_two_ranks("fsdp_trainer.py", tmp_path, {"ORIG_PARAMS": "1" if orig_params else "0"})
-    layers = ([f"_fsdp_wrapped_module.{i}.{kind}" for i in (0, 2) for kind in ("weight", "bias")] if orig_params
-              else ["_fsdp_wrapped_module._flat_param"])
+    rank holds none of it). Under fully_shard every parameter is a DTensor, and keel measures
+    its local part (refused at attach before): a layer per parameter, each rank's dump its
+    shards, as the model's state_dict() gives them."""
+    run_two_ranks("fsdp_trainer.py", tmp_path, {"WRAP": wrap})
+    names = [f"{i}.{kind}" for i in (0, 2) for kind in ("weight", "bias")]
+    layers = {"flat": ["_fsdp_wrapped_module._flat_param"], "orig": [f"_fsdp_wrapped_module.{n}" for n in names],
+              "fully_shard": names}[wrap]
     expected = {0: [(2, "other_rank"), (4, "nonfinite")], 1: [(2, "nonfinite"), (4, "nonfinite")]}
     for r in (0, 1):
         result = torch.load(tmp_path / f"rank{r}.pt")
         assert result["layers"] == layers, "flat: one layer per wrapped unit, its shard"
-        assert result["agrees"], "an FSDP model's ranks agree by default"
+        assert result["agrees"], "a sharded model's ranks agree by default"
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
         assert skipped == expected[r], f"rank {r}: {result['outcomes']}"
         assert len(result["skip_events"]) == 2, result["skip_events"]
@@ -63,12 +67,16 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         for shard, reference in zip(result["shards"], result["reference_shards"]):
             assert torch.isfinite(shard).all()
             assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"
-        assert "is a DTensor" in result["fsdp2"], f"rank {r}: FSDP2 was not refused: {result['fsdp2']!r}"
     scaled = [torch.load(tmp_path / f"rank{r}.pt")["scaled"] for r in (0, 1)]
     assert scaled[0] == scaled[1], f"the ranks' loss scales or skips parted: {scaled}"
     assert scaled[0][2] == (512.0, False), f"rank 1's overflow backs off rank 0's scale too: {scaled[0]}"
     dumps = sorted(p.name for p in (tmp_path / "dumps").iterdir())
     assert dumps == [f"step-{s}-nonfinite-rank{r}" for s in (2, 4) for r in (0, 1)], dumps
+    if wrap == "fully_shard":
+        importlib.import_module("torch.distributed.tensor")   # torch.load reads DTensors only with it
     for name in dumps:
         weights = torch.load(tmp_path / "dumps" / name / "model.pt")
         assert any(w.shape == (16, 8) for w in weights.values()), f"{name}: not the whole model"
+        if wrap == "fully_shard":
+            for key, w in weights.items():
+                assert w._local_tensor.shape[0] == w.shape[0] // 2, f"{name}: {key} is not the rank's half"

@@ -16,17 +16,20 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ._local_shards import has_dtensors
+
 
 def is_sharded(model: Any) -> bool:
-    """Whether ``model`` is, or holds, a FullyShardedDataParallel (FSDP1) unit: its parameters
-    are this rank's shards."""
+    """Whether ``model`` is, or holds, a FullyShardedDataParallel (FSDP1) unit, or has DTensor
+    parameters (FSDP2's fully_shard, tensor parallelism): its parameters are this rank's
+    shards."""
     fsdp_module = sys.modules.get("torch.distributed.fsdp")   # none made before it is imported
     fsdp = getattr(fsdp_module, "FullyShardedDataParallel", None)
     if not isinstance(model, torch.nn.Module):
         return False
     if fsdp is not None and any(isinstance(m, fsdp) for m in model.modules()):
         return True
-    return any(getattr(p, "_is_flat_param", False) for p in model.parameters())
+    return has_dtensors(model) or any(getattr(p, "_is_flat_param", False) for p in model.parameters())
 
 
 def skip_agreement(model: Any, agree: Optional[bool], group: Any) -> Optional[Callable[[torch.Tensor], None]]:

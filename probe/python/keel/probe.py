@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -11,6 +10,7 @@ import torch
 from . import _probe
 from ._agreement import skip_agreement
 from ._amp import ScalerBridge
+from ._local_shards import LocalShards
 
 
 def distributed_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
@@ -34,19 +34,14 @@ def distributed_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
     return filled
 
 
-def _refuse_dtensors(model: Any) -> None:
-    """DTensor parameters (FSDP2's fully_shard, tensor parallelism) hold no data of their own
-    (their shard is a tensor inside them): the probe would fail every step's reductions. Refused
-    at attach, naming the first."""
-    dtensor_module = sys.modules.get("torch.distributed.tensor")   # none made before it is imported
-    dtensor = getattr(dtensor_module, "DTensor", None)
-    if dtensor is None or not isinstance(model, torch.nn.Module):
-        return
-    for name, p in model.named_parameters():
-        if isinstance(p, dtensor):
-            raise _probe.AttachError(
-                f"keel: the parameter {name} is a DTensor (FSDP2's fully_shard, or tensor parallelism), which keel "
-                "does not measure yet; FullyShardedDataParallel (FSDP1) and DistributedDataParallel are supported")
+def _lending_after(closure: Callable[[], torch.Tensor], shards: LocalShards) -> Callable[[], torch.Tensor]:
+    """``closure`` that hands its backward's gradients to keel's leaves (LocalShards) before
+    the probe reads them."""
+    def run() -> torch.Tensor:
+        loss = closure()
+        shards.lend_gradients()
+        return loss
+    return run
 
 
 def _options(overrides: Dict[str, Any]) -> "_probe.ProbeOptions":
@@ -78,8 +73,9 @@ class Probe:
     ``endpoint`` default to this process's place in it: rank R publishes on
     ``tcp://127.0.0.1:(5557 + 2R)`` ($KEEL_PORT moves 5557). Under DistributedDataParallel the gradients the probe
     measures are the all-reduced ones, so every rank sees a NaN from any rank's batch and they
-    all skip the same step. Under FullyShardedDataParallel each rank measures its own shard,
-    and the ranks agree on every step's verdict before the update (an all-reduce of two
+    all skip the same step. Under FullyShardedDataParallel (and FSDP2's ``fully_shard``, or
+    any model with DTensor parameters: keel measures each one's local part) each rank
+    measures its own shard, and the ranks agree on every step's verdict before the update (an all-reduce of two
     integers on ``process_group``, the default group when None): a step any rank skips is
     skipped by all (``skip_reason`` "other_rank" on the others), and an overflow any rank's
     scaler finds backs off every rank's scale. ``agree_skips=True`` asks for that agreement in
@@ -93,8 +89,8 @@ class Probe:
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *,
                  agree_skips: Optional[bool] = None, process_group: Any = None, **options: Any) -> None:
-        _refuse_dtensors(model)
-        self._core = _probe.Probe(model, optimizer, _options(distributed_defaults(options)))
+        self._shards = LocalShards(model)
+        self._core = _probe.Probe(model, optimizer, _options(distributed_defaults(options)), self._shards.leaves)
         agreement = skip_agreement(model, agree_skips, process_group)
         if agreement is not None:
             self._core.agree_skips(agreement)
@@ -126,11 +122,18 @@ class Probe:
         bridge = self._bridge(scaler)
         if bridge is not None:
             bridge.before_step(self._optimizer, self._core.settle)
+        shards = self._shards if self._shards.leaves else None
+        if shards is not None:
+            shards.lend_gradients()
+            if closure is not None:
+                closure = _lending_after(closure, shards)
         try:
             if closure is not None:
                 return self._core.step_closure(closure)
             return self._core.step(loss if loss is not None else torch.Tensor())
         finally:
+            if shards is not None:
+                shards.take_gradients_back()
             if bridge is not None:
                 bridge.after_step()
 

@@ -185,12 +185,13 @@ PYBIND11_MODULE(_probe, m) {
       .def_property_readonly("found_inf", &keel::probe::GradScaler::found_inf);
 
   py::class_<Probe>(m, "Probe")
-      .def(py::init([](py::object model, py::object optimizer, const ProbeOptions& options) {
-             return std::make_unique<Probe>(std::make_unique<keel::python::PythonModel>(std::move(model)),
-                                            std::make_unique<keel::python::PythonOptimizer>(std::move(optimizer)),
-                                            options);
+      .def(py::init([](py::object model, py::object optimizer, const ProbeOptions& options, const py::dict& shards) {
+             auto local_shards = std::make_shared<const keel::python::LocalShards>(shards);
+             return std::make_unique<Probe>(
+                 std::make_unique<keel::python::PythonModel>(std::move(model), local_shards),
+                 std::make_unique<keel::python::PythonOptimizer>(std::move(optimizer), local_shards), options);
            }),
-           py::arg("model"), py::arg("optimizer"), py::arg("options"))
+           py::arg("model"), py::arg("optimizer"), py::arg("options"), py::arg("local_shards") = py::dict())
       .def("step", [](Probe& p, const torch::Tensor& loss) { return p.step(loss); }, py::arg("loss"))
       .def("step_closure", [](Probe& p, const keel::probe::LossClosure& closure) { return p.step(closure); },
            py::arg("closure"))

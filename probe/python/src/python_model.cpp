@@ -9,11 +9,12 @@ namespace py = pybind11;
 namespace keel::python {
 namespace {
 
-void named_pairs(const py::object& items, const char* what, probe::NamedTensors& out) {
+// `shards`: the parameters' (a DTensor's leaf in its place); none for the buffers.
+void named_pairs(const py::object& items, const char* what, const LocalShards* shards, probe::NamedTensors& out) {
   out.clear();
   for (py::handle item : items) {
     const auto pair = item.cast<py::tuple>();
-    out.emplace_back(pair[0].cast<std::string>(), tensor_of(pair[1], what));
+    out.emplace_back(pair[0].cast<std::string>(), shards ? shards->measured(pair[1], what) : tensor_of(pair[1], what));
   }
 }
 
@@ -38,13 +39,14 @@ PyObject* dict_of(PyObject* module, ModuleDict which) {
 
 // Pre-order, as named_modules(remove_duplicate=False): each module's own parameters (and
 // floating buffers), then its children's.
-void walk(PyObject* module, std::vector<const void*>& params, std::vector<const void*>* float_buffers) {
+void walk(PyObject* module, const LocalShards& shards, std::vector<const void*>& params,
+          std::vector<const void*>* float_buffers) {
   PyObject* key = nullptr;
   PyObject* value = nullptr;
   Py_ssize_t at = 0;
   const py::object parameters = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kParameters));
   while (PyDict_Next(parameters.ptr(), &at, &key, &value)) {
-    if (value != Py_None) params.push_back(tensor_of(value, "a parameter").unsafeGetTensorImpl());
+    if (value != Py_None) params.push_back(shards.measured(value, "a parameter").unsafeGetTensorImpl());
   }
   if (float_buffers != nullptr) {
     const py::object buffers = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kBuffers));
@@ -58,7 +60,7 @@ void walk(PyObject* module, std::vector<const void*>& params, std::vector<const 
   const py::object children = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kModules));
   at = 0;
   while (PyDict_Next(children.ptr(), &at, &key, &value)) {
-    if (value != Py_None) walk(value, params, float_buffers);
+    if (value != Py_None) walk(value, shards, params, float_buffers);
   }
 }
 
@@ -81,18 +83,19 @@ void all_buffers(PyObject* module, std::vector<torch::Tensor>& out) {
 
 }  // namespace
 
-PythonModel::PythonModel(py::object module) : module_(std::move(module)) {
+PythonModel::PythonModel(py::object module, std::shared_ptr<const LocalShards> shards)
+    : module_(std::move(module)), shards_(std::move(shards)) {
   if (!py::isinstance(module_, py::module_::import("torch.nn").attr("Module"))) {
     throw std::invalid_argument("keel: the model is not a torch.nn.Module");
   }
 }
 
 void PythonModel::named_parameters(probe::NamedTensors& out) {
-  named_pairs(module_.attr("named_parameters")(py::arg("remove_duplicate") = false), "a parameter", out);
+  named_pairs(module_.attr("named_parameters")(py::arg("remove_duplicate") = false), "a parameter", shards_.get(), out);
 }
 
 void PythonModel::named_buffers(probe::NamedTensors& out) {
-  named_pairs(module_.attr("named_buffers")(py::arg("remove_duplicate") = false), "a buffer", out);
+  named_pairs(module_.attr("named_buffers")(py::arg("remove_duplicate") = false), "a buffer", nullptr, out);
 }
 
 void PythonModel::buffers(std::vector<torch::Tensor>& out) {
@@ -103,10 +106,11 @@ void PythonModel::buffers(std::vector<torch::Tensor>& out) {
 void PythonModel::identities(std::vector<const void*>& params, std::vector<const void*>* float_buffers) {
   params.clear();
   if (float_buffers) float_buffers->clear();
-  walk(module_.ptr(), params, float_buffers);
+  walk(module_.ptr(), *shards_, params, float_buffers);
 }
 
 bool PythonModel::data_swapped(const torch::Tensor& param) const {
+  if (shards_->is_leaf(param)) return true;
   const py::object object = object_of(param);
   return py::hasattr(object, "_is_flat_param") && py::bool_(object.attr("_is_flat_param"));
 }

@@ -7,6 +7,7 @@
 // Python call). Never: touches tensor values (but serialise()).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,24 +15,28 @@
 #include <torch/torch.h>
 
 #include "keel/probe/trained_model.hpp"
+#include "local_shards.hpp"
 
 namespace keel::python {
 
 class PythonModel final : public probe::TrainedModel {
  public:
-  explicit PythonModel(pybind11::object module);
+  // `shards`: the leaves keel measures in place of the module's DTensor parameters.
+  PythonModel(pybind11::object module, std::shared_ptr<const LocalShards> shards);
   void named_parameters(probe::NamedTensors& out) override;
   void named_buffers(probe::NamedTensors& out) override;
   void buffers(std::vector<torch::Tensor>& out) override;
   void identities(std::vector<const void*>& params, std::vector<const void*>* float_buffers) override;
   // FSDP's flat parameters (FlatParameter, which FSDP marks _is_flat_param): a shard between
-  // steps, the whole parameter in forward and backward.
+  // steps, the whole parameter in forward and backward. And keel's leaves over DTensors' local
+  // parts, which backward never reaches.
   bool data_swapped(const torch::Tensor& param) const override;
   // torch.save(module.state_dict()): torch.load(dir + "/model.pt") reads it back.
   std::string serialise() override;
 
  private:
   pybind11::object module_;
+  std::shared_ptr<const LocalShards> shards_;
 };
 
 }  // namespace keel::python

@@ -64,14 +64,16 @@ probe::GroupHyperparameters hyperparameters_of(const py::dict& group, probe::Opt
   return h;
 }
 
+// A DTensor parameter's state is DTensors too: their local parts, as the parameter's leaf.
 torch::Tensor tensor_or_none(const py::dict& state, const char* key) {
   if (!state.contains(key) || state[key].is_none()) return torch::Tensor();
-  return tensor_of(state[key], key);
+  return LocalShards::local_data(state[key], key);
 }
 
 }  // namespace
 
-PythonOptimizer::PythonOptimizer(py::object optimizer) : optimizer_(std::move(optimizer)) {
+PythonOptimizer::PythonOptimizer(py::object optimizer, std::shared_ptr<const LocalShards> shards)
+    : optimizer_(std::move(optimizer)), shards_(std::move(shards)) {
   if (!py::isinstance(optimizer_, py::module_::import("torch.optim").attr("Optimizer"))) {
     throw std::invalid_argument("keel: the optimizer is not a torch.optim.Optimizer");
   }
@@ -93,7 +95,7 @@ void PythonOptimizer::begin_step() {
     PyObject** items = PySequence_Fast_ITEMS(params.ptr());
     mirror.params.resize(static_cast<size_t>(count));
     for (Py_ssize_t k = 0; k < count; ++k) {
-      const torch::Tensor& p = tensor_of(items[k], "a parameter of the optimizer");
+      const torch::Tensor& p = shards_->measured(items[k], "a parameter of the optimizer");
       torch::Tensor& kept = mirror.params[static_cast<size_t>(k)];
       if (!kept.is_same(p)) kept = p;
     }
@@ -108,7 +110,7 @@ void PythonOptimizer::begin_step() {
 
 probe::ParamStateView PythonOptimizer::state_of(const torch::Tensor& param) const {
   probe::ParamStateView view;
-  const py::object found = optimizer_.attr("state").attr("get")(object_of(param));
+  const py::object found = optimizer_.attr("state").attr("get")(shards_->parameter_of(param));
   if (found.is_none()) return view;
   const py::dict state = found;
   if (state.size() == 0) return view;
@@ -144,7 +146,7 @@ void PythonOptimizer::count_device_steps(bool deferred) {
     if (!group.fused && !group.capturable) continue;
     for (const torch::Tensor& p : group.params) {
       if (!p.grad().defined()) continue;   // passed by: not stepped
-      PyObject* entry = PyDict_GetItem(state.ptr(), object_of(p).ptr());   // borrowed
+      PyObject* entry = PyDict_GetItem(state.ptr(), shards_->parameter_of(p).ptr());   // borrowed
       if (entry == nullptr || !PyDict_Check(entry)) continue;
       const py::handle step = item_of(py::reinterpret_borrow<py::dict>(entry), "step");
       if (!step || !is_tensor(step)) continue;   // a number: state_of reads it with no wait

@@ -16,6 +16,7 @@
 // Threads: the training thread, holding the GIL.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,12 +25,14 @@
 #include <torch/torch.h>
 
 #include "keel/probe/optimizer_adapter.hpp"
+#include "local_shards.hpp"
 
 namespace keel::python {
 
 class PythonOptimizer final : public probe::OptimizerAdapter {
  public:
-  explicit PythonOptimizer(pybind11::object optimizer);
+  // `shards`: the leaves keel measures in place of DTensor parameters (the model's).
+  PythonOptimizer(pybind11::object optimizer, std::shared_ptr<const LocalShards> shards);
   void begin_step() override;
   probe::OptimizerKind kind() const override { return kind_; }
   size_t group_count() const override { return groups_.size(); }
@@ -66,6 +69,7 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
   void count_device_steps(bool deferred);
 
   pybind11::object optimizer_;
+  std::shared_ptr<const LocalShards> shards_;
   probe::OptimizerKind kind_;
   std::vector<Group> groups_;
   bool counts_on_device_ = false;   // an Adam with a fused or capturable group
