@@ -12,6 +12,8 @@ import sys
 import pytest
 import torch
 
+import keel
+from conftest import batch, small_model
 from test_demo import free_port_pair, free_ports
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,3 +82,34 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         if wrap == "fully_shard":
             for key, w in weights.items():
                 assert w._local_tensor.shape[0] == w.shape[0] // 2, f"{name}: {key} is not the rank's half"
+
+
+def test_a_dtensor_made_after_attach_is_named_in_each_steps_probe_error(quiet):
+    """fully_shard called after keel.Probe: keel made no leaf over the DTensors' local parts at
+    attach, and a DTensor has no data of its own. Each step's probe_error says so and how to
+    attach instead (the reductions had said "data is not allocated yet"), and the step is
+    left to the optimizer, as without keel. One rank, in this process: fully_shard needs a process group,
+    not a second rank."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = small_model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe = keel.Probe(model, optimizer, **quiet)
+        fully_shard(model, mesh=init_device_mesh("cpu", (1,)))
+        x, y = batch(1)
+        for _ in range(2):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            outcome = probe.step(loss)
+            errors = [e["detail"] for e in probe.last_events if e["kind"] == "probe_error"]
+            assert len(errors) == 1, probe.last_events
+            assert "a parameter is a DTensor, whose data keel cannot read" in errors[0], errors[0]
+            assert "attach keel after fully_shard or parallelize_module" in errors[0], errors[0]
+            assert outcome.applied, "a failure inside the probe leaves the step to the optimizer"
+    finally:
+        dist.destroy_process_group()
