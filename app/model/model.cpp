@@ -9,7 +9,7 @@
 
 namespace keel::app {
 
-Model::Model(const ModelConfig& config) : config_(config) {
+Model::Model(const ModelConfig& config) : config_(config), job_grad_norm_(config) {
   config_.max_runs = std::max<size_t>(config_.max_runs, 1);
 }
 
@@ -88,7 +88,7 @@ bool Model::ingest(const wire::Message& message) {
           run.note_seq(m.seq, false);
           const uint64_t refused = run.counters().refused_records;
           const uint64_t refused_rollups = run.counters().refused_rollups;
-          run.add_step(m);
+          if (run.add_step(m)) combine_job_grad_norm(run, m.step);
           counters_.refused_records += run.counters().refused_records - refused;
           counters_.refused_rollups += run.counters().refused_rollups - refused_rollups;
           return true;  // stored, or counted as a duplicate or refused: the counters changed
@@ -279,8 +279,25 @@ uint64_t Model::probe_errors(const std::string& run_id) const {
   return total;
 }
 
+void Model::combine_job_grad_norm(const RunModel& run, int64_t step) {
+  if (!run.described() || !run.description().sharded || current_run(run.rank()) != &run) return;
+  const int32_t world_size = run.description().world_size;
+  double sumsq = 0;
+  for (int32_t rank = 0; rank < world_size; ++rank) {
+    const RunModel* shard = current_run(rank);
+    float norm = 0;
+    if (shard == nullptr || !shard->described() || !shard->description().sharded ||
+        shard->description().world_size != world_size ||
+        !shard->global_series(GlobalSeries::kGradNorm).value_at(step, &norm)) {
+      return;   // a rank has not sent this step yet: its record, when it comes, completes it
+    }
+    sumsq += double(norm) * double(norm);
+  }
+  job_grad_norm_.store(world_size, step, sumsq);
+}
+
 size_t Model::bytes_used() const {
-  size_t bytes = sizeof(Model);
+  size_t bytes = sizeof(Model) - sizeof(job_grad_norm_) + job_grad_norm_.bytes_used();
   for (const auto& run : runs_) bytes += run->bytes_used();
   for (const wire::Ack& ack : acks_) {
     bytes += sizeof(ack) + ack.error.capacity() + ack.path.capacity();

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "model/job_grad_norm.hpp"
 #include "model/model_config.hpp"
 #include "model/run_model.hpp"
 
@@ -93,6 +94,12 @@ class Model {
   std::vector<const RunModel*> current_runs() const;
   // Ranks that have sent telemetry, ascending.
   std::vector<int32_t> ranks() const;
+  // A sharded job's grad norm (RunDescription::sharded): each step's, once every rank's current
+  // run has stored it, combined from the ranks' own (JobGradNorm). nullptr until then, and for
+  // a job that is not sharded. Live only: runs adopted from recordings do not add to it.
+  const SeriesHistory* job_grad_norm() const { return job_grad_norm_.series(); }
+  int32_t job_world_size() const { return job_grad_norm_.world_size(); }
+
   // Failures inside the probe (StepRecord::probe_errors) summed over the current runs with
   // this run_id (its ranks, and its models when one process runs several probes).
   uint64_t probe_errors(const std::string& run_id) const;
@@ -118,6 +125,8 @@ class Model {
   RunModel& run_for(const wire::RunKey& key);
   RunModel& start_run(const wire::RunKey& key);
   void evict_if_needed();
+  // Stores the job's grad norm at `step` once every rank of `run`'s sharded job has it.
+  void combine_job_grad_norm(const RunModel& run, int64_t step);
   // Why `message` is beyond sane limits, or "" when it is not.
   std::string insane(const wire::Message& message) const;
 
@@ -129,6 +138,7 @@ class Model {
   std::map<std::string, int32_t> world_sizes_;  // run_id -> the world_size its description gave
   std::map<wire::RunKey, RunModel*> live_;      // identity -> its newest run, where its messages go
   std::deque<wire::Ack> acks_;
+  JobGradNorm job_grad_norm_;
   ModelCounters counters_;
   uint64_t revision_ = 0;
 };

@@ -160,7 +160,10 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
     for (const RunModel* other : model.current_runs()) {
       if (other != &run && other->rank() == run.rank()) others.push_back(other);
     }
-    draw_global_charts(run, others, state_);
+    // A sharded job's grad norm, when the shown run is of it (DESIGN §9).
+    const wire::RunDescription& described = run.description();
+    const bool of_job = described.sharded && model.job_world_size() == described.world_size;
+    draw_global_charts(run, others, of_job ? model.job_grad_norm() : nullptr, model.job_world_size(), state_);
   }
   ImGui::EndChild();
   // Under the charts, as wide as the column: where their steps lie in the whole run.

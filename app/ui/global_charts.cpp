@@ -20,6 +20,7 @@ constexpr ImU32 kNormColour = IM_COL32(120, 220, 140, 255);
 constexpr ImU32 kScaleColour = IM_COL32(230, 200, 90, 255);
 constexpr ImU32 kAbsmaxColour = IM_COL32(240, 120, 90, 255);
 constexpr ImU32 kZColour = IM_COL32(200, 140, 255, 255);
+constexpr ImU32 kJobColour = IM_COL32(235, 235, 235, 255);
 // The losses of the other runs on the shown run's rank, in turn.
 constexpr std::array<ImU32, 4> kOtherRunColours = {IM_COL32(110, 230, 230, 255), IM_COL32(255, 170, 60, 255),
                                                    IM_COL32(230, 110, 200, 255), IM_COL32(200, 200, 110, 255)};
@@ -61,7 +62,8 @@ std::string lr_title(const std::vector<double>& group_lrs) {
 
 }  // namespace
 
-void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>& others, AppState& state) {
+void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>& others,
+                        const SeriesHistory* job_norm, int32_t job_ranks, AppState& state) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float spacing = ImGui::GetStyle().ItemSpacing.x;
   const ImVec2 cell((avail.x - spacing) * 0.5f, (avail.y - ImGui::GetStyle().ItemSpacing.y) * 0.5f);
@@ -71,6 +73,13 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
   const char* loss_title = others.empty() ? "loss" : "loss of each run";
   const char* norm_title = others.empty() ? (buffers.empty() ? "global grad norm" : "global grad norm; buffers' max |b|")
                                           : "global grad norm of each run";
+  // A sharded rank's own norm is of its shards alone; the job's is all ranks' combined.
+  char own_label[32], job_label[32];
+  if (job_norm != nullptr) {
+    norm_title = "grad norm (sharded)";
+    std::snprintf(own_label, sizeof own_label, "rank %d", run.rank());
+    std::snprintf(job_label, sizeof job_label, "job (%d ranks)", job_ranks);
+  }
   // Each run's loss under its name, once there are several; the labels outlive the call.
   std::vector<std::string> names{others.empty() ? std::string("loss") : loss_label(run)};
   for (const RunModel* other : others) names.push_back(loss_label(*other));
@@ -89,8 +98,9 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
   // The global grad norm the same way: each run's under its name, in the loss chart's colours,
   // so two runs compared (yesterday's and today's with the fix) line up on one step axis.
   std::vector<SeriesSpec> norms{{&run.global_series(GlobalSeries::kGradNorm),
-                                 others.empty() ? "grad norm" : labels[0].c_str(), kNormColour, nullptr,
-                                 others.empty() ? nullptr : full(0)}};
+                                 others.empty() ? (job_norm ? own_label : "grad norm") : labels[0].c_str(), kNormColour,
+                                 nullptr, others.empty() ? nullptr : full(0)}};
+  if (job_norm != nullptr) norms.push_back({job_norm, job_label, kJobColour});
   for (size_t i = 0; i < others.size(); ++i) {
     norms.push_back({&others[i]->global_series(GlobalSeries::kGradNorm), labels[i + 1].c_str(),
                      kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped),

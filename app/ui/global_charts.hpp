@@ -9,9 +9,13 @@
 // losses and global grad norms are overlaid on its charts, each named by its model (else its
 // run id) and with its own skipped updates marked in its colour. Those names are shortened in
 // the legend to the part that tells the runs apart (distinct_labels.hpp), whole in its tooltip.
+// A sharded job's run (FSDP: each rank measures its shards) has the job's grad norm, its
+// ranks' combined (Model::job_grad_norm), beside its own in the grad-norm chart: `job_norm`,
+// of `job_ranks` ranks, or null.
 // Threads: the UI thread, inside an ImGui window; fills the space it is given.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "model/run_model.hpp"
@@ -19,6 +23,7 @@
 
 namespace keel::app::ui {
 
-void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>& others, AppState& state);
+void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>& others,
+                        const SeriesHistory* job_norm, int32_t job_ranks, AppState& state);
 
 }  // namespace keel::app::ui

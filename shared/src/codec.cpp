@@ -120,7 +120,7 @@ void run_identity(Encoder& e, const std::string& run, const std::string& model) 
 void encode_run(Encoder& e, const RunDescription& m) {
   header(e,
          (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1) + (m.buffers.empty() ? 0 : 1) +
-             (m.recording.empty() ? 0 : 1) + (m.modules.empty() ? 0 : 1),
+             (m.recording.empty() ? 0 : 1) + (m.modules.empty() ? 0 : 1) + (m.sharded ? 1 : 0),
          kTopicRun, m.rank, m.seq);
   e.key("run_id");
   e.str(m.run_id);
@@ -186,6 +186,10 @@ void encode_run(Encoder& e, const RunDescription& m) {
       e.key("count");
       e.uint(module.count);
     }
+  }
+  if (m.sharded) {
+    e.key("sharded");
+    e.boolean(true);
   }
 }
 

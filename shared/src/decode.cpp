@@ -266,7 +266,7 @@ void read_run(MapReader& r, std::string& error, RunDescription& m) {
       r.read_item("policies_on", i, policies->ptr[i], (*m.policies_on)[i]);
     }
   }
-  r.optional("recording", m.recording);
+  r.optional("recording", m.recording).optional("sharded", m.sharded);
   if (const msgpack::object_array* modules = r.array("modules", kMaxModules)) {
     m.modules.resize(modules->size);
     uint64_t next_free = 0;   // ascending and disjoint

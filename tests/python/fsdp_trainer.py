@@ -121,6 +121,7 @@ def main(out: str) -> None:
             elif step not in (POISON_STEP, SHARD_POISON_STEP):
                 opt.step()
     torch.save({"rank": rank, "outcomes": outcomes, "skip_events": skip_events, "agrees": probe.agrees_skips,
+                "sharded": probe.sharded,
                 "layers": probe.layer_names,
                 "shards": [local(p).detach().clone() for p in model.parameters()],
                 "reference_shards": [local(p).detach().clone() for p in reference.parameters()],

@@ -36,6 +36,7 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
         assert skipped == [(3, "nonfinite")], f"rank {r}: {result['outcomes']}"
         assert result["endpoint"] == f"tcp://127.0.0.1:{base + 2 * r}", "the port derived from the rank"
+        assert not result["sharded"], "DDP's ranks measure the same whole gradients: not sharded"
     for name, weight in ranks[0]["weights"].items():
         assert torch.isfinite(weight).all(), name
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
@@ -61,6 +62,7 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         result = torch.load(tmp_path / f"rank{r}.pt")
         assert result["layers"] == layers, "flat: one layer per wrapped unit, its shard"
         assert result["agrees"], "a sharded model's ranks agree by default"
+        assert result["sharded"], "a sharded model's run says so to the dashboard"
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
         assert skipped == expected[r], f"rank {r}: {result['outcomes']}"
         assert len(result["skip_events"]) == 2, result["skip_events"]

@@ -39,6 +39,7 @@ def main(out: str) -> None:
         outcome = probe.step(loss)
         outcomes.append((outcome.step, outcome.applied, outcome.skip_reason))
     torch.save({"rank": rank, "outcomes": outcomes, "endpoint": probe.bound_endpoint,
+                "sharded": probe.sharded,
                 "weights": {k: v.clone() for k, v in model.state_dict().items()}}, f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
 

@@ -49,6 +49,15 @@ TEST(CodecRoundTrip, RunDescriptionKeepsEveryField) {
   EXPECT_EQ(out.recording, in.recording);
 }
 
+// A sharded job's description says so; a description without the key (data parallelism, or an
+// older probe) is not.
+TEST(CodecRoundTrip, ShardedIsKeptAndAbsentMeansNot) {
+  RunDescription run = sample_run();
+  EXPECT_FALSE(round_trip(run).sharded);
+  run.sharded = true;
+  EXPECT_TRUE(round_trip(run).sharded);
+}
+
 // A wide model's description names its modules, and its steps between per-layer records
 // carry one value per module and metric (PROTOCOL §3.2, §3.3).
 TEST(CodecRoundTrip, ModulesAndTheirRollupsKeepEveryField) {

@@ -107,6 +107,7 @@ PYBIND11_MODULE(_probe, m) {
   KEEL_OPTION(first_step);
   KEEL_OPTION(rank);
   KEEL_OPTION(world_size);
+  KEEL_OPTION(sharded);
   KEEL_OPTION(cadence);
   KEEL_OPTION(layer_detail_above);
   KEEL_OPTION(layer_detail_every);
@@ -217,6 +218,7 @@ PYBIND11_MODULE(_probe, m) {
                                return names;
                              })
       .def_property_readonly("run_id", [](const Probe& p) { return p.description().run_id; })
+      .def_property_readonly("sharded", [](const Probe& p) { return p.description().sharded; })
       .def_property_readonly("last_timing", &Probe::last_timing)
       .def_property_readonly("dropped", &Probe::dropped)
       .def_property_readonly("recording_path", &Probe::recording_path)

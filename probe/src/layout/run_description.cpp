@@ -63,6 +63,7 @@ wire::RunDescription describe_run(const ModelParameters& parameters, const Probe
   wire::RunDescription d;
   d.rank = options.rank;
   d.world_size = options.world_size;
+  d.sharded = options.sharded;
   d.run_id = options.run_id.empty() ? default_run_id() : options.run_id;
   d.model = options.model;
   d.keel_version = kKeelVersion;

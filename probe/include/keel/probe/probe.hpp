@@ -89,6 +89,10 @@ struct ProbeOptions {
   int64_t first_step = 0;
   int32_t rank = 0;
   int32_t world_size = 1;
+  // Each rank measures only its shards of the parameters (FSDP, tensor parallelism): said in
+  // the run description, so that the dashboard shows the job's grad norm, the ranks' combined,
+  // beside this rank's. The Python front sets it for a sharded model.
+  bool sharded = false;
   // Per LayerMetric (index = wire::LayerMetric): compute every N steps; 0 = never.
   std::array<int32_t, wire::kLayerMetricCount> cadence = wire::every_step_cadence();
   // A model of more layers than layer_detail_above is sent per layer only every

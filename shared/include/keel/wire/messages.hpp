@@ -69,6 +69,11 @@ struct RunDescription {
   // and disjoint; empty for a model narrow enough to be sent in full every step (PROTOCOL
   // §3.2, ProbeOptions::layer_detail_above).
   std::vector<ModuleRange> modules;
+  // Whether each rank measures only its shards of the parameters (FSDP, tensor parallelism):
+  // its layer metrics and grad_norm are of its part, and the job's grad norm is the ranks'
+  // combined, sqrt(sum of their grad_norm squared). False under data parallelism, where every
+  // rank measures the same whole gradients, and from a probe older than this key.
+  bool sharded = false;
 };
 
 struct ScalerState {
