@@ -160,9 +160,11 @@ void Dashboard::draw_panes(const Model& model, const RunModel& run) {
     for (const RunModel* other : model.current_runs()) {
       if (other != &run && other->rank() == run.rank()) others.push_back(other);
     }
-    // A sharded job's grad norm, when the shown run is of it (DESIGN §9).
+    // A sharded job's grad norm, when the shown run is of it (DESIGN §9); of one rank it is
+    // that rank's own.
     const wire::RunDescription& described = run.description();
-    const bool of_job = described.sharded && model.job_world_size() == described.world_size;
+    const bool of_job =
+        described.sharded && described.world_size > 1 && model.job_world_size() == described.world_size;
     draw_global_charts(run, others, of_job ? model.job_grad_norm() : nullptr, model.job_world_size(), state_);
   }
   ImGui::EndChild();

@@ -115,3 +115,27 @@ def test_a_dtensor_made_after_attach_is_named_in_each_steps_probe_error(quiet):
             assert outcome.applied, "a failure inside the probe leaves the step to the optimizer"
     finally:
         dist.destroy_process_group()
+
+
+def test_the_demo_under_fully_shard_skips_one_ranks_nan_on_both_and_publishes_on_each_ranks_port(tmp_path):
+    """torchrun -m keel.demo --fully-shard, as the README shows it: the NaN written into rank 1's
+    shard alone is skipped by both ranks (rank 0 for the other rank), each rank on its own port,
+    each dumping its shards."""
+    base = free_ports(4)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", KEEL_PORT=str(base))
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+         "--master-port", str(free_port_pair()), "-m", "keel.demo", "--fully-shard", "--steps", "8", "--threads", "1",
+         "--log-every", "0", "--record-dir", "", "--dump-dir", str(tmp_path / "dumps"),
+         "--inject-nan", "5:blocks.1.mlp.fc.weight"],
+        capture_output=True, text=True, timeout=300, env=env)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    for rank in (0, 1):
+        said = [line for line in out.splitlines() if line.startswith(f"keel.demo: rank {rank}: ")]
+        assert said and said[0].endswith(f"in 42 tensors; publishing on tcp://127.0.0.1:{base + 2 * rank}"), out
+    skipped = sorted(line.split(": ", 1)[0] + ": " + line.rsplit("  ", 1)[-1]
+                     for line in out.splitlines() if "skipped" in line)
+    assert skipped == ["rank 0: skipped (other_rank)", "rank 1: skipped (nonfinite)"], out
+    assert "rank 0: step      5" in out and "rank 1: step      5" in out, out
+    assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == ["step-5-nonfinite-rank0", "step-5-nonfinite-rank1"]

@@ -5,6 +5,13 @@ Python user can watch keel find and skip a NaN in one command:
 
     python -m keel.demo --inject-nan 300:blocks.1.mlp.fc.weight &
     keel --connect tcp://127.0.0.1:5557        # the dashboard (build/bin/keel)
+
+and the same model sharded by FSDP2 over two ranks, each on its own port, a NaN in rank 1's
+shard alone skipped by both (they agree on each step's verdict), and the job's grad norm
+beside each rank's own:
+
+    torchrun --nproc-per-node 2 -m keel.demo --fully-shard --inject-nan 300:blocks.1.mlp.fc.weight &
+    keel --connect tcp://127.0.0.1:5557 --connect tcp://127.0.0.1:5559
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ def step_and(text: str, what: str, convert):
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m keel.demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=2000, help="training steps (0: until interrupted)")
-    p.add_argument("--endpoint", default="tcp://127.0.0.1:5557", help='telemetry endpoint ("": none)')
+    p.add_argument("--endpoint", default=None,
+                   help='telemetry endpoint ("": none; default tcp://127.0.0.1:5557, under --fully-shard rank R\'s '
+                        '5557 + 2R, $KEEL_PORT moving 5557)')
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--scaler", action="store_true", help="dynamic loss scaling (torch.amp.GradScaler)")
@@ -70,6 +79,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--record-dir", default="keel-runs", help='where the run is recorded ("": nowhere)')
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--fully-shard", action="store_true",
+                   help="run as one rank of a torchrun job: every block and the model sharded by FSDP2's "
+                        "fully_shard (gloo on the CPU, nccl on cuda), each rank its own batches; --inject-nan "
+                        "writes the NaN into the last rank's shard alone")
     p.add_argument("--pace", type=float, default=0.0, help="at most this many steps per second (0: no limit)")
     p.add_argument("--allow-unauthenticated-local", action="store_true",
                    help="take clients without keys on a loopback endpoint (default: only your own key)")
@@ -113,27 +126,63 @@ class Batches:
         return x.to(self.device), y.to(self.device)
 
 
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a DTensor (a sharded parameter's gradient), else the tensor."""
+    return tensor._local_tensor if hasattr(tensor, "_local_tensor") else tensor
+
+
+def shard(model: CharTransformer, device: torch.device) -> Tuple[int, int]:
+    """--fully-shard: joins the torchrun job and shards each block, then the model, with FSDP2.
+    Returns (rank, world_size)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    if "RANK" not in os.environ:
+        sys.exit("keel.demo: --fully-shard runs under torchrun (torchrun --nproc-per-node 2 -m keel.demo ...)")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return dist.get_rank(), dist.get_world_size()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    if args.fully_shard and args.cause:
+        sys.exit("keel.demo: --cause writes into whole weights, which --fully-shard's ranks hold only parts of")
     torch.manual_seed(args.seed)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    data = Batches(read_text(args.data), args.batch, args.context, device, args.seed)
+    if args.fully_shard and device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
     cause, cause_step = args.cause if args.cause else (None, -1)
-    model = CharTransformer(data.vocab, args.context, args.width, args.heads, args.layers,
+    text = read_text(args.data)
+    model = CharTransformer(len(set(text)), args.context, args.width, args.heads, args.layers,
                             q_norm_eps=0.0 if cause == "norm" else None).to(device)
     if args.list_layers:
         for name, p in model.named_parameters():
             print(name, list(p.shape))
         return 0
+    placement = {"rank": args.rank, "world_size": args.world_size,
+                 "endpoint": "tcp://127.0.0.1:5557" if args.endpoint is None else args.endpoint}
+    rank, world_size = args.rank, args.world_size
+    if args.fully_shard:
+        # The rank, the world and each rank's port come from the job (keel.Probe's defaults).
+        rank, world_size = shard(model, device)
+        placement = {} if args.endpoint is None else {"endpoint": args.endpoint}
+    data = Batches(text, args.batch, args.context, device, args.seed + (rank if args.fully_shard else 0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = torch.amp.GradScaler(args.device) if args.scaler or cause == "fp16" else None
-    probe = keel.Probe(model, optimizer, endpoint=args.endpoint, rank=args.rank, world_size=args.world_size,
+    probe = keel.Probe(model, optimizer, **placement,
                        skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
                        dump_dir=args.dump_dir, record_dir=args.record_dir,
                        allow_unauthenticated_local=args.allow_unauthenticated_local)
-    print(f"keel.demo: {sum(p.numel() for p in model.parameters()):,} parameters in "
+    who = f"rank {rank}: " if args.fully_shard else ""
+    print(f"keel.demo: {who}{sum(p.numel() for p in model.parameters()):,} parameters in "
           f"{len(probe.layer_names)} tensors; publishing on {probe.bound_endpoint or 'nothing'}", flush=True)
     names = dict(model.named_parameters())
     for _, layer in args.inject_nan:
@@ -169,9 +218,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 scaled = scaler.scale(loss.half() if cause == "fp16" and step == cause_step else loss)
             scaled.backward()
             for s, layer in args.inject_nan:
-                if s == step:
+                if s == step and (not args.fully_shard or rank == world_size - 1):
                     with torch.no_grad():   # a NaN written into the gradient, as keel-demo does
-                        names[layer].grad.view(-1)[:1].fill_(float("nan"))
+                        local(names[layer].grad).view(-1)[:1].fill_(float("nan"))
             for s, factor in args.inject_spike:
                 if s == step:
                     for p in model.parameters():
@@ -188,10 +237,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not outcome.applied or (args.log_every and step % args.log_every == 0):
             record = probe.last_record
             what = "applied" if outcome.applied else f"skipped ({outcome.skip_reason})"
-            print(f"step {step:6d}  loss {record['loss']:.4f}  lr {lr:.2e}  {what}", flush=True)
+            print(f"{who}step {step:6d}  loss {record['loss']:.4f}  lr {lr:.2e}  {what}", flush=True)
         step += 1
         if args.pace > 0:
             time.sleep(max(0.0, 1.0 / args.pace - (time.monotonic() - started)))
+    if args.fully_shard:
+        torch.distributed.destroy_process_group()
     return 0
 
 
