@@ -50,6 +50,9 @@ inline std::vector<Message> seed_messages() {
   refusal.ok = false;
   refusal.path.clear();
   seeds.push_back(refusal);
+  RunDescription sharded_run = sample_run();   // a sharded job's rank (FSDP): the key present
+  sharded_run.sharded = true;
+  seeds.push_back(sharded_run);
   return seeds;
 }
 
