@@ -46,6 +46,7 @@ Json run_json(const wire::RunDescription& run) {
   out["torch_version"] = run.torch_version;
   out["start_unix_ms"] = run.start_unix_ms;
   if (run.policies_on) out["policies_on"] = *run.policies_on;
+  if (run.sharded) out["sharded"] = true;   // each rank measures its shards (PROTOCOL §3.2)
   return out;
 }
 

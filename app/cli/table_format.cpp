@@ -58,8 +58,8 @@ std::string format_value(double value, int significant_digits) {
 std::string format_run(const wire::RunDescription& run) {
   const std::string model = run.model.empty() ? "" : "  model " + terminal_safe(run.model);
   std::string out = printf_string(
-      "run %s%s  rank %d of %d  device %s  keel %s  torch %s  seq %" PRIu64 "  (%zu layers)",
-      terminal_safe(run.run_id).c_str(), model.c_str(), run.rank, run.world_size,
+      "run %s%s  rank %d of %d%s  device %s  keel %s  torch %s  seq %" PRIu64 "  (%zu layers)",
+      terminal_safe(run.run_id).c_str(), model.c_str(), run.rank, run.world_size, run.sharded ? ", sharded" : "",
       terminal_safe(run.device).c_str(), terminal_safe(run.keel_version).c_str(),
       terminal_safe(run.torch_version).c_str(), run.seq, run.layers.size());
   int name_width = 5;

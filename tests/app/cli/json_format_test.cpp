@@ -51,6 +51,13 @@ TEST(JsonFormat, RunDescriptionHasEveryField) {
   EXPECT_EQ(json["torch_version"], "1.13.1");
 }
 
+TEST(JsonFormat, AShardedRunSaysSo) {
+  wire::RunDescription run = sample_run();
+  EXPECT_FALSE(to_json(run, LayerNames{}).contains("sharded"));
+  run.sharded = true;
+  EXPECT_EQ(to_json(run, LayerNames{})["sharded"], true);
+}
+
 TEST(JsonFormat, EachParamGroupsLrIsPrintedWhenThereAreSeveral) {
   wire::StepRecord step = sample_step(7);
   EXPECT_FALSE(to_json(step, LayerNames{}).contains("group_lrs"));

@@ -116,6 +116,10 @@ TEST(TableFormat, RunHeaderListsTheLayers) {
   EXPECT_TRUE(contains(text, "128"));
   EXPECT_TRUE(contains(text, "fc1.bias"));
   EXPECT_TRUE(contains(text, "watches: logits"));
+  EXPECT_FALSE(contains(text, "sharded"));
+  wire::RunDescription sharded = sample_run();
+  sharded.sharded = true;
+  EXPECT_TRUE(contains(format_run(sharded), "rank 0 of 2, sharded"));
 }
 
 TEST(TableFormat, EventCommandAndAckAreOneLineEach) {
