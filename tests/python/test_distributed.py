@@ -138,4 +138,5 @@ def test_the_demo_under_fully_shard_skips_one_ranks_nan_on_both_and_publishes_on
                      for line in out.splitlines() if "skipped" in line)
     assert skipped == ["rank 0: skipped (other_rank)", "rank 1: skipped (nonfinite)"], out
     assert "rank 0: step      5" in out and "rank 1: step      5" in out, out
-    assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == ["step-5-nonfinite-rank0", "step-5-nonfinite-rank1"]
+    dumps = sorted(p.name for p in (tmp_path / "dumps").iterdir())
+    assert dumps == ["step-5-nonfinite-rank0", "step-5-nonfinite-rank1"], dumps
