@@ -24,6 +24,11 @@ def dtensor_type() -> Any:
     return getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
 
 
+def local_part(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a DTensor (its ``_local_tensor``), else the tensor itself."""
+    return tensor._local_tensor if hasattr(tensor, "_local_tensor") else tensor
+
+
 def has_dtensors(model: Any) -> bool:
     dtensor = dtensor_type()
     return (dtensor is not None and isinstance(model, torch.nn.Module)
@@ -46,7 +51,7 @@ class LocalShards:
         """Each leaf's gradient: its parameter's this step (its local part), or none."""
         for p, leaf in self.leaves.items():
             grad = p.grad
-            leaf.grad = None if grad is None else grad._local_tensor if hasattr(grad, "_local_tensor") else grad
+            leaf.grad = None if grad is None else local_part(grad)
 
     def take_gradients_back(self) -> None:
         for leaf in self.leaves.values():

@@ -28,6 +28,7 @@ import torch
 import keel
 
 from ._demo_model import CharTransformer
+from ._local_shards import local_part
 
 CAUSES = ("attention", "norm", "fp16", "batch", "lr", "input")
 DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"
@@ -126,11 +127,6 @@ class Batches:
         return x.to(self.device), y.to(self.device)
 
 
-def local(tensor: torch.Tensor) -> torch.Tensor:
-    """This rank's part of a DTensor (a sharded parameter's gradient), else the tensor."""
-    return tensor._local_tensor if hasattr(tensor, "_local_tensor") else tensor
-
-
 def shard(model: CharTransformer, device: torch.device) -> Tuple[int, int]:
     """--fully-shard: joins the torchrun job and shards each block, then the model, with FSDP2.
     Returns (rank, world_size)."""
@@ -220,7 +216,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for s, layer in args.inject_nan:
                 if s == step and (not args.fully_shard or rank == world_size - 1):
                     with torch.no_grad():   # a NaN written into the gradient, as keel-demo does
-                        local(names[layer].grad).view(-1)[:1].fill_(float("nan"))
+                        local_part(names[layer].grad).view(-1)[:1].fill_(float("nan"))
             for s, factor in args.inject_spike:
                 if s == step:
                     for p in model.parameters():
