@@ -17,6 +17,7 @@
 
 #include "app_bench_data.hpp"
 #include "app_bench_frame.hpp"
+#include "median.hpp"
 #include "model/model.hpp"
 #include "ui/dashboard.hpp"
 
@@ -37,12 +38,6 @@ long status_kb(const char* field) {
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0; }
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::nth_element(values.begin(), values.begin() + long(values.size() / 2), values.end());
-  return values[values.size() / 2];
-}
 
 // The module of a layer name at `depth` components (its name less the last component, cut
 // there), as the probe's module_ranges.cpp plans them.

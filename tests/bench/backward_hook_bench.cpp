@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "layout/backward_order.hpp"
+#include "median.hpp"
 #include "reduce/accumulation_stats.hpp"
 #include "deep_narrow.hpp"
 #include "naive_checks.hpp"

@@ -28,6 +28,7 @@
 #include <CLI/CLI.hpp>
 
 #include "front/fused_step.hpp"
+#include "median.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -3,6 +3,7 @@
 #include <torch/cuda.h>
 
 #include "front/fused_step.hpp"
+#include "median.hpp"
 
 #include <chrono>
 #include <cstdio>

@@ -5,13 +5,6 @@
 
 namespace keel::bench {
 
-double median(std::vector<double> samples) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  const size_t n = samples.size();
-  return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-}
-
 void naive_step(keel::demo::Trainer& trainer, std::vector<torch::Tensor>& copies) {
   torch::NoGradGuard no_grad;
   auto params = trainer.model()->parameters();

@@ -1,4 +1,4 @@
-// What both probe benchmarks (CPU and GPU) compare keel against, and how they summarise runs.
+// What both probe benchmarks (CPU and GPU) compare keel against.
 // Threads: the training thread. Never: touches the probe.
 #pragma once
 
@@ -7,9 +7,6 @@
 #include "trainer.hpp"
 
 namespace keel::bench {
-
-// The median of a run's samples (0 for none).
-double median(std::vector<double> samples);
 
 // One update with NaN-hunting code as it is usually written: per parameter, isnan/isinf checks
 // and the norm, each read back with .item(), and a weight copy (into `copies`, reused) for the

@@ -6,17 +6,13 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "median.hpp"
 #include "trainer.hpp"
 
 namespace keel::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();

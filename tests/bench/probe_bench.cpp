@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "median.hpp"
 #include "reduce/buffer_reducer.hpp"
 #include "control_bench.hpp"
 #include "front/libtorch_model.hpp"

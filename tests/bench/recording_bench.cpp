@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "keel/probe/probe.hpp"
+#include "median.hpp"
 #include "naive_checks.hpp"
 #include "trainer.hpp"
 

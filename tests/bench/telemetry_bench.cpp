@@ -17,6 +17,7 @@
 
 #include "keel/wire/codec.hpp"
 #include "keel/wire/user_keys.hpp"
+#include "median.hpp"
 #include "transport/publisher.hpp"
 #include "users_key_client.hpp"
 
@@ -127,11 +128,6 @@ double publish_round(const std::string& self, size_t layers, int records, bool c
   // What ZeroMQ's I/O thread still has queued is sealed and written within a moment.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return (process_cpu_us() - start) / records;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "deep_narrow.hpp"
+#include "median.hpp"
 #include "naive_checks.hpp"
 
 namespace keel::bench {

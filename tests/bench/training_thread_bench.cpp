@@ -4,15 +4,11 @@
 #include <memory>
 
 #include "keel/probe/probe.hpp"
+#include "median.hpp"
 #include "trainer.hpp"
 
 namespace keel::bench {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 struct Configuration {
   std::string name;
