@@ -3,9 +3,11 @@
 #include "model/model.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 namespace keel::app {
 
@@ -148,7 +150,10 @@ size_t Model::adopt_runs(Model&& staged) {
   staged.runs_.clear();
   staged.current_.clear();
   staged.live_.clear();
-  if (adopted > 0) ++revision_;
+  if (adopted > 0) {
+    recombine_job_grad_norm();
+    ++revision_;
+  }
   return adopted;
 }
 
@@ -294,6 +299,48 @@ void Model::combine_job_grad_norm(const RunModel& run, int64_t step) {
     sumsq += double(norm) * double(norm);
   }
   job_grad_norm_.store(world_size, step, sumsq);
+}
+
+void Model::recombine_job_grad_norm() {
+  int32_t world_size = 0;
+  for (const auto& entry : current_) {
+    const RunModel& run = *entry.second;
+    if (run.described() && run.description().sharded) world_size = run.description().world_size;
+  }
+  if (world_size < 1) return;
+  // Each rank's shard norms, and the steps all of them hold raw (their recent windows).
+  std::vector<const SeriesHistory*> shards;
+  int64_t first = std::numeric_limits<int64_t>::min();
+  int64_t last = std::numeric_limits<int64_t>::max();
+  for (int32_t rank = 0; rank < world_size; ++rank) {
+    const RunModel* shard = current_run(rank);
+    if (shard == nullptr || !shard->described() || !shard->description().sharded ||
+        shard->description().world_size != world_size) {
+      return;
+    }
+    const SeriesHistory& norms = shard->global_series(GlobalSeries::kGradNorm);
+    if (norms.empty()) return;
+    shards.push_back(&norms);
+    first = std::max(first, norms.recent_first_step());
+    last = std::min(last, norms.last_step());
+  }
+  if (first > last) return;
+  // Combined live from an earlier step already (a live job given back its history by its
+  // recording): kept, as its older steps could not be combined again.
+  const SeriesHistory* held = job_grad_norm_.series();
+  if (held != nullptr && job_grad_norm_.world_size() == world_size && held->origin_step() <= first) return;
+  JobGradNorm combined(config_);
+  for (int64_t step = first; step <= last; ++step) {
+    double sumsq = 0;
+    bool every_rank = true;
+    for (const SeriesHistory* norms : shards) {
+      float norm = 0;
+      every_rank = every_rank && norms->value_at(step, &norm);
+      sumsq += double(norm) * double(norm);
+    }
+    if (every_rank) combined.store(world_size, step, sumsq);
+  }
+  if (combined.series() != nullptr) job_grad_norm_ = std::move(combined);
 }
 
 size_t Model::bytes_used() const {

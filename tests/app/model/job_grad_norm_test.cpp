@@ -1,7 +1,8 @@
 // The job's grad norm of a sharded job: each step's sqrt(sum of the ranks' grad_norm^2), stored
 // once every rank has sent that step, through Model::ingest as the dashboard receives records
 // (any order across ranks); nothing for a job that is not sharded; a non-finite rank makes the
-// step's value non-finite; a job started again starts its series again.
+// step's value non-finite; a job started again starts its series again; ranks read from their
+// recordings (Model::adopt_runs) are combined over the steps each holds exactly.
 #include "model/model.hpp"
 
 #include <gtest/gtest.h>
@@ -155,6 +156,81 @@ TEST(JobGradNorm, AJobStartedAgainFromACheckpointStartsItsSeriesAgain) {
   float value = 0;
   ASSERT_TRUE(job->value_at(2, &value));
   EXPECT_FLOAT_EQ(value, 5.0f) << "the resumed job's step 2, not the first start's";
+}
+
+// One rank's recording as the loader reads it: a model of its own holding steps [0, steps).
+Model recording_of(int32_t rank, int64_t steps, const ModelConfig& config = {}) {
+  Model file(config);
+  file.ingest(description(rank, 2, true));
+  for (int64_t s = 0; s < steps; ++s) file.ingest(record(rank, s, shard_norm(rank, s)));
+  return file;
+}
+
+TEST(JobGradNorm, RanksOpenedFromTheirRecordingsAreCombinedOnceTheLastIsAdopted) {
+  // keel --open rank0.keelrec rank1.keelrec: each file is read into a model of its own and
+  // adopted in turn; no record of either ever passes through ingest() here.
+  Model app;
+  ASSERT_EQ(app.adopt_runs(recording_of(0, 300)), 1u);
+  EXPECT_EQ(app.job_grad_norm(), nullptr) << "rank 1 is not open yet";
+  ASSERT_EQ(app.adopt_runs(recording_of(1, 300)), 1u);
+  const SeriesHistory* job = app.job_grad_norm();
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(app.job_world_size(), 2);
+  EXPECT_EQ(job->origin_step(), 0);
+  EXPECT_EQ(job->last_step(), 299);
+  for (int64_t s = 0; s < 300; ++s) {
+    float value = 0;
+    ASSERT_TRUE(job->value_at(s, &value)) << "step " << s;
+    EXPECT_FLOAT_EQ(value, 5.0f * float(s + 1)) << "step " << s;
+  }
+}
+
+TEST(JobGradNorm, ARecordingLongerThanTheRecentWindowIsCombinedOverItsLastSteps) {
+  // Older steps are min/max buckets in each rank's series: only the recent window's raw values
+  // can be squared and summed.
+  ModelConfig config;
+  config.recent_steps = 64;
+  Model app(config);
+  app.adopt_runs(recording_of(0, 1000, config));
+  app.adopt_runs(recording_of(1, 1000, config));
+  const SeriesHistory* job = app.job_grad_norm();
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->origin_step(), 1000 - 64);
+  EXPECT_EQ(job->last_step(), 999);
+  float value = 0;
+  ASSERT_TRUE(job->value_at(999, &value));
+  EXPECT_FLOAT_EQ(value, 5000.0f);
+}
+
+TEST(JobGradNorm, ALiveJobsSeriesIsKeptWhenARanksRecordingIsAdopted) {
+  // A live job's recording, read back to give its rank the history the probe no longer keeps:
+  // the job's norm, combined live from step 0, reaches further back than a recombination over
+  // the recent window could, and stays as it is.
+  ModelConfig config;
+  config.recent_steps = 16;
+  Model app(config);
+  for (int32_t r = 0; r < 2; ++r) app.ingest(description(r, 2, true));
+  for (int64_t s = 0; s < 100; ++s) {
+    for (int32_t r = 0; r < 2; ++r) app.ingest(record(r, s, shard_norm(r, s)));
+  }
+  ASSERT_NE(app.job_grad_norm(), nullptr);
+  ASSERT_EQ(app.job_grad_norm()->origin_step(), 0);
+  ASSERT_EQ(app.adopt_runs(recording_of(0, 100, config)), 1u);
+  const SeriesHistory* job = app.job_grad_norm();
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->origin_step(), 0);
+  EXPECT_EQ(job->last_step(), 99);
+}
+
+TEST(JobGradNorm, RecordingsOfAJobThatIsNotShardedAreNotCombined) {
+  Model app;
+  for (int32_t r = 0; r < 2; ++r) {
+    Model file;
+    file.ingest(description(r, 2, false));
+    for (int64_t s = 0; s < 10; ++s) file.ingest(record(r, s, 2.0));
+    app.adopt_runs(std::move(file));
+  }
+  EXPECT_EQ(app.job_grad_norm(), nullptr);
 }
 
 }  // namespace
