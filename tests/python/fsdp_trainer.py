@@ -15,7 +15,8 @@ because the ranks agree on each step's verdict; both dump it, since FSDP1's stat
 collective that one rank alone would wait in forever. Rank 1's batch at POISON_STEP holds a
 NaN, which reaches every element of both shards, so both probes skip and dump that step. The
 reference skips both steps by hand. Each rank writes its outcomes, its skip events and both
-models' shards (their local parts) to OUT/rank<R>.pt, and its dumps to OUT/dumps; and, from a
+models' shards (their local parts) to OUT/rank<R>.pt (under fully_shard also the whole model and
+first moments at POISON_STEP, as its dumps hold them), and its dumps to OUT/dumps; and, from a
 third model trained with a GradScaler, its scale after each step. With AGREE=0 the probes
 decide alone and take no automatic dump (the test's control).
 """
@@ -102,7 +103,7 @@ def main(out: str) -> None:
     agree = os.environ.get("AGREE", "1") == "1"
     probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_dir=f"{out}/dumps", dump_nonfinite_every=1,
                        dump_on_nonfinite=agree, agree_skips=None if agree else False)
-    outcomes, skip_events = [], []
+    outcomes, skip_events, whole_at_poison = [], [], {}
     data = torch.Generator().manual_seed(100 + rank)   # each rank its own batches
     for step in range(STEPS):
         x, y = torch.randn(16, 8, generator=data), torch.randn(16, 4, generator=data)
@@ -118,6 +119,12 @@ def main(out: str) -> None:
                 outcome = probe.step(loss)
                 outcomes.append((outcome.step, outcome.applied, outcome.skip_reason))
                 skip_events += [e["detail"] for e in probe.last_events if e["kind"] == "skip"]
+                if wrap == "fully_shard" and step == POISON_STEP:
+                    # What the step's dump holds (the step was skipped), whole: full_tensor() is
+                    # a collective, which both ranks reach here.
+                    whole_at_poison = {
+                        "model": {k: v.full_tensor() for k, v in model.state_dict().items()},
+                        "exp_avg": [optimizer.state[p]["exp_avg"].full_tensor() for p in model.parameters()]}
             elif step not in (POISON_STEP, SHARD_POISON_STEP):
                 opt.step()
     torch.save({"rank": rank, "outcomes": outcomes, "skip_events": skip_events, "agrees": probe.agrees_skips,
@@ -125,6 +132,7 @@ def main(out: str) -> None:
                 "layers": probe.layer_names,
                 "shards": [local(p).detach().clone() for p in model.parameters()],
                 "reference_shards": [local(p).detach().clone() for p in reference.parameters()],
+                "whole_at_poison": whole_at_poison,
                 "scaled": scaled_run(rank, wrap, agree)}, f"{out}/rank{rank}.pt")
     dist.destroy_process_group()
 

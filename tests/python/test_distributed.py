@@ -5,7 +5,9 @@ original parameters) and FSDP2 (fully_shard, DTensor parameters) too."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -84,6 +86,39 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         if wrap == "fully_shard":
             for key, w in weights.items():
                 assert w._local_tensor.shape[0] == w.shape[0] // 2, f"{name}: {key} is not the rank's half"
+    if wrap == "fully_shard":
+        gathered_dumps_are_the_whole_model_and_optimizer(tmp_path)
+
+
+def gathered_dumps_are_the_whole_model_and_optimizer(tmp_path) -> None:
+    """python -m keel.gather_dump on one rank's dump of POISON_STEP: both ranks' shards put
+    together are the model and first moments torch's full_tensor() gave at that step, in plain
+    tensors that an unsharded copy of the model and its AdamW load. Without rank 1's dump it
+    names the missing rank and writes nothing."""
+    from keel.gather_dump import GatherError, gather_dump, main
+
+    whole = torch.load(tmp_path / "rank0.pt")["whole_at_poison"]
+    dumps = tmp_path / "dumps"
+    assert main([str(dumps / "step-4-nonfinite-rank1")]) == 0
+    out = dumps / "step-4-nonfinite-gathered"
+    weights = torch.load(out / "model.pt")
+    assert list(weights) == list(whole["model"])
+    for key, w in weights.items():
+        assert type(w) is torch.Tensor and torch.equal(w, whole["model"][key]), key
+    plain = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    plain.load_state_dict(weights)
+    optimizer = torch.optim.AdamW(plain.parameters(), lr=1e-2)
+    optimizer.load_state_dict(torch.load(out / "optimizer.pt"))
+    for p, exp_avg in zip(plain.parameters(), whole["exp_avg"]):
+        assert torch.equal(optimizer.state[p]["exp_avg"], exp_avg)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["step"], manifest["ranks"]) == (4, [0, 1]), manifest
+
+    alone = tmp_path / "alone"
+    shutil.copytree(dumps / "step-4-nonfinite-rank0", alone / "step-4-nonfinite-rank0")
+    with pytest.raises(GatherError, match=r"ranks \[1\] missing"):
+        gather_dump([alone / "step-4-nonfinite-rank0"])
+    assert not (alone / "step-4-nonfinite-gathered").exists()
 
 
 def test_a_dtensor_made_after_attach_is_named_in_each_steps_probe_error(quiet):
