@@ -325,12 +325,14 @@ void Model::recombine_job_grad_norm() {
     last = std::min(last, norms.last_step());
   }
   if (first > last) return;
-  // Combined live from an earlier step already (a live job given back its history by its
-  // recording): kept, as its older steps could not be combined again.
+  // A series combined live from an earlier step already (a live job given back its history by
+  // its recording) is kept, as its older steps could not be combined again, and extended past
+  // its last step (the recordings may hold steps the dashboard did not hear live).
   const SeriesHistory* held = job_grad_norm_.series();
-  if (held != nullptr && job_grad_norm_.world_size() == world_size && held->origin_step() <= first) return;
+  const bool extend = held != nullptr && job_grad_norm_.world_size() == world_size && held->origin_step() <= first;
   JobGradNorm combined(config_);
-  for (int64_t step = first; step <= last; ++step) {
+  JobGradNorm& into = extend ? job_grad_norm_ : combined;
+  for (int64_t step = extend ? std::max(first, held->last_step() + 1) : first; step <= last; ++step) {
     double sumsq = 0;
     bool every_rank = true;
     for (const SeriesHistory* norms : shards) {
@@ -338,9 +340,9 @@ void Model::recombine_job_grad_norm() {
       every_rank = every_rank && norms->value_at(step, &norm);
       sumsq += double(norm) * double(norm);
     }
-    if (every_rank) combined.store(world_size, step, sumsq);
+    if (every_rank) into.store(world_size, step, sumsq);
   }
-  if (combined.series() != nullptr) job_grad_norm_ = std::move(combined);
+  if (!extend && combined.series() != nullptr) job_grad_norm_ = std::move(combined);
 }
 
 size_t Model::bytes_used() const {

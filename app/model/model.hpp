@@ -98,7 +98,8 @@ class Model {
   // run has stored it, combined from the ranks' own (JobGradNorm). nullptr until then, and for
   // a job that is not sharded. Ranks read from recordings (adopt_runs) are combined over the
   // steps every rank still holds exactly: the last ModelConfig::recent_steps of each, older
-  // steps being min/max buckets that no sum of squares can be taken of.
+  // steps being min/max buckets that no sum of squares can be taken of; a series combined live
+  // from further back is kept and extended.
   const SeriesHistory* job_grad_norm() const { return job_grad_norm_.series(); }
   int32_t job_world_size() const { return job_grad_norm_.world_size(); }
 
@@ -130,7 +131,7 @@ class Model {
   // Stores the job's grad norm at `step` once every rank of `run`'s sharded job has it.
   void combine_job_grad_norm(const RunModel& run, int64_t step);
   // After adopt_runs: the job's grad norm again from its ranks' current runs, over the steps
-  // each holds exactly, unless the series held already reaches as far back.
+  // each holds exactly; a series held that already reaches as far back is extended instead.
   void recombine_job_grad_norm();
   // Why `message` is beyond sane limits, or "" when it is not.
   std::string insane(const wire::Message& message) const;

@@ -202,24 +202,34 @@ TEST(JobGradNorm, ARecordingLongerThanTheRecentWindowIsCombinedOverItsLastSteps)
   EXPECT_FLOAT_EQ(value, 5000.0f);
 }
 
-TEST(JobGradNorm, ALiveJobsSeriesIsKeptWhenARanksRecordingIsAdopted) {
-  // A live job's recording, read back to give its rank the history the probe no longer keeps:
-  // the job's norm, combined live from step 0, reaches further back than a recombination over
-  // the recent window could, and stays as it is.
+TEST(JobGradNorm, ALiveJobsSeriesIsKeptAndExtendedWhenItsRanksRecordingsAreAdopted) {
+  // The dashboard heard the job live up to step 49, then lost it; the job went on to step 99.
+  // Its recordings, read back, give each rank its steps up to 99: the job's norm, combined live
+  // from step 0, reaches further back than a recombination over the recent window (16 steps
+  // here) could, so it is kept, and goes on from step 50 once every rank's recording is in.
   ModelConfig config;
   config.recent_steps = 16;
   Model app(config);
   for (int32_t r = 0; r < 2; ++r) app.ingest(description(r, 2, true));
-  for (int64_t s = 0; s < 100; ++s) {
+  for (int64_t s = 0; s < 50; ++s) {
     for (int32_t r = 0; r < 2; ++r) app.ingest(record(r, s, shard_norm(r, s)));
   }
   ASSERT_NE(app.job_grad_norm(), nullptr);
   ASSERT_EQ(app.job_grad_norm()->origin_step(), 0);
   ASSERT_EQ(app.adopt_runs(recording_of(0, 100, config)), 1u);
+  ASSERT_NE(app.job_grad_norm(), nullptr);
+  EXPECT_EQ(app.job_grad_norm()->origin_step(), 0);
+  EXPECT_EQ(app.job_grad_norm()->last_step(), 49) << "rank 1 has sent nothing past step 49 yet";
+  ASSERT_EQ(app.adopt_runs(recording_of(1, 100, config)), 1u);
   const SeriesHistory* job = app.job_grad_norm();
   ASSERT_NE(job, nullptr);
   EXPECT_EQ(job->origin_step(), 0);
   EXPECT_EQ(job->last_step(), 99);
+  for (int64_t s = 100 - 16; s < 100; ++s) {
+    float value = 0;
+    ASSERT_TRUE(job->value_at(s, &value)) << "step " << s;
+    EXPECT_FLOAT_EQ(value, 5.0f * float(s + 1)) << "step " << s;
+  }
 }
 
 TEST(JobGradNorm, RecordingsOfAJobThatIsNotShardedAreNotCombined) {
