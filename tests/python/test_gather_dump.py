@@ -50,7 +50,7 @@ def test_one_ranks_folder_finds_its_siblings_of_the_other_ranks(tmp_path):
     assert [p.name for p in found] == [f"step-7-nonfinite-rank{r}" for r in (0, 1, 2, 10)]
 
 
-def test_dumps_of_different_steps_or_no_dump_at_all_are_refused_in_words(tmp_path):
+def test_dumps_of_different_steps_no_dump_or_no_folder_are_refused_in_words(tmp_path):
     a = dump_folder(tmp_path, "a", 7, 0)
     b = dump_folder(tmp_path, "b", 8, 1)
     with pytest.raises(GatherError, match="step 8"):
@@ -60,3 +60,5 @@ def test_dumps_of_different_steps_or_no_dump_at_all_are_refused_in_words(tmp_pat
         gather_dump([a, tmp_path / "c"])
     with pytest.raises(GatherError, match="same rank"):
         gather_dump([a, dump_folder(tmp_path, "d", 7, 0)])
+    with pytest.raises(GatherError, match="step-7-nonfinite-rank0: no such folder"):
+        gather_dump([tmp_path / "step-7-nonfinite-rank0"])

@@ -47,6 +47,9 @@ def shard_extent(size: int, chunks: int, index: int) -> Tuple[int, int]:
 def rank_dumps(folders: Sequence[Path]) -> List[Path]:
     """The dump folders to gather: the given ones, or, for a single ``...-rank<R>`` folder,
     every sibling of the same name whatever its rank."""
+    for folder in folders:
+        if not folder.is_dir():
+            raise GatherError(f"{folder}: no such folder")
     if len(folders) != 1:
         return list(folders)
     match = _RANK_SUFFIX.match(folders[0].name)
