@@ -88,6 +88,12 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
                 assert w._local_tensor.shape[0] == w.shape[0] // 2, f"{name}: {key} is not the rank's half"
     if wrap == "fully_shard":
         gathered_dumps_are_the_whole_model_and_optimizer(tmp_path)
+    else:
+        from keel.gather_dump import GatherError, gather_dump
+
+        # FSDP1's optimizer state is each rank's flat shard, in plain tensors: refused by name.
+        with pytest.raises(GatherError, match="differs between ranks 0 and 1 and is not a DTensor"):
+            gather_dump([tmp_path / "dumps" / "step-4-nonfinite-rank0"])
 
 
 def gathered_dumps_are_the_whole_model_and_optimizer(tmp_path) -> None:

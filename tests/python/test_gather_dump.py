@@ -42,6 +42,22 @@ def dump_folder(parent, name, step, rank, reason="nonfinite"):
     return folder
 
 
+def test_a_plain_tensor_is_one_ranks_if_every_rank_holds_it_and_refused_if_they_differ(tmp_path):
+    """A buffer (replicated) is taken as it is, NaNs and all; a plain tensor that differs
+    between ranks is a shard with no placement (FSDP1's flat moments): refused, nothing written."""
+    buffer = torch.tensor([1.0, float("nan"), 3.0])
+    folders = [dump_folder(tmp_path, f"step-7-nonfinite-rank{r}", 7, r) for r in (0, 1)]
+    for rank, folder in enumerate(folders):
+        torch.save({"mask": buffer.clone(), "shard": torch.full((2,), float(rank))}, folder / "model.pt")
+    with pytest.raises(GatherError, match="shard differs between ranks 0 and 1 and is not a DTensor"):
+        gather_dump([folders[0]])
+    assert not (tmp_path / "step-7-nonfinite-gathered").exists()
+    for folder in folders:
+        torch.save({"mask": buffer.clone()}, folder / "model.pt")
+    out = gather_dump([folders[1]])
+    assert torch.equal(torch.load(out / "model.pt")["mask"].isnan(), buffer.isnan())
+
+
 def test_one_ranks_folder_finds_its_siblings_of_the_other_ranks(tmp_path):
     for rank in (2, 0, 1, 10):
         dump_folder(tmp_path, f"step-7-nonfinite-rank{rank}", 7, rank)

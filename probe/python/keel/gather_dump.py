@@ -13,7 +13,8 @@ name; several folders may be given instead. Each DTensor is assembled from every
 part, placed by its mesh coordinate as DTensor shards (``Shard(d)``: torch.chunk's split of
 dimension d; ``Replicate``: any one copy). Every element must come from some rank's dump, or
 nothing is written and the missing part is named. A value that is not a DTensor (a buffer,
-an optimizer's step count, the param groups) is the lowest rank's.
+an optimizer's step count, the param groups) is the lowest rank's; a plain tensor that
+differs between ranks is a shard that cannot be placed (FSDP1's), and is refused by name.
 """
 
 from __future__ import annotations
@@ -119,13 +120,33 @@ def _assemble(key: str, parts: Dict[int, Any]) -> torch.Tensor:
     return whole
 
 
+def _same(a: torch.Tensor, b: Any) -> bool:
+    """Whether two ranks' copies of a plain tensor are one value (NaN where the other has NaN:
+    a NaN step's dump may hold them)."""
+    if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    return a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
 def gather_values(key: str, values: Dict[int, Any]) -> Any:
     """{rank: a value loaded from that rank's file} -> the job's whole value."""
     from torch.distributed.tensor import DTensor
 
-    first = values[min(values)]
+    lowest = min(values)
+    first = values[lowest]
     if isinstance(first, DTensor):
         return _assemble(key, values)
+    if isinstance(first, torch.Tensor):
+        # A plain tensor is a replica (a buffer, a step count) only if every rank holds the same:
+        # one that differs is a shard keel cannot place (FSDP1's flat parameters' moments).
+        for rank, value in values.items():
+            if not _same(first, value):
+                raise GatherError(f"{key} differs between ranks {lowest} and {rank} and is not a DTensor: "
+                                  f"a shard keel cannot place (FSDP1's flat parameters and their optimizer "
+                                  f"state are not DTensors; FSDP1's model.pt is already whole)")
+        return first
     if isinstance(first, dict):
         return {k: gather_values(f"{key}.{k}" if key else str(k), {r: v[k] for r, v in values.items()})
                 for k in first}
