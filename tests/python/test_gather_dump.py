@@ -44,7 +44,8 @@ def dump_folder(parent, name, step, rank, reason="nonfinite"):
 
 def test_a_plain_tensor_is_one_ranks_if_every_rank_holds_it_and_refused_if_they_differ(tmp_path):
     """A buffer (replicated) is taken as it is, NaNs and all; a plain tensor that differs
-    between ranks is a shard with no placement (FSDP1's flat moments): refused, nothing written."""
+    between ranks is a shard with no placement (FSDP1's flat moments), and files whose entries
+    differ are of different models: both refused, nothing written."""
     buffer = torch.tensor([1.0, float("nan"), 3.0])
     folders = [dump_folder(tmp_path, f"step-7-nonfinite-rank{r}", 7, r) for r in (0, 1)]
     for rank, folder in enumerate(folders):
@@ -52,6 +53,9 @@ def test_a_plain_tensor_is_one_ranks_if_every_rank_holds_it_and_refused_if_they_
     with pytest.raises(GatherError, match="shard differs between ranks 0 and 1 and is not a DTensor"):
         gather_dump([folders[0]])
     assert not (tmp_path / "step-7-nonfinite-gathered").exists()
+    torch.save({"mask": buffer.clone(), "other": torch.zeros(1)}, folders[1] / "model.pt")
+    with pytest.raises(GatherError, match="rank 1's entries are not rank 0's"):
+        gather_dump([folders[0]])
     for folder in folders:
         torch.save({"mask": buffer.clone()}, folder / "model.pt")
     out = gather_dump([folders[1]])

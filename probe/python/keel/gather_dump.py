@@ -147,6 +147,12 @@ def gather_values(key: str, values: Dict[int, Any]) -> Any:
                                   f"a shard keel cannot place (FSDP1's flat parameters and their optimizer "
                                   f"state are not DTensors; FSDP1's model.pt is already whole)")
         return first
+    if isinstance(first, (dict, list, tuple)):
+        for rank, value in values.items():
+            if type(value) is not type(first) or (value.keys() != first.keys() if isinstance(first, dict)
+                                                  else len(value) != len(first)):
+                raise GatherError(f"{key or 'the file'}: rank {rank}'s entries are not rank {lowest}'s "
+                                  f"(dumps of different models or optimizers)")
     if isinstance(first, dict):
         return {k: gather_values(f"{key}.{k}" if key else str(k), {r: v[k] for r, v in values.items()})
                 for k in first}
