@@ -151,8 +151,9 @@ def gather_values(key: str, values: Dict[int, Any]) -> Any:
         for rank, value in values.items():
             if type(value) is not type(first) or (value.keys() != first.keys() if isinstance(first, dict)
                                                   else len(value) != len(first)):
-                raise GatherError(f"{key or 'the file'}: rank {rank}'s entries are not rank {lowest}'s "
-                                  f"(dumps of different models or optimizers)")
+                raise GatherError(f"{key or 'the file'}: rank {rank}'s entries are not rank {lowest}'s: dumps of "
+                                  f"different models, or state each rank keeps of its own shard (FSDP1's "
+                                  f"optimizer state), which keel cannot put together")
     if isinstance(first, dict):
         return {k: gather_values(f"{key}.{k}" if key else str(k), {r: v[k] for r, v in values.items()})
                 for k in first}
