@@ -102,6 +102,7 @@ def gathered_dumps_are_the_whole_model_and_optimizer(tmp_path) -> None:
     together are the model and first moments torch's full_tensor() gave at that step, in plain
     tensors that an unsharded copy of the model and its AdamW load. Without rank 1's dump it
     names the missing rank and writes nothing."""
+    import fsdp_trainer
     from keel.gather_dump import GatherError, gather_dump, main
 
     whole = torch.load(tmp_path / "rank0.pt")["whole_at_poison"]
@@ -112,7 +113,7 @@ def gathered_dumps_are_the_whole_model_and_optimizer(tmp_path) -> None:
     assert list(weights) == list(whole["model"])
     for key, w in weights.items():
         assert type(w) is torch.Tensor and torch.equal(w, whole["model"][key]), key
-    plain = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    plain = fsdp_trainer.small_model()   # the model the job sharded, unsharded
     plain.load_state_dict(weights)
     optimizer = torch.optim.AdamW(plain.parameters(), lr=1e-2)
     optimizer.load_state_dict(torch.load(out / "optimizer.pt"))
