@@ -3,7 +3,7 @@ beside a reference trained the same way without it. WRAP picks the sharding:
 - "flat" (the default): FullyShardedDataParallel (FSDP1), one flat parameter per unit, whose
   data FSDP swaps between a shard (between steps) and the whole parameter (forward and
   backward): keel must hold no gradient accumulator of it, or autograd refuses the whole
-  gradient;
+  gradient, and measures each original parameter's part of the shard;
 - "orig": FSDP1 with use_orig_params=True, each original parameter a view of this rank's part
   of the shard;
 - "fully_shard": FSDP2, each Linear and the root; every parameter a DTensor, whose local part
@@ -15,7 +15,7 @@ because the ranks agree on each step's verdict; both dump it, since FSDP1's stat
 collective that one rank alone would wait in forever. Rank 1's batch at POISON_STEP holds a
 NaN, which reaches every element of both shards, so both probes skip and dump that step. The
 reference skips both steps by hand. Each rank writes its outcomes, its skip events and both
-models' shards (their local parts) to OUT/rank<R>.pt (under fully_shard also the whole model and
+models' shards (their local parts) and its layers' grad and weight norms at step 0 to OUT/rank<R>.pt (under fully_shard also the whole model and
 first moments at POISON_STEP, as its dumps hold them), and its dumps to OUT/dumps; and, from a
 third model trained with a GradScaler, its scale after each step. With AGREE=0 the probes
 decide alone and take no automatic dump (the test's control).
@@ -62,11 +62,15 @@ def local(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def poison_shard(model: torch.nn.Module, value: float) -> None:
-    """Writes `value` into the last element of this rank's part of the last gradient: on rank
-    1, its shard's."""
+    """Writes `value` into the last element of this rank's part of the last parameter's
+    gradient: on rank 1, its shard's. In a flat parameter's, the last element of the last
+    original parameter the shard holds (the shard's own last may be FSDP's padding, part of
+    no parameter)."""
     with torch.no_grad():
         last = [p for p in model.parameters() if p.grad is not None and local(p.grad).numel() > 0][-1]
-        local(last.grad).view(-1)[-1] = value
+        flat = local(last.grad).view(-1)
+        held = [i for i in getattr(last, "_shard_param_infos", ()) if i.in_shard]
+        flat[held[-1].offset_in_shard + held[-1].numel_in_shard - 1 if held else -1] = value
 
 
 def scaled_run(rank: int, wrap: str, agree: bool) -> List[Tuple[float, bool]]:
@@ -103,7 +107,7 @@ def main(out: str) -> None:
     agree = os.environ.get("AGREE", "1") == "1"
     probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_dir=f"{out}/dumps", dump_nonfinite_every=1,
                        dump_on_nonfinite=agree, agree_skips=None if agree else False)
-    outcomes, skip_events, whole_at_poison = [], [], {}
+    outcomes, skip_events, whole_at_poison, first_norms = [], [], {}, {}
     data = torch.Generator().manual_seed(100 + rank)   # each rank its own batches
     for step in range(STEPS):
         x, y = torch.randn(16, 8, generator=data), torch.randn(16, 4, generator=data)
@@ -118,6 +122,8 @@ def main(out: str) -> None:
                     poison_shard(m, math.nan)
                 outcome = probe.step(loss)
                 outcomes.append((outcome.step, outcome.applied, outcome.skip_reason))
+                if step == 0:
+                    first_norms = {k: probe.last_record["layers"][k] for k in ("grad_norm", "param_norm")}
                 skip_events += [e["detail"] for e in probe.last_events if e["kind"] == "skip"]
                 if wrap == "fully_shard" and step == POISON_STEP:
                     # What the step's dump holds (the step was skipped), whole: full_tensor() is
@@ -129,7 +135,7 @@ def main(out: str) -> None:
                 opt.step()
     torch.save({"rank": rank, "outcomes": outcomes, "skip_events": skip_events, "agrees": probe.agrees_skips,
                 "sharded": probe.sharded,
-                "layers": probe.layer_names,
+                "layers": probe.layer_names, "first_norms": first_norms,
                 "shards": [local(p).detach().clone() for p in model.parameters()],
                 "reference_shards": [local(p).detach().clone() for p in reference.parameters()],
                 "whole_at_poison": whole_at_poison,

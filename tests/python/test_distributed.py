@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -47,7 +48,8 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
 @pytest.mark.parametrize("wrap", ["flat", "orig", "fully_shard"], ids=["flat_params", "use_orig_params", "fully_shard"])
 def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path, wrap):
     """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
-    did): each rank measures its shard. Both skip the step whose NaN reached both shards, and,
+    did): each rank measures its shard, a layer per original parameter, named as the model's
+    state_dict() names it. Both skip the step whose NaN reached both shards, and,
     agreeing on each step's verdict, the step whose NaN only rank 1's shard held (with
     AGREE=0 rank 0 applies it, and its shard leaves the reference's). Both dump both steps:
     rank 1 dumping alone hung the job in FSDP's state_dict(). With use_orig_params=True the layers
@@ -57,12 +59,11 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
     shards, as the model's state_dict() gives them."""
     run_two_ranks("fsdp_trainer.py", tmp_path, {"WRAP": wrap})
     names = [f"{i}.{kind}" for i in (0, 2) for kind in ("weight", "bias")]
-    layers = {"flat": ["_fsdp_wrapped_module._flat_param"], "orig": [f"_fsdp_wrapped_module.{n}" for n in names],
-              "fully_shard": names}[wrap]
+    layers = names   # as the model's state_dict() names them, without FSDP1's wrapper module
     expected = {0: [(2, "other_rank"), (4, "nonfinite")], 1: [(2, "nonfinite"), (4, "nonfinite")]}
     for r in (0, 1):
         result = torch.load(tmp_path / f"rank{r}.pt")
-        assert result["layers"] == layers, "flat: one layer per wrapped unit, its shard"
+        assert result["layers"] == layers
         assert result["agrees"], "a sharded model's ranks agree by default"
         assert result["sharded"], "a sharded model's run says so to the dashboard"
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
@@ -73,6 +74,7 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         for shard, reference in zip(result["shards"], result["reference_shards"]):
             assert torch.isfinite(shard).all()
             assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"
+    ranks_hold_the_whole_gradient_of_each_layer(tmp_path)
     scaled = [torch.load(tmp_path / f"rank{r}.pt")["scaled"] for r in (0, 1)]
     assert scaled[0] == scaled[1], f"the ranks' loss scales or skips parted: {scaled}"
     assert scaled[0][2] == (512.0, False), f"rank 1's overflow backs off rank 0's scale too: {scaled[0]}"
@@ -95,6 +97,25 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         # original parameters, entries only for what the rank holds): refused in words.
         with pytest.raises(GatherError, match="FSDP1's"):
             gather_dump([tmp_path / "dumps" / "step-4-nonfinite-rank0"])
+
+
+def ranks_hold_the_whole_gradient_of_each_layer(tmp_path) -> None:
+    """Each layer's grad and weight norms at step 0, squared and added over the ranks, are the
+    squared norms of that parameter's whole gradient and weights (the ranks' shards of a layer
+    are disjoint and cover it): those of an unsharded copy of the model, its gradient the mean
+    of the ranks' batches'."""
+    import fsdp_trainer
+
+    plain = fsdp_trainer.small_model()
+    for r in (0, 1):
+        data = torch.Generator().manual_seed(100 + r)   # rank r's first batch, as the trainer draws it
+        x, y = torch.randn(16, 8, generator=data), torch.randn(16, 4, generator=data)
+        (torch.nn.functional.mse_loss(plain(x), y) / 2).backward()
+    norms = [torch.load(tmp_path / f"rank{r}.pt")["first_norms"] for r in (0, 1)]
+    for layer, p in enumerate(plain.parameters()):
+        for metric, whole in (("grad_norm", p.grad), ("param_norm", p.detach())):
+            combined = math.sqrt(norms[0][metric][layer] ** 2 + norms[1][metric][layer] ** 2)
+            assert combined == pytest.approx(whole.norm().item(), rel=1e-4), f"layer {layer} {metric}: {norms}"
 
 
 def gathered_dumps_are_the_whole_model_and_optimizer(tmp_path) -> None:

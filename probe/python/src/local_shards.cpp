@@ -11,17 +11,24 @@ namespace keel::python {
 
 LocalShards::LocalShards(const py::dict& leaves) {
   for (const auto& [parameter, leaf] : leaves) {
-    const torch::Tensor& tensor = tensor_of(leaf, "a local shard");
-    by_parameter_.emplace(parameter.ptr(), tensor);
-    by_leaf_.emplace(tensor.unsafeGetTensorImpl(), py::reinterpret_borrow<py::object>(parameter));
+    std::vector<Measured>& measured = by_parameter_[parameter.ptr()];
+    const py::object owner = py::reinterpret_borrow<py::object>(parameter);
+    if (!py::isinstance<py::list>(leaf)) {
+      const torch::Tensor& tensor = tensor_of(leaf, "a local shard");
+      measured.push_back({tensor, std::string()});
+      by_leaf_.emplace(tensor.unsafeGetTensorImpl(), Owner{owner, -1});
+      continue;
+    }
+    for (py::handle part : leaf.cast<py::list>()) {
+      const auto fields = part.cast<py::tuple>();
+      const torch::Tensor& tensor = tensor_of(fields[1], "a flat parameter's part");
+      measured.push_back({tensor, fields[0].cast<std::string>()});
+      by_leaf_.emplace(tensor.unsafeGetTensorImpl(), Owner{owner, fields[2].cast<int64_t>()});
+    }
   }
 }
 
-const torch::Tensor& LocalShards::measured(py::handle object, const char* what) const {
-  if (!by_parameter_.empty()) {
-    const auto leaf = by_parameter_.find(object.ptr());
-    if (leaf != by_parameter_.end()) return leaf->second;
-  }
+const torch::Tensor& LocalShards::plain(py::handle object, const char* what) {
   const torch::Tensor& tensor = tensor_of(object, what);
   // A tensor subclass that dispatches in Python (DTensor's kind) holds no data keel can read:
   // said here, instead of as the reductions' "data is not allocated yet".
@@ -36,10 +43,21 @@ const torch::Tensor& LocalShards::measured(py::handle object, const char* what) 
 
 py::object LocalShards::parameter_of(const torch::Tensor& measured) const {
   if (!by_leaf_.empty()) {
-    const auto parameter = by_leaf_.find(measured.unsafeGetTensorImpl());
-    if (parameter != by_leaf_.end()) return parameter->second;
+    const auto owner = by_leaf_.find(measured.unsafeGetTensorImpl());
+    if (owner != by_leaf_.end()) return owner->second.parameter;
   }
   return object_of(measured);
+}
+
+torch::Tensor LocalShards::state_part(const torch::Tensor& measured, const torch::Tensor& state) const {
+  if (!state.defined() || by_leaf_.empty()) return state;
+  const auto owner = by_leaf_.find(measured.unsafeGetTensorImpl());
+  if (owner == by_leaf_.end() || owner->second.offset < 0) return state;
+  // The state of a flat parameter is shaped as its shard: the part's slice of it. Any other
+  // shape is no state the part's update could be read from.
+  const int64_t end = owner->second.offset + measured.numel();
+  if (state.dim() != 1 || state.numel() < end) return torch::Tensor();
+  return state.narrow(0, owner->second.offset, measured.numel());
 }
 
 torch::Tensor LocalShards::local_data(py::handle object, const char* what) {

@@ -9,12 +9,28 @@ namespace py = pybind11;
 namespace keel::python {
 namespace {
 
-// `shards`: the parameters' (a DTensor's leaf in its place); none for the buffers.
+// A tensor's name as the model's user knows it: without the modules FSDP (FSDP1) and activation
+// checkpointing wrap theirs in, as FSDP's state_dict() leaves them out.
+std::string without_wrappers(std::string name) {
+  for (const std::string wrapper : {"_fsdp_wrapped_module.", "_checkpoint_wrapped_module."}) {
+    for (size_t at = name.find(wrapper); at != std::string::npos; at = name.find(wrapper, at)) name.erase(at, wrapper.size());
+  }
+  return name;
+}
+
+// `shards`: the parameters' (a DTensor's leaf in its place, a flat parameter's parts under
+// their own names); none for the buffers.
 void named_pairs(const py::object& items, const char* what, const LocalShards* shards, probe::NamedTensors& out) {
   out.clear();
   for (py::handle item : items) {
     const auto pair = item.cast<py::tuple>();
-    out.emplace_back(pair[0].cast<std::string>(), shards ? shards->measured(pair[1], what) : tensor_of(pair[1], what));
+    if (shards == nullptr) {
+      out.emplace_back(without_wrappers(pair[0].cast<std::string>()), tensor_of(pair[1], what));
+      continue;
+    }
+    shards->each_measured(pair[1], what, [&](const LocalShards::Measured& m) {
+      out.emplace_back(without_wrappers(m.name.empty() ? pair[0].cast<std::string>() : m.name), m.tensor);
+    });
   }
 }
 
@@ -46,7 +62,9 @@ void walk(PyObject* module, const LocalShards& shards, std::vector<const void*>&
   Py_ssize_t at = 0;
   const py::object parameters = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kParameters));
   while (PyDict_Next(parameters.ptr(), &at, &key, &value)) {
-    if (value != Py_None) params.push_back(shards.measured(value, "a parameter").unsafeGetTensorImpl());
+    if (value == Py_None) continue;
+    shards.each_measured(value, "a parameter",
+                         [&](const LocalShards::Measured& m) { params.push_back(m.tensor.unsafeGetTensorImpl()); });
   }
   if (float_buffers != nullptr) {
     const py::object buffers = py::reinterpret_steal<py::object>(dict_of(module, ModuleDict::kBuffers));

@@ -2,7 +2,9 @@
 //
 // Reads the module as nn.Module.named_parameters(remove_duplicate=False) lists it (each
 // module's own, modules in pre-order, a tensor once per name), and identities() walks the
-// same dicts (_parameters, _buffers, _modules) without building a name.
+// same dicts (_parameters, _buffers, _modules) without building a name. A sharded parameter is
+// what LocalShards measures for it (an FSDP1 flat parameter: a tensor per original parameter),
+// and names leave out the modules FSDP1 wraps the user's in, as FSDP's state_dict() does.
 // Threads: the training thread, holding the GIL (every call comes from probe.step(), a
 // Python call). Never: touches tensor values (but serialise()).
 #pragma once

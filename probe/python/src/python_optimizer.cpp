@@ -64,10 +64,12 @@ probe::GroupHyperparameters hyperparameters_of(const py::dict& group, probe::Opt
   return h;
 }
 
-// A DTensor parameter's state is DTensors too: their local parts, as the parameter's leaf.
-torch::Tensor tensor_or_none(const py::dict& state, const char* key) {
+// A DTensor parameter's state is DTensors too: their local parts, as the parameter's leaf. A
+// flat parameter's is shaped as its shard: `param`'s part of it.
+torch::Tensor tensor_or_none(const py::dict& state, const char* key, const LocalShards& shards,
+                             const torch::Tensor& param) {
   if (!state.contains(key) || state[key].is_none()) return torch::Tensor();
-  return LocalShards::local_data(state[key], key);
+  return shards.state_part(param, LocalShards::local_data(state[key], key));
 }
 
 }  // namespace
@@ -93,12 +95,16 @@ void PythonOptimizer::begin_step() {
     if (!params) throw py::error_already_set();
     const Py_ssize_t count = PySequence_Fast_GET_SIZE(params.ptr());
     PyObject** items = PySequence_Fast_ITEMS(params.ptr());
-    mirror.params.resize(static_cast<size_t>(count));
+    // A flat parameter stands for its parts, each a tensor of the group.
+    size_t at = 0;
     for (Py_ssize_t k = 0; k < count; ++k) {
-      const torch::Tensor& p = shards_->measured(items[k], "a parameter of the optimizer");
-      torch::Tensor& kept = mirror.params[static_cast<size_t>(k)];
-      if (!kept.is_same(p)) kept = p;
+      shards_->each_measured(items[k], "a parameter of the optimizer", [&](const LocalShards::Measured& m) {
+        if (at == mirror.params.size()) mirror.params.emplace_back();
+        torch::Tensor& kept = mirror.params[at++];
+        if (!kept.is_same(m.tensor)) kept = m.tensor;
+      });
     }
+    mirror.params.resize(at);
     mirror.hyper = hyperparameters_of(group, kind_);
     mirror.fused = flag_or(group, "fused", false);
     mirror.capturable = flag_or(group, "capturable", false);
@@ -125,10 +131,10 @@ probe::ParamStateView PythonOptimizer::state_of(const torch::Tensor& param) cons
       view.step = static_cast<int64_t>(number(step));
     }
   }
-  view.exp_avg = tensor_or_none(state, "exp_avg");
-  view.exp_avg_sq = tensor_or_none(state, "exp_avg_sq");
-  view.max_exp_avg_sq = tensor_or_none(state, "max_exp_avg_sq");
-  view.momentum_buffer = tensor_or_none(state, "momentum_buffer");
+  view.exp_avg = tensor_or_none(state, "exp_avg", *shards_, param);
+  view.exp_avg_sq = tensor_or_none(state, "exp_avg_sq", *shards_, param);
+  view.max_exp_avg_sq = tensor_or_none(state, "max_exp_avg_sq", *shards_, param);
+  view.momentum_buffer = tensor_or_none(state, "momentum_buffer", *shards_, param);
   return view;
 }
 
