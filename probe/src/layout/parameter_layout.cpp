@@ -37,7 +37,7 @@ class ChangeList {
   std::map<std::string, std::vector<std::string>> by_what_;
 };
 
-std::string shape_text(const std::vector<int64_t>& sizes) {
+std::string shape_text(c10::IntArrayRef sizes) {
   std::string out = "[";
   for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
   return out + "]";
@@ -78,7 +78,7 @@ ParameterLayout::Entry ParameterLayout::entry_of(const std::string& name, const 
   e.tensor = t.unsafeGetTensorImpl();
   e.device = t.device();
   e.dtype = t.scalar_type();
-  e.sizes = t.sizes().vec();
+  e.sizes.assign(t.sizes().begin(), t.sizes().end());
   e.values = values_of(t);
   return e;
 }
@@ -138,7 +138,7 @@ LayoutChange ParameterLayout::compare(const NamedParams& now) const {
     if (was.dtype != t.scalar_type()) {
       changes.add("cast from " + dtype_name(was.dtype) + " to " + dtype_name(t.scalar_type()), name);
     }
-    if (!t.sizes().equals(was.sizes)) changes.add("reshaped from " + shape_text(was.sizes) + " to " + shape_text(t.sizes().vec()), name);
+    if (!t.sizes().equals(was.sizes)) changes.add("reshaped from " + shape_text(was.sizes) + " to " + shape_text(t.sizes()), name);
     if (values_of(t) != was.values) change.weights = true;
   }
   for (size_t k = 0; k < entries_.size(); ++k) {

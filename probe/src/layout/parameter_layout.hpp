@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <c10/util/SmallVector.h>
 #include <torch/torch.h>
 
 #include "model_parameters.hpp"
@@ -63,7 +64,10 @@ class ParameterLayout {
     const void* tensor = nullptr;   // identity: the planned tensor is held by the probe, never reused
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::ScalarType::Undefined;
-    std::vector<int64_t> sizes;
+    // Held inline up to 5 dimensions: compared every step, and a vector's elements are one more
+    // allocation per tensor to wait on (the gradient walk at 2,000 tensors, temporary timers,
+    // four interleaved pairs of runs: 294-357 us with a vector, 317-324 us inline).
+    c10::SmallVector<int64_t, 5> sizes;
     // Its values: a write bumps the version counter, set_data or set_ swaps the storage.
     struct Values {
       const void* storage = nullptr;
