@@ -45,7 +45,8 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
 
 
-@pytest.mark.parametrize("wrap", ["flat", "orig", "fully_shard"], ids=["flat_params", "use_orig_params", "fully_shard"])
+@pytest.mark.parametrize("wrap", ["flat", "orig", "fully_shard", "no_shard"],
+                         ids=["flat_params", "use_orig_params", "fully_shard", "no_shard"])
 def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path, wrap):
     """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
     did): each rank measures its shard, a layer per original parameter, named as the model's
@@ -56,7 +57,9 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
     are the original parameters, each a view of the rank's part of the shard (empty where the
     rank holds none of it). Under fully_shard every parameter is a DTensor, and keel measures
     its local part (refused at attach before): a layer per parameter, each rank's dump its
-    shards, as the model's state_dict() gives them."""
+    shards, as the model's state_dict() gives them. Under NO_SHARD each rank holds the whole
+    model: the ranks still agree (FSDP's state_dict() is a collective there too), but the run
+    does not say it is sharded, since the ranks' norms combined would count each element twice."""
     run_two_ranks("fsdp_trainer.py", tmp_path, {"WRAP": wrap})
     names = [f"{i}.{kind}" for i in (0, 2) for kind in ("weight", "bias")]
     layers = names   # as the model's state_dict() names them, without FSDP1's wrapper module
@@ -65,7 +68,7 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         result = torch.load(tmp_path / f"rank{r}.pt")
         assert result["layers"] == layers
         assert result["agrees"], "a sharded model's ranks agree by default"
-        assert result["sharded"], "a sharded model's run says so to the dashboard"
+        assert result["sharded"] == (wrap != "no_shard"), "a sharded model's run says so to the dashboard"
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
         assert skipped == expected[r], f"rank {r}: {result['outcomes']}"
         assert len(result["skip_events"]) == 2, result["skip_events"]
@@ -74,7 +77,7 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         for shard, reference in zip(result["shards"], result["reference_shards"]):
             assert torch.isfinite(shard).all()
             assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"
-    ranks_hold_the_whole_gradient_of_each_layer(tmp_path)
+    ranks_hold_the_whole_gradient_of_each_layer(tmp_path, replicas=2 if wrap == "no_shard" else 1)
     scaled = [torch.load(tmp_path / f"rank{r}.pt")["scaled"] for r in (0, 1)]
     assert scaled[0] == scaled[1], f"the ranks' loss scales or skips parted: {scaled}"
     assert scaled[0][2] == (512.0, False), f"rank 1's overflow backs off rank 0's scale too: {scaled[0]}"
@@ -90,6 +93,13 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
                 assert w._local_tensor.shape[0] == w.shape[0] // 2, f"{name}: {key} is not the rank's half"
     if wrap == "fully_shard":
         gathered_dumps_are_the_whole_model_and_optimizer(tmp_path)
+    elif wrap == "no_shard":
+        from keel.gather_dump import gather_dump
+
+        # Replicas' dumps are alike, and put together they are any one of them.
+        out = gather_dump([tmp_path / "dumps" / "step-4-nonfinite-rank0"])
+        gathered, rank0 = (torch.load(d / "model.pt") for d in (out, tmp_path / "dumps" / "step-4-nonfinite-rank0"))
+        assert gathered.keys() == rank0.keys() and all(torch.equal(gathered[k], rank0[k]) for k in rank0)
     else:
         from keel.gather_dump import GatherError, gather_dump
 
@@ -99,11 +109,12 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
             gather_dump([tmp_path / "dumps" / "step-4-nonfinite-rank0"])
 
 
-def ranks_hold_the_whole_gradient_of_each_layer(tmp_path) -> None:
-    """Each layer's grad and weight norms at step 0, squared and added over the ranks, are the
-    squared norms of that parameter's whole gradient and weights (the ranks' shards of a layer
-    are disjoint and cover it): those of an unsharded copy of the model, its gradient the mean
-    of the ranks' batches'."""
+def ranks_hold_the_whole_gradient_of_each_layer(tmp_path, replicas: int) -> None:
+    """Each layer's grad and weight norms at step 0, squared and added over the ranks, are
+    `replicas` times the squared norms of that parameter's whole gradient and weights (sharded,
+    the ranks' parts of a layer are disjoint and cover it; under NO_SHARD each rank holds it
+    all): those of an unsharded copy of the model, its gradient the mean of the ranks'
+    batches'."""
     import fsdp_trainer
 
     plain = fsdp_trainer.small_model()
@@ -114,7 +125,7 @@ def ranks_hold_the_whole_gradient_of_each_layer(tmp_path) -> None:
     norms = [torch.load(tmp_path / f"rank{r}.pt")["first_norms"] for r in (0, 1)]
     for layer, p in enumerate(plain.parameters()):
         for metric, whole in (("grad_norm", p.grad), ("param_norm", p.detach())):
-            combined = math.sqrt(norms[0][metric][layer] ** 2 + norms[1][metric][layer] ** 2)
+            combined = math.sqrt((norms[0][metric][layer] ** 2 + norms[1][metric][layer] ** 2) / replicas)
             assert combined == pytest.approx(whole.norm().item(), rel=1e-4), f"layer {layer} {metric}: {norms}"
 
 

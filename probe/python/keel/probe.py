@@ -8,9 +8,10 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from . import _probe
-from ._agreement import is_sharded, skip_agreement
+from ._agreement import skip_agreement
 from ._amp import ScalerBridge
 from ._local_shards import LocalShards
+from ._partition import parameters_partitioned
 
 
 def distributed_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
@@ -81,9 +82,10 @@ class Probe:
     scaler finds backs off every rank's scale. ``agree_skips=True`` asks for that agreement in
     any job of several ranks, ``False`` turns it off; the default (None) agrees when the model
     is sharded. With the agreement the step is decided on the host, and an unsafe step is not
-    run again in the closure form. A sharded model's run says so to the dashboard (``sharded``,
-    the default for such a model), which then plots the job's grad norm, the ranks' combined,
-    beside this rank's.
+    run again in the closure form. A model whose parameters are partitioned across the ranks
+    (every element on one rank: FSDP's FULL_SHARD or SHARD_GRAD_OP, ``fully_shard`` over the
+    whole world) says so to the dashboard (``sharded``), which then plots the job's grad norm,
+    the ranks' combined, beside this rank's.
 
     Call it from the training thread only: the probe calls the model and the optimizer from
     inside ``step()``, never from autograd's threads or its own.
@@ -93,7 +95,7 @@ class Probe:
                  agree_skips: Optional[bool] = None, process_group: Any = None, **options: Any) -> None:
         self._shards = LocalShards(model)
         options = distributed_defaults(options)
-        options.setdefault("sharded", is_sharded(model))
+        options.setdefault("sharded", parameters_partitioned(model))
         self._core = _probe.Probe(model, optimizer, _options(options), self._shards.leaves)
         agreement = skip_agreement(model, agree_skips, process_group)
         if agreement is not None:
@@ -194,8 +196,9 @@ class Probe:
     @property
     def sharded(self) -> bool:
         """Whether this rank's run says it measures only its shards of the parameters (the
-        ``sharded`` option; by default whether the model is sharded: FSDP, DTensor
-        parameters), so that the dashboard combines the ranks' grad norms into the job's."""
+        ``sharded`` option; by default whether the parameters are partitioned across the ranks,
+        every element on one: not under FSDP's NO_SHARD or HYBRID_SHARD), so that the dashboard
+        combines the ranks' grad norms into the job's."""
         return self._core.sharded
 
     @property
