@@ -34,6 +34,14 @@ CAUSES = ("attention", "norm", "fp16", "batch", "lr", "input")
 DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"
 
 
+def say(line: str) -> None:
+    """Prints ``line`` in one write: the ranks of a torchrun job share one terminal (or pipe),
+    and print's text and newline, written apart when unbuffered, let another rank's line in
+    between."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def step_and(text: str, what: str, convert):
     """'STEP:X' -> (STEP, convert(X)); argparse's error otherwise."""
     step, sep, rest = text.partition(":")
@@ -178,8 +186,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                        dump_dir=args.dump_dir, record_dir=args.record_dir,
                        allow_unauthenticated_local=args.allow_unauthenticated_local)
     who = f"rank {rank}: " if args.fully_shard else ""
-    print(f"keel.demo: {who}{sum(p.numel() for p in model.parameters()):,} parameters in "
-          f"{len(probe.layer_names)} tensors; publishing on {probe.bound_endpoint or 'nothing'}", flush=True)
+    say(f"keel.demo: {who}{sum(p.numel() for p in model.parameters()):,} parameters in "
+        f"{len(probe.layer_names)} tensors; publishing on {probe.bound_endpoint or 'nothing'}")
     names = dict(model.named_parameters())
     for _, layer in args.inject_nan:
         if layer not in names:
@@ -233,7 +241,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not outcome.applied or (args.log_every and step % args.log_every == 0):
             record = probe.last_record
             what = "applied" if outcome.applied else f"skipped ({outcome.skip_reason})"
-            print(f"{who}step {step:6d}  loss {record['loss']:.4f}  lr {lr:.2e}  {what}", flush=True)
+            say(f"{who}step {step:6d}  loss {record['loss']:.4f}  lr {lr:.2e}  {what}")
         step += 1
         if args.pace > 0:
             time.sleep(max(0.0, 1.0 / args.pace - (time.monotonic() - started)))
