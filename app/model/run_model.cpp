@@ -53,23 +53,10 @@ SeriesHistory RunModel::make_layer_series() const { return SeriesHistory(first_s
 
 void RunModel::size_layer_series(size_t layers) {
   // The run's share of the budget over its layer series (and its module series, when it keeps
-  // them): halve the full-resolution window or the pyramid, whichever weighs more, until one
-  // series fits (or both are at their least).
-  layer_config_ = config_;
+  // them).
   const size_t modules = keeps_module_series_for(layers) ? modules_.module_count() : 0;
   const size_t series = std::max<size_t>(layers + modules, 1) * wire::kLayerMetricCount;
-  const size_t per_series = config_.budget_share() / series;
-  constexpr int64_t kLeastRecent = 16, kLeastBuckets = 8;
-  while (SeriesHistory::max_bytes(layer_config_) > per_series &&
-         (layer_config_.recent_steps > kLeastRecent || layer_config_.archive_buckets > kLeastBuckets)) {
-    const bool recent_weighs_more = layer_config_.recent_steps * 4 >= layer_config_.archive_buckets * 12 ||
-                                    layer_config_.archive_buckets <= kLeastBuckets;
-    if (recent_weighs_more && layer_config_.recent_steps > kLeastRecent) {
-      layer_config_.recent_steps /= 2;
-    } else {
-      layer_config_.archive_buckets /= 2;
-    }
-  }
+  layer_config_ = SeriesHistory::config_within(config_, config_.budget_share() / series);
 }
 
 void RunModel::start_series(int64_t origin_step) {

@@ -171,4 +171,19 @@ size_t SeriesHistory::max_bytes(const ModelConfig& config) {
   return bytes;
 }
 
+ModelConfig SeriesHistory::config_within(const ModelConfig& config, size_t bytes) {
+  ModelConfig fitted = config;
+  constexpr int64_t kLeastRecent = 16, kLeastBuckets = 8;
+  while (max_bytes(fitted) > bytes && (fitted.recent_steps > kLeastRecent || fitted.archive_buckets > kLeastBuckets)) {
+    const bool recent_weighs_more =
+        fitted.recent_steps * 4 >= fitted.archive_buckets * 12 || fitted.archive_buckets <= kLeastBuckets;
+    if (recent_weighs_more && fitted.recent_steps > kLeastRecent) {
+      fitted.recent_steps /= 2;
+    } else {
+      fitted.archive_buckets /= 2;
+    }
+  }
+  return fitted;
+}
+
 }  // namespace keel::app

@@ -92,6 +92,9 @@ class SeriesHistory {
   size_t bytes_used() const;
   // Upper bound of bytes_used() for any history length under `config`.
   static size_t max_bytes(const ModelConfig& config);
+  // `config` with its full-resolution window or its pyramid halved, whichever weighs more,
+  // until one series fits `bytes` (or both are at their least: 16 recent steps, 8 buckets).
+  static ModelConfig config_within(const ModelConfig& config, size_t bytes);
 
  private:
   // Closed buckets live in the vectors; the bucket holding the newest step is "open" and

@@ -43,48 +43,67 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
   const float font = ImGui::GetFontSize();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float width = ImGui::GetContentRegionAvail().x;
+  const int64_t first_step = int64_t(std::floor(state.view_first())), last_step = int64_t(std::ceil(state.view_last()));
+  rank_layer_cells(model, ranks_, layer_metric_of(state.heat_metric), first_step, last_step, layers, cells_);
+  // A sharded job's own row under its ranks': each layer's whole gradient norm, the ranks'
+  // combined (JobLayerNorms), for the grad-norm heatmap (the one metric combined).
+  const bool job_row = state.heat_metric == HeatMetric::kGradNorm && shown.described() &&
+                       shown.description().sharded && model.job_layer_norms().world_size() == shown.description().world_size &&
+                       job_layer_cells(model.job_layer_norms(), first_step, last_step, layers, job_cells_);
+  if (job_row) cells_.insert(cells_.end(), job_cells_.begin(), job_cells_.end());
+  const size_t rows = ranks_.size() + (job_row ? 1 : 0);
+
   const float gutter = std::min(font * 12.0f, width * 0.3f);
-  const float row_px = std::clamp(std::floor(font * 6.0f / float(ranks_.size())), 3.0f, kMaxRowPx);
+  const float row_px = std::clamp(std::floor(font * 6.0f / float(rows)), 3.0f, kMaxRowPx);
   const ImVec2 min(origin.x + gutter, origin.y);
-  const ImVec2 max(origin.x + width - font * 0.5f, origin.y + row_px * float(ranks_.size()));
+  const ImVec2 max(origin.x + width - font * 0.5f, origin.y + row_px * float(rows));
   ImGui::InvisibleButton("ranks", ImVec2(std::max(1.0f, width), max.y - min.y));
   const bool hovered = ImGui::IsItemHovered();
 
-  rank_layer_cells(model, ranks_, layer_metric_of(state.heat_metric), int64_t(std::floor(state.view_first())),
-                   int64_t(std::ceil(state.view_last())), layers, cells_);
   const float column_px = (max.x - min.x) / float(layers);
-  image_.build(cells_, ranks_.size(), layers, int(std::ceil(kMinNonfinitePx / column_px)));
+  image_.build(cells_, rows, layers, int(std::ceil(kMinNonfinitePx / column_px)));
   if (!texture_) texture_ = make_image_texture();
-  const ImTextureID texture = texture_->update(image_.pixels().data(), int(layers), int(ranks_.size()));
+  const ImTextureID texture = texture_->update(image_.pixels().data(), int(layers), int(rows));
 
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  const float texel_v = 1.0f / float(ranks_.size());
-  for (size_t r = 0; r < ranks_.size(); ++r) {
+  const float texel_v = 1.0f / float(rows);
+  for (size_t r = 0; r < rows; ++r) {
     const float y0 = min.y + float(r) * row_px, y1 = y0 + row_px - (row_px > 6 ? 1 : 0);
     const float v0 = float(r) * texel_v;
     draw->AddImage(texture, ImVec2(min.x, y0), ImVec2(max.x, y1), ImVec2(0, v0), ImVec2(1, v0 + texel_v));
-    const bool is_shown = model.current_run(ranks_[r]) == &shown;
-    if (row_px >= font * 0.6f || is_shown) {
+    const bool is_job = r == ranks_.size();
+    const bool is_shown = !is_job && model.current_run(ranks_[r]) == &shown;
+    if (row_px >= font * 0.6f || is_shown || is_job) {
       char label[32];
-      std::snprintf(label, sizeof label, "rank %d", ranks_[r]);
+      if (is_job) {
+        std::snprintf(label, sizeof label, "job");
+      } else {
+        std::snprintf(label, sizeof label, "rank %d", ranks_[r]);
+      }
       const ImVec2 size = ImGui::CalcTextSize(label);
       draw->AddText(ImVec2(min.x - size.x - font * 0.3f, y0 + (row_px - size.y) * 0.5f),
-                    is_shown ? IM_COL32(255, 255, 255, 255) : IM_COL32(150, 150, 160, 255), label);
+                    is_shown || is_job ? IM_COL32(255, 255, 255, 255) : IM_COL32(150, 150, 160, 255), label);
     }
     if (is_shown) draw->AddRect(ImVec2(min.x - 2, y0 - 1), ImVec2(max.x + 2, y0 + row_px), kShownRowColour);
   }
-  char geometry[160];
-  std::snprintf(geometry, sizeof geometry, "keel: ranks x0 %.0f x1 %.0f y0 %.0f row %.2f ranks %zu layers %zu", min.x,
-                max.x, min.y, row_px, ranks_.size(), layers);
+  char geometry[192];
+  std::snprintf(geometry, sizeof geometry, "keel: ranks x0 %.0f x1 %.0f y0 %.0f row %.2f ranks %zu layers %zu job %d",
+                min.x, max.x, min.y, row_px, ranks_.size(), layers, job_row ? 1 : 0);
   log_once(logged_geometry_, geometry);
 
   const ImGuiIO& io = ImGui::GetIO();
   if (hovered && io.MousePos.x >= min.x && io.MousePos.x < max.x) {
-    const size_t r = std::min(ranks_.size() - 1, size_t(std::max(0.0f, (io.MousePos.y - min.y) / row_px)));
+    const size_t r = std::min(rows - 1, size_t(std::max(0.0f, (io.MousePos.y - min.y) / row_px)));
     const size_t l = std::min(layers - 1, size_t((io.MousePos.x - min.x) / column_px));
+    const bool is_job = r == ranks_.size();
     const Summary& cell = cells_[r * layers + l];
     ImGui::BeginTooltip();
-    ImGui::Text("rank %d  %s", ranks_[r], shown.layer_name(l).c_str());
+    if (is_job) {
+      ImGui::Text("job (%d ranks)  %s", model.job_layer_norms().world_size(), shown.layer_name(l).c_str());
+      ImGui::TextDisabled("the ranks' shard norms combined: the whole parameter's");
+    } else {
+      ImGui::Text("rank %d  %s", ranks_[r], shown.layer_name(l).c_str());
+    }
     if (cell.has_finite()) {
       ImGui::Text("%s in view: %s .. %s", heat_metric_label(state.heat_metric), format_value(cell.min).c_str(),
                   format_value(cell.max).c_str());
@@ -92,10 +111,10 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
       ImGui::TextDisabled("no data in view");
     }
     if (cell.has_nonfinite()) ImGui::TextColored(kAlarmText, "non-finite values");
-    ImGui::TextDisabled("click: show this rank and layer");
+    ImGui::TextDisabled(is_job ? "click: select this layer" : "click: show this rank and layer");
     ImGui::EndTooltip();
     if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f) {
-      state.show_rank(ranks_[r]);
+      if (!is_job) state.show_rank(ranks_[r]);
       state.select_layer(int(l), shown.layer_name(l));
     }
   }
