@@ -1,0 +1,135 @@
+// A sharded job seen by the real dashboard in a real X server: two publishers speaking the
+// protocol as ranks 0 and 1 of a job whose parameters are partitioned across them (their runs
+// say `sharded`), each holding part of each layer, and rank 1's part of one layer NaN at one
+// step. The ranks x layers strip gains a "job" row under the ranks' (each layer's whole
+// gradient norm, the ranks' shard norms combined): its cell of that layer is non-finite, as
+// rank 1's is, and rank 0's is not.
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "child_process.hpp"
+#include "test_publisher.hpp"
+
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb_image.h>
+
+namespace {
+
+using keel::app::test_support::ServerAuth;
+using keel::app::test_support::TestPublisher;
+using keel::e2e::ChildProcess;
+namespace wire = keel::wire;
+
+constexpr size_t kLayers = 4;
+constexpr size_t kNanLayer = 2;
+// The dashboard's screenshot, seconds after it starts; the job's row must show before the
+// last steps go out, 3 seconds earlier.
+constexpr int kScreenshotSecs = 15;
+
+wire::RunDescription shard_run(int32_t rank) {
+  wire::RunDescription run;
+  run.run_id = "sharded-job-rank" + std::to_string(rank);
+  run.seq = 1;
+  run.rank = rank;
+  run.world_size = 2;
+  run.sharded = true;
+  run.start_unix_ms = 1795000000000;
+  for (size_t l = 0; l < kLayers; ++l) run.layers.push_back({"blocks." + std::to_string(l) + ".weight", {8}, 8, "float32"});
+  return run;
+}
+
+// Every metric of every layer: this rank's part's grad norm 0.1 (l + 1), the NaN in rank 1's
+// part of kNanLayer at `nan_step`.
+wire::StepRecord shard_record(const wire::RunDescription& run, int64_t step, int64_t nan_step) {
+  wire::StepRecord record;
+  record.run = run.run_id;
+  record.rank = run.rank;
+  record.seq = static_cast<uint64_t>(step) + 2;
+  record.step = step;
+  record.layer_count = kLayers;
+  record.layer_values.assign(kLayers * wire::kLayerMetricCount, 0.01f);
+  double sumsq = 0;
+  for (size_t l = 0; l < kLayers; ++l) {
+    const bool poisoned = run.rank == 1 && l == kNanLayer && step == nan_step;
+    const float norm = poisoned ? std::numeric_limits<float>::quiet_NaN() : 0.1f * float(l + 1);
+    record.layer_values[l] = norm;   // grad_norm is the first metric block
+    sumsq += double(norm) * norm;
+  }
+  record.grad_norm = std::sqrt(sumsq);
+  return record;
+}
+
+struct Strip {
+  float x0 = 0, x1 = 0, y0 = 0, row = 0;
+  int ranks = 0, layers = 0, job = 0;
+};
+
+bool parse_strip(const std::string& line, Strip& s) {
+  const size_t at = line.find("keel: ranks");
+  return at != std::string::npos &&
+         std::sscanf(line.c_str() + at, "keel: ranks x0 %f x1 %f y0 %f row %f ranks %d layers %d job %d", &s.x0,
+                     &s.x1, &s.y0, &s.row, &s.ranks, &s.layers, &s.job) == 7;
+}
+
+TEST(ShardedJobGui, TheRanksStripsJobRowShowsTheWholeLayerAndOneRanksNaN) {
+  TestPublisher ranks[2] = {TestPublisher(ServerAuth::kUsersOwnKey), TestPublisher(ServerAuth::kUsersOwnKey)};
+  const wire::RunDescription runs[2] = {shard_run(0), shard_run(1)};
+  const std::string png = testing::TempDir() + "keel_sharded_job_gui_test.png";
+  std::remove(png.c_str());
+  ChildProcess keel({KEEL_PATH, "--verbose", "--connect", ranks[0].endpoint(), "--connect", ranks[1].endpoint(),
+                     "--screenshot", png, "--screenshot-after", std::to_string(kScreenshotSecs)});
+  // Step after step (one each tenth of a second) until the strip has its job row: both
+  // subscriptions are live by then (a PUB socket drops what it sends before). The NaN goes out
+  // in the next step.
+  Strip strip;
+  int64_t step = 0;
+  for (; !(parse_strip(keel.wait_for("keel: ranks", 0.1), strip) && strip.job == 1); ++step) {
+    ASSERT_LT(step, (kScreenshotSecs - 3) * 10) << "no job row in time: " << keel.output();
+    for (int r = 0; r < 2; ++r) {
+      ranks[r].send(runs[r]);
+      ranks[r].send(shard_record(runs[r], step, -1));
+    }
+  }
+  const int64_t nan_step = step;
+  for (; step <= nan_step + 5; ++step) {
+    for (int r = 0; r < 2; ++r) ranks[r].send(shard_record(runs[r], step, nan_step));
+  }
+  const std::string last_strip = keel.find_or_wait_for("keel: screenshot", 60);
+  ASSERT_FALSE(last_strip.empty()) << keel.output();
+  EXPECT_EQ(keel.wait_exit(), 0);
+  const std::string output = keel.output();
+  ASSERT_TRUE(parse_strip(output.substr(output.rfind("keel: ranks")), strip)) << output;
+  EXPECT_EQ(strip.ranks, 2);
+  EXPECT_EQ(strip.layers, int(kLayers));
+  EXPECT_EQ(strip.job, 1);
+
+  int width = 0, height = 0, channels = 0;
+  unsigned char* pixels = stbi_load(png.c_str(), &width, &height, &channels, 3);
+  ASSERT_NE(pixels, nullptr) << "cannot read " << png;
+  const float column = (strip.x1 - strip.x0) / float(strip.layers);
+  // Pixels in the non-finite colour (255, 32, 64) inside row `row` (0, 1: the ranks; 2: the
+  // job), in layer `layer`'s column.
+  auto nonfinite = [&](int row, size_t layer) {
+    int count = 0;
+    const int top = int(strip.y0 + strip.row * float(row)), bottom = int(strip.y0 + strip.row * float(row + 1));
+    const int left = int(strip.x0 + column * float(layer)), right = int(strip.x0 + column * float(layer + 1));
+    for (int y = top; y < bottom && y < height; ++y) {
+      for (int x = left; x < right && x < width; ++x) {
+        const unsigned char* p = pixels + (size_t(y) * size_t(width) + size_t(x)) * 3;
+        count += p[0] == 255 && p[1] == 32 && p[2] == 64;
+      }
+    }
+    return count;
+  };
+  EXPECT_GT(nonfinite(1, kNanLayer), 4) << "rank 1's NaN cell is not shown: " << png;
+  EXPECT_GT(nonfinite(2, kNanLayer), 4) << "the job's cell of the layer is not non-finite: " << png;
+  EXPECT_EQ(nonfinite(0, kNanLayer), 0) << "rank 0's part was finite: " << png;
+  EXPECT_EQ(nonfinite(2, kNanLayer - 1), 0) << "the job's other layers were finite: " << png;
+  stbi_image_free(pixels);
+}
+
+}  // namespace
