@@ -8,7 +8,9 @@
 // that step's per-layer values (a step sent as module rollups has none: the job's layers have
 // no value there), and the ranks strip shows it as the job's row.
 // Memory: one series per layer, each sized as one metric of a run's layers (a run's share of
-// the budget over its layers and kLayerMetricCount): at most a sixth of one run's share.
+// the budget over its layers and kLayerMetricCount): a sixth of one run's share, or the
+// smallest series (442 bytes) per layer where that is less (past about 38,000 layers at the
+// default budget).
 // Threads: the model's owner thread, as Model.
 // Never: throws.
 #pragma once
