@@ -47,9 +47,10 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
   rank_layer_cells(model, ranks_, layer_metric_of(state.heat_metric), first_step, last_step, layers, cells_);
   // A sharded job's own row under its ranks': each layer's whole gradient norm, the ranks'
   // combined (JobLayerNorms), for the grad-norm heatmap (the one metric combined).
+  const JobLayerNorms& job = model.job_layer_norms();
   const bool job_row = state.heat_metric == HeatMetric::kGradNorm && shown.described() &&
-                       shown.description().sharded && model.job_layer_norms().world_size() == shown.description().world_size &&
-                       job_layer_cells(model.job_layer_norms(), first_step, last_step, layers, job_cells_);
+                       shown.description().sharded && job.world_size() == shown.description().world_size &&
+                       job_layer_cells(job, first_step, last_step, layers, job_cells_);
   if (job_row) cells_.insert(cells_.end(), job_cells_.begin(), job_cells_.end());
   const size_t rows = ranks_.size() + (job_row ? 1 : 0);
 
@@ -99,7 +100,7 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
     const Summary& cell = cells_[r * layers + l];
     ImGui::BeginTooltip();
     if (is_job) {
-      ImGui::Text("job (%d ranks)  %s", model.job_layer_norms().world_size(), shown.layer_name(l).c_str());
+      ImGui::Text("job (%d ranks)  %s", job.world_size(), shown.layer_name(l).c_str());
       ImGui::TextDisabled("the ranks' shard norms combined: the whole parameter's");
     } else {
       ImGui::Text("rank %d  %s", ranks_[r], shown.layer_name(l).c_str());

@@ -38,7 +38,9 @@ wire::RunDescription shard_run(int32_t rank) {
   run.world_size = 2;
   run.sharded = true;
   run.start_unix_ms = 1795000000000;
-  for (size_t l = 0; l < kLayers; ++l) run.layers.push_back({"blocks." + std::to_string(l) + ".weight", {8}, 8, "float32"});
+  for (size_t l = 0; l < kLayers; ++l) {
+    run.layers.push_back({"blocks." + std::to_string(l) + ".weight", {8}, 8, "float32"});
+  }
   return run;
 }
 

@@ -13,7 +13,9 @@ namespace {
 // checkpointing wrap theirs in, as FSDP's state_dict() leaves them out.
 std::string without_wrappers(std::string name) {
   for (const std::string wrapper : {"_fsdp_wrapped_module.", "_checkpoint_wrapped_module."}) {
-    for (size_t at = name.find(wrapper); at != std::string::npos; at = name.find(wrapper, at)) name.erase(at, wrapper.size());
+    for (size_t at = name.find(wrapper); at != std::string::npos; at = name.find(wrapper, at)) {
+      name.erase(at, wrapper.size());
+    }
   }
   return name;
 }
