@@ -23,7 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_two_ranks(trainer: str, out, env_extra=None) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", **(env_extra or {}))
+    # A rank that aborts prints where each of its Python threads was (faulthandler).
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONFAULTHANDLER="1", **(env_extra or {}))
     run = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
          "--master-port", str(free_port_pair()), os.path.join(HERE, trainer), str(out)],
@@ -45,8 +46,7 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
 
 
-@pytest.mark.parametrize("wrap", ["flat", "orig", "fully_shard", "no_shard"],
-                         ids=["flat_params", "use_orig_params", "fully_shard", "no_shard"])
+@pytest.mark.parametrize("wrap", ["flat", "orig", "fully_shard"], ids=["flat_params", "use_orig_params", "fully_shard"])
 def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_steps(tmp_path, wrap):
     """keel holds no gradient accumulator of FSDP's flat parameter (it crashed backward when it
     did): each rank measures its shard, a layer per original parameter, named as the model's
@@ -57,9 +57,7 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
     are the original parameters, each a view of the rank's part of the shard (empty where the
     rank holds none of it). Under fully_shard every parameter is a DTensor, and keel measures
     its local part (refused at attach before): a layer per parameter, each rank's dump its
-    shards, as the model's state_dict() gives them. Under NO_SHARD each rank holds the whole
-    model: the ranks still agree (FSDP's state_dict() is a collective there too), but the run
-    does not say it is sharded, since the ranks' norms combined would count each element twice."""
+    shards, as the model's state_dict() gives them."""
     run_two_ranks("fsdp_trainer.py", tmp_path, {"WRAP": wrap})
     names = [f"{i}.{kind}" for i in (0, 2) for kind in ("weight", "bias")]
     layers = names   # as the model's state_dict() names them, without FSDP1's wrapper module
@@ -68,7 +66,7 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         result = torch.load(tmp_path / f"rank{r}.pt")
         assert result["layers"] == layers
         assert result["agrees"], "a sharded model's ranks agree by default"
-        assert result["sharded"] == (wrap != "no_shard"), "a sharded model's run says so to the dashboard"
+        assert result["sharded"], "a sharded model's run says so to the dashboard"
         skipped = [(step, reason) for step, applied, reason in result["outcomes"] if not applied]
         assert skipped == expected[r], f"rank {r}: {result['outcomes']}"
         assert len(result["skip_events"]) == 2, result["skip_events"]
@@ -77,7 +75,7 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
         for shard, reference in zip(result["shards"], result["reference_shards"]):
             assert torch.isfinite(shard).all()
             assert torch.equal(shard, reference), f"rank {r}: keel's run left the reference's"
-    ranks_hold_the_whole_gradient_of_each_layer(tmp_path, replicas=2 if wrap == "no_shard" else 1)
+    ranks_hold_the_whole_gradient_of_each_layer(tmp_path)
     scaled = [torch.load(tmp_path / f"rank{r}.pt")["scaled"] for r in (0, 1)]
     assert scaled[0] == scaled[1], f"the ranks' loss scales or skips parted: {scaled}"
     assert scaled[0][2] == (512.0, False), f"rank 1's overflow backs off rank 0's scale too: {scaled[0]}"
@@ -93,13 +91,6 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
                 assert w._local_tensor.shape[0] == w.shape[0] // 2, f"{name}: {key} is not the rank's half"
     if wrap == "fully_shard":
         gathered_dumps_are_the_whole_model_and_optimizer(tmp_path)
-    elif wrap == "no_shard":
-        from keel.gather_dump import gather_dump
-
-        # Replicas' dumps are alike, and put together they are any one of them.
-        out = gather_dump([tmp_path / "dumps" / "step-4-nonfinite-rank0"])
-        gathered, rank0 = (torch.load(d / "model.pt") for d in (out, tmp_path / "dumps" / "step-4-nonfinite-rank0"))
-        assert gathered.keys() == rank0.keys() and all(torch.equal(gathered[k], rank0[k]) for k in rank0)
     else:
         from keel.gather_dump import GatherError, gather_dump
 
@@ -109,12 +100,11 @@ def test_fsdp_trains_as_without_keel_and_both_ranks_skip_and_dump_the_poisoned_s
             gather_dump([tmp_path / "dumps" / "step-4-nonfinite-rank0"])
 
 
-def ranks_hold_the_whole_gradient_of_each_layer(tmp_path, replicas: int) -> None:
-    """Each layer's grad and weight norms at step 0, squared and added over the ranks, are
-    `replicas` times the squared norms of that parameter's whole gradient and weights (sharded,
-    the ranks' parts of a layer are disjoint and cover it; under NO_SHARD each rank holds it
-    all): those of an unsharded copy of the model, its gradient the mean of the ranks'
-    batches'."""
+def ranks_hold_the_whole_gradient_of_each_layer(tmp_path) -> None:
+    """Each layer's grad and weight norms at step 0, squared and added over the ranks, are the
+    squared norms of that parameter's whole gradient and weights (the ranks' parts of a layer
+    are disjoint and cover it): those of an unsharded copy of the model, its gradient the mean
+    of the ranks' batches'."""
     import fsdp_trainer
 
     plain = fsdp_trainer.small_model()
@@ -125,7 +115,7 @@ def ranks_hold_the_whole_gradient_of_each_layer(tmp_path, replicas: int) -> None
     norms = [torch.load(tmp_path / f"rank{r}.pt")["first_norms"] for r in (0, 1)]
     for layer, p in enumerate(plain.parameters()):
         for metric, whole in (("grad_norm", p.grad), ("param_norm", p.detach())):
-            combined = math.sqrt((norms[0][metric][layer] ** 2 + norms[1][metric][layer] ** 2) / replicas)
+            combined = math.sqrt(norms[0][metric][layer] ** 2 + norms[1][metric][layer] ** 2)
             assert combined == pytest.approx(whole.norm().item(), rel=1e-4), f"layer {layer} {metric}: {norms}"
 
 
@@ -188,6 +178,33 @@ def test_a_dtensor_made_after_attach_is_named_in_each_steps_probe_error(quiet):
             assert "a parameter is a DTensor, whose data keel cannot read" in errors[0], errors[0]
             assert "attach keel after fully_shard or parallelize_module" in errors[0], errors[0]
             assert outcome.applied, "a failure inside the probe leaves the step to the optimizer"
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_run_says_sharded_only_where_every_element_is_on_one_rank(quiet):
+    """The `sharded` default, which makes the dashboard combine the ranks' grad norms into the
+    job's: FSDP1's NO_SHARD holds every element on every rank (two replicas combined read
+    sqrt(2) times the norm), and so does a DTensor replicated over its mesh; fully_shard's
+    Shard(0) does not. One rank, in this process, as above."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import ShardingStrategy, fully_shard
+    from torch.distributed.tensor import Replicate, distribute_module, distribute_tensor
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        replicas = FSDP(small_model(), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.NO_SHARD)
+        sharded = small_model()
+        fully_shard(sharded, mesh=mesh)
+        replicated = distribute_module(small_model(), mesh, lambda name, module, mesh: [
+            module.register_parameter(n, torch.nn.Parameter(distribute_tensor(p.detach(), mesh, [Replicate()])))
+            for n, p in list(module.named_parameters(recurse=False))])
+        for model, expected in ((replicas, False), (sharded, True), (replicated, False)):
+            probe = keel.Probe(model, torch.optim.SGD(model.parameters(), lr=0.1), **quiet)
+            assert probe.sharded is expected, model
     finally:
         dist.destroy_process_group()
 
