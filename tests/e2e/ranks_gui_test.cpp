@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.hpp"
+#include "ranks_strip.hpp"
 
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb_image.h>
@@ -19,24 +20,15 @@
 namespace {
 
 using keel::e2e::ChildProcess;
+using keel::e2e::nonfinite_pixels;
+using keel::e2e::parse_ranks_strip;
+using keel::e2e::RanksStrip;
 using keel::e2e::run_command;
 
 constexpr const char* kNanLayer = "blocks.1.mlp.fc.weight";
 constexpr int kNanLayerColumn = 22;  // its index in the demo's named_parameters() order
 constexpr int kClickLayerColumn = 10;
 constexpr const char* kClickLayer = "blocks.0.mlp.fc.weight";
-
-struct RanksGeometry {
-  float x0 = 0, x1 = 0, y0 = 0, row = 0;
-  int ranks = 0, layers = 0;
-};
-
-bool parse_geometry(const std::string& line, RanksGeometry& g) {
-  const size_t at = line.find("keel: ranks");
-  return at != std::string::npos &&
-         std::sscanf(line.c_str() + at, "keel: ranks x0 %f x1 %f y0 %f row %f ranks %d layers %d", &g.x0, &g.x1, &g.y0,
-                     &g.row, &g.ranks, &g.layers) == 6;
-}
 
 class RanksGuiTest : public testing::Test {
  protected:
@@ -76,8 +68,8 @@ TEST_F(RanksGuiTest, TheStripShowsRankOnesNanAndNamesItFirst) {
   std::vector<std::string> argv = connect_both();
   for (const char* arg : {"--screenshot", png.c_str(), "--screenshot-after", "8"}) argv.push_back(arg);
   ChildProcess keel(argv);
-  RanksGeometry g;
-  ASSERT_TRUE(parse_geometry(keel.wait_for("keel: ranks", 60), g)) << keel.output();
+  RanksStrip g;
+  ASSERT_TRUE(parse_ranks_strip(keel.wait_for("keel: ranks", 60), g)) << keel.output();
   EXPECT_EQ(g.ranks, 2);
   EXPECT_EQ(g.layers, 42);
   const std::string first = keel.find_or_wait_for("keel: first nonfinite", 60);
@@ -88,20 +80,8 @@ TEST_F(RanksGuiTest, TheStripShowsRankOnesNanAndNamesItFirst) {
   int width = 0, height = 0, channels = 0;
   unsigned char* pixels = stbi_load(png.c_str(), &width, &height, &channels, 3);
   ASSERT_NE(pixels, nullptr) << "cannot read " << png;
-  const float column = (g.x1 - g.x0) / float(g.layers);
-  // Cells in the non-finite colour (255, 32, 64) inside one rank's row, in one layer's column
-  // or in all of them.
   auto nonfinite = [&](int rank, int first_layer, int last_layer) {
-    int count = 0;
-    const int top = int(g.y0 + g.row * float(rank)), bottom = int(g.y0 + g.row * float(rank + 1));
-    const int left = int(g.x0 + column * float(first_layer)), right = int(g.x0 + column * float(last_layer + 1));
-    for (int y = top; y < bottom && y < height; ++y) {
-      for (int x = left; x < right && x < width; ++x) {
-        const unsigned char* p = pixels + (size_t(y) * size_t(width) + size_t(x)) * 3;
-        count += p[0] == 255 && p[1] == 32 && p[2] == 64;
-      }
-    }
-    return count;
+    return nonfinite_pixels(pixels, width, height, g, rank, first_layer, last_layer);
   };
   EXPECT_GT(nonfinite(1, kNanLayerColumn, kNanLayerColumn), 4) << "rank 1's NaN cell is not shown: " << png;
   EXPECT_EQ(nonfinite(0, 0, g.layers - 1), 0) << "rank 0 has no NaN: " << png;
@@ -117,8 +97,8 @@ TEST_F(RanksGuiTest, AClickOnRankOnesRowShowsThatRankAndLayer) {
   ASSERT_FALSE(keel.find_or_wait_for("keel: first nonfinite rank 1", 60).empty()) << keel.output();
   const std::string log = keel.output();
   const size_t last = log.rfind("keel: ranks ");
-  RanksGeometry g;
-  ASSERT_TRUE(parse_geometry(log.substr(last, log.find('\n', last) - last), g)) << log;
+  RanksStrip g;
+  ASSERT_TRUE(parse_ranks_strip(log.substr(last, log.find('\n', last) - last), g)) << log;
   const std::string window = run_command("xdotool search --sync --limit 1 --name '^keel$'");
   ASSERT_FALSE(window.empty());
   const int x = int(g.x0 + (g.x1 - g.x0) / float(g.layers) * (float(kClickLayerColumn) + 0.5f));

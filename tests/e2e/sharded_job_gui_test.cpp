@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "child_process.hpp"
+#include "ranks_strip.hpp"
 #include "test_publisher.hpp"
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -22,6 +23,9 @@ namespace {
 using keel::app::test_support::ServerAuth;
 using keel::app::test_support::TestPublisher;
 using keel::e2e::ChildProcess;
+using keel::e2e::nonfinite_pixels;
+using keel::e2e::parse_ranks_strip;
+using keel::e2e::RanksStrip;
 namespace wire = keel::wire;
 
 constexpr size_t kLayers = 4;
@@ -65,18 +69,6 @@ wire::StepRecord shard_record(const wire::RunDescription& run, int64_t step, int
   return record;
 }
 
-struct Strip {
-  float x0 = 0, x1 = 0, y0 = 0, row = 0;
-  int ranks = 0, layers = 0, job = 0;
-};
-
-bool parse_strip(const std::string& line, Strip& s) {
-  const size_t at = line.find("keel: ranks");
-  return at != std::string::npos &&
-         std::sscanf(line.c_str() + at, "keel: ranks x0 %f x1 %f y0 %f row %f ranks %d layers %d job %d", &s.x0,
-                     &s.x1, &s.y0, &s.row, &s.ranks, &s.layers, &s.job) == 7;
-}
-
 TEST(ShardedJobGui, TheRanksStripsJobRowShowsTheWholeLayerAndOneRanksNaN) {
   TestPublisher ranks[2] = {TestPublisher(ServerAuth::kUsersOwnKey), TestPublisher(ServerAuth::kUsersOwnKey)};
   const wire::RunDescription runs[2] = {shard_run(0), shard_run(1)};
@@ -87,9 +79,9 @@ TEST(ShardedJobGui, TheRanksStripsJobRowShowsTheWholeLayerAndOneRanksNaN) {
   // Step after step (one each tenth of a second) until the strip has its job row: both
   // subscriptions are live by then (a PUB socket drops what it sends before). The NaN goes out
   // in the next step.
-  Strip strip;
+  RanksStrip strip;
   int64_t step = 0;
-  for (; !(parse_strip(keel.wait_for("keel: ranks", 0.1), strip) && strip.job == 1); ++step) {
+  for (; !(parse_ranks_strip(keel.wait_for("keel: ranks", 0.1), strip) && strip.job == 1); ++step) {
     ASSERT_LT(step, (kScreenshotSecs - 3) * 10) << "no job row in time: " << keel.output();
     for (int r = 0; r < 2; ++r) {
       ranks[r].send(runs[r]);
@@ -104,7 +96,7 @@ TEST(ShardedJobGui, TheRanksStripsJobRowShowsTheWholeLayerAndOneRanksNaN) {
   ASSERT_FALSE(last_strip.empty()) << keel.output();
   EXPECT_EQ(keel.wait_exit(), 0);
   const std::string output = keel.output();
-  ASSERT_TRUE(parse_strip(output.substr(output.rfind("keel: ranks")), strip)) << output;
+  ASSERT_TRUE(parse_ranks_strip(output.substr(output.rfind("keel: ranks")), strip)) << output;
   EXPECT_EQ(strip.ranks, 2);
   EXPECT_EQ(strip.layers, int(kLayers));
   EXPECT_EQ(strip.job, 1);
@@ -112,20 +104,9 @@ TEST(ShardedJobGui, TheRanksStripsJobRowShowsTheWholeLayerAndOneRanksNaN) {
   int width = 0, height = 0, channels = 0;
   unsigned char* pixels = stbi_load(png.c_str(), &width, &height, &channels, 3);
   ASSERT_NE(pixels, nullptr) << "cannot read " << png;
-  const float column = (strip.x1 - strip.x0) / float(strip.layers);
-  // Pixels in the non-finite colour (255, 32, 64) inside row `row` (0, 1: the ranks; 2: the
-  // job), in layer `layer`'s column.
+  // Non-finite pixels in row `row` (0, 1: the ranks; 2: the job), in layer `layer`'s column.
   auto nonfinite = [&](int row, size_t layer) {
-    int count = 0;
-    const int top = int(strip.y0 + strip.row * float(row)), bottom = int(strip.y0 + strip.row * float(row + 1));
-    const int left = int(strip.x0 + column * float(layer)), right = int(strip.x0 + column * float(layer + 1));
-    for (int y = top; y < bottom && y < height; ++y) {
-      for (int x = left; x < right && x < width; ++x) {
-        const unsigned char* p = pixels + (size_t(y) * size_t(width) + size_t(x)) * 3;
-        count += p[0] == 255 && p[1] == 32 && p[2] == 64;
-      }
-    }
-    return count;
+    return nonfinite_pixels(pixels, width, height, strip, row, int(layer), int(layer));
   };
   EXPECT_GT(nonfinite(1, kNanLayer), 4) << "rank 1's NaN cell is not shown: " << png;
   EXPECT_GT(nonfinite(2, kNanLayer), 4) << "the job's cell of the layer is not non-finite: " << png;
