@@ -21,8 +21,9 @@ using keel::wire::LayerMetric;
 
 using keel::test::quiet;
 
-struct Rig {
-  Rig() : temperature(torch::ones({3}).requires_grad_(true)), opt(params(), torch::optim::SGDOptions(0.1)) {}
+struct OptimizerOnlyParamRig {
+  OptimizerOnlyParamRig()
+      : temperature(torch::ones({3}).requires_grad_(true)), opt(params(), torch::optim::SGDOptions(0.1)) {}
   std::vector<torch::Tensor> params() {
     auto p = net->parameters();
     p.push_back(temperature);
@@ -40,7 +41,7 @@ struct Rig {
 
 TEST(OptimizerParams, AParameterOnlyTheOptimizerHasIsALayer) {
   torch::manual_seed(0);
-  Rig rig;
+  OptimizerOnlyParamRig rig;
   keel::probe::Probe probe(*rig.net, rig.opt, quiet());
   const auto& layers = probe.description().layers;
   ASSERT_EQ(layers.size(), 5u);
@@ -53,7 +54,7 @@ TEST(OptimizerParams, AParameterOnlyTheOptimizerHasIsALayer) {
 
 TEST(OptimizerParams, ItsNonFiniteGradientSkipsTheStep) {
   torch::manual_seed(0);
-  Rig rig;
+  OptimizerOnlyParamRig rig;
   keel::probe::Probe probe(*rig.net, rig.opt, quiet());
   rig.backward(1);
   rig.temperature.mutable_grad()[1] = std::numeric_limits<float>::quiet_NaN();
@@ -66,7 +67,7 @@ TEST(OptimizerParams, ItsNonFiniteGradientSkipsTheStep) {
 
 TEST(OptimizerParams, ItsGradientIsUnscaledBeforeTheOptimizerStepsIt) {
   torch::manual_seed(0);
-  Rig rig;
+  OptimizerOnlyParamRig rig;
   keel::probe::Probe probe(*rig.net, rig.opt, quiet());
   keel::probe::GradScalerOptions so;
   so.init_scale = 1024;
