@@ -150,11 +150,15 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
     }
     std::printf("; largest over smallest %.2fx\n", share_lo > 0 ? share_hi / share_lo : 0.0);
   }
-  std::printf("  small gradients measured in backward (the default) or in the pass alone (measure_in_backward off):\n");
-  std::printf("  %8s %14s %14s %16s %16s\n", "tensors", "A/B backward", "A/B pass", "probe us backward", "probe us pass");
+  std::printf("  small gradients measured in backward or in the pass alone (measure_in_backward; unset, the default\n"
+              "  is backward when they outgrow half the last-level cache):\n");
+  std::printf("  %8s %9s %14s %14s %16s %16s\n", "tensors", "default", "A/B backward", "A/B pass", "probe us backward",
+              "probe us pass");
   for (const keel::bench::TensorCountCost& r : rows) {
-    std::printf("  %8lld %13.2f%% %13.2f%% %16.1f %16.1f\n", static_cast<long long>(r.tensors), r.overhead_pct,
-                r.in_pass_overhead_pct, r.probe_us, r.in_pass_probe_us);
+    const bool b = r.default_in_backward;
+    std::printf("  %8lld %9s %13.2f%% %13.2f%% %16.1f %16.1f\n", static_cast<long long>(r.tensors), b ? "backward" : "pass",
+                b ? r.overhead_pct : r.other_overhead_pct, b ? r.other_overhead_pct : r.overhead_pct,
+                b ? r.probe_us : r.other_probe_us, b ? r.other_probe_us : r.probe_us);
   }
   std::printf("  where it goes, median ns per tensor (ProbeTiming's stages):\n");
   std::printf("  %8s %10s %10s %10s %12s %10s %10s %10s\n", "tensors", "begin", "layout", "grads", "(backward)", "update",

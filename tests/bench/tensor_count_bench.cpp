@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "keel/probe/probe.hpp"
 #include "keel/wire/codec.hpp"
 #include "deep_narrow.hpp"
+#include "reduce/backward_measuring.hpp"
 #include "median.hpp"
 #include "naive_checks.hpp"
 
@@ -45,7 +47,7 @@ double percent_over(const std::vector<double>& a, const std::vector<double>& b) 
 TensorCountCost measure_one(int64_t tensors, int rounds) {
   const int64_t layers = std::max<int64_t>(1, tensors / 2);
   torch::manual_seed(1);
-  // Four copies of the model: plain, probed, probed with measure_in_backward off, and a second
+  // Four copies of the model: plain, probed, probed measuring the other way, and a second
   // plain one (control), whose A/B against the first is what two unprobed copies differ by on
   // this machine (their memory's placement): the floor under which the probe's A/B says
   // nothing. That difference reached 4% at 50,000 tensors, so the copies also swap roles
@@ -65,49 +67,59 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
   // measured round fewer in the same time: a ring of 2 there (the publisher sends a record in
   // a few milliseconds, so 2 slots never fill).
   options.queue_capacity = tensors > 10000 ? 2 : 8;
-  probe::ProbeOptions in_pass = options;
-  in_pass.measure_in_backward = false;
+  // The third copy measures its small gradients the other way from the default's choice.
+  const bool default_in_backward = probe::measures_in_backward(std::nullopt, copies[0]->model->parameters(), {},
+                                                               probe::last_level_cache_bytes());
+  probe::ProbeOptions other_way = options;
+  other_way.measure_in_backward = !default_in_backward;
   const torch::Tensor x = torch::randn({8, 16});
   const torch::Tensor y = torch::randn({8, 16});
 
   TensorCountCost cost;
   cost.tensors = layers * 2;
   cost.rounds = rounds;
-  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, in_pass_probe_us;
+  std::vector<double> plain_ms, probed_ms, probe_us, reduce_us, other_probe_us;
   std::vector<double> begin_us, layout_us, grads_us, backward_us, update_us, record_us, end_us;
   const int warmup = static_cast<int>(options.queue_capacity) + 3;
-  enum Way { kPlain, kProbed, kInPass, kControl, kWays };
+  enum Way { kPlain, kProbed, kOtherWay, kControl, kWays };
   // Which copy plays each way, in the first half and the second.
   constexpr int kRoles[2][kWays] = {{0, 1, 2, 3}, {1, 0, 3, 2}};
   for (int half = 0; half < 2; ++half) {
     Trainee& plain = *copies[kRoles[half][kPlain]];
     Trainee& probed = *copies[kRoles[half][kProbed]];
-    Trainee& probed_in_pass = *copies[kRoles[half][kInPass]];
+    Trainee& probed_other_way = *copies[kRoles[half][kOtherWay]];
     Trainee& control = *copies[kRoles[half][kControl]];
     // Attached for this half; the last half's probes are gone, their hooks with them.
     probe::Probe probe(*probed.model, probed.optimizer, options);
-    probe::Probe probe_in_pass(*probed_in_pass.model, probed_in_pass.optimizer, in_pass);
+    probe::Probe probe_other_way(*probed_other_way.model, probed_other_way.optimizer, other_way);
     const int measured = half == 0 ? (rounds + 1) / 2 : rounds / 2;
     std::vector<double> half_ms[kWays];
-    // The four in turn, each in every position across rounds.
+    // The four in turn, each in every position across rounds, each turn kStepsPerTurn steps of
+    // which only the last are measured: a step right after another way's runs in what that
+    // one left behind (its copy's allocations freed and made, another model in cache), which
+    // a real run's steps never do. Measured on every step, that aftermath was about 2% of a
+    // 2,000-tensor step: it put an unprobed copy 2.5% behind the other (A/A) when it followed
+    // the probed ones, and 1.3% ahead when the order was changed so that the other did.
+    constexpr int kStepsPerTurn = 2;
     for (int round = 0; round < warmup + measured; ++round) {
       for (int k = 0; k < kWays; ++k) {
         const Way way = static_cast<Way>((round + k) % kWays);
+        for (int turn_step = 0; turn_step < kStepsPerTurn; ++turn_step) {
         const auto start = Clock::now();
         if (way == kProbed) {
           probe.step(probed.forward_backward(x, y));
-        } else if (way == kInPass) {
-          probe_in_pass.step(probed_in_pass.forward_backward(x, y));
+        } else if (way == kOtherWay) {
+          probe_other_way.step(probed_other_way.forward_backward(x, y));
         } else {
           Trainee& unprobed = way == kPlain ? plain : control;
           unprobed.forward_backward(x, y);
           unprobed.optimizer.step();
         }
-        if (round < warmup) continue;
+        if (round < warmup || turn_step == 0) continue;
         const double step_ms = ms_since(start);
         half_ms[way].push_back(step_ms);
         if (way == kPlain) plain_ms.push_back(step_ms);
-        if (way == kInPass) in_pass_probe_us.push_back(probe_in_pass.last_timing().probe_us);
+        if (way == kOtherWay) other_probe_us.push_back(probe_other_way.last_timing().probe_us);
         if (way != kProbed) continue;
         probed_ms.push_back(step_ms);
         const probe::ProbeTiming& t = probe.last_timing();
@@ -120,15 +132,17 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
         update_us.push_back(t.update_us);
         record_us.push_back(t.record_us);
         end_us.push_back(t.end_us);
+        }
       }
     }
     cost.overhead_pct += percent_over(half_ms[kProbed], half_ms[kPlain]) / 2;
-    cost.in_pass_overhead_pct += percent_over(half_ms[kInPass], half_ms[kPlain]) / 2;
+    cost.other_overhead_pct += percent_over(half_ms[kOtherWay], half_ms[kPlain]) / 2;
     cost.control_pct += percent_over(half_ms[kControl], half_ms[kPlain]) / 2;
   }
   cost.plain_ms = median(plain_ms);
   cost.probed_ms = median(probed_ms);
-  cost.in_pass_probe_us = median(in_pass_probe_us);
+  cost.other_probe_us = median(other_probe_us);
+  cost.default_in_backward = default_in_backward;
   cost.probe_us = median(probe_us);
   cost.reduce_us = median(reduce_us);
   cost.probe_ns_per_tensor = 1000.0 * cost.probe_us / static_cast<double>(cost.tensors);

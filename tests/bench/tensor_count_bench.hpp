@@ -7,10 +7,12 @@
 // probe's defaults but recording and dumps (a publisher, the command socket, the ring; a ring
 // of 8 records, 2 above 10,000 tensors, which the warm-up rounds fill, so that what is
 // measured is the steady state a real run reaches after its first 256 steps), and so again
-// with measure_in_backward off (every gradient measured by the pass after backward, none in
-// the accumulators' hooks); and a fourth copy trains plain beside the first, whose A/B
-// against it (A/A) is the measurement's own floor. The four step in turn, round by round, and
-// swap roles halfway (the probed copy and the plain one, the other two likewise), so that no
+// with small gradients measured the other way from the default's choice (in the accumulators'
+// hooks inside backward, or all by the pass after it: ProbeOptions::measure_in_backward); and
+// a fourth copy trains plain beside the first, whose A/B against it (A/A) is the
+// measurement's own floor. The four step in turn, two steps a turn of which the second is
+// measured (it follows its own way's step, as in a real run), round by round, and swap roles
+// halfway (the probed copy and the plain one, the other two likewise), so that no
 // A/B is one copy's placement in memory. Per N: the median step of each and the A/B, the
 // probe's own time on the training thread (ProbeTiming), its reductions' share, and both over
 // N: the cost per tensor. The reductions read every value, so their per-tensor cost grows with the
@@ -30,8 +32,11 @@ struct TensorCountCost {
   int rounds = 0;
   double plain_ms = 0, probed_ms = 0;   // median step
   double overhead_pct = 0;              // (probed - plain) / plain, the mean of the two halves'
-  // measure_in_backward off: its A/B against the same plain steps, and its probe_us.
-  double in_pass_overhead_pct = 0, in_pass_probe_us = 0;
+  // Whether the defaults measure small gradients in backward (ProbeOptions::measure_in_backward
+  // unset: measures_in_backward), and the other way (the option set to the opposite): its A/B
+  // against the same plain steps, and its probe_us.
+  bool default_in_backward = false;
+  double other_overhead_pct = 0, other_probe_us = 0;
   // A second plain copy against the first (A/A): what the A/B reads with no probe at all.
   double control_pct = 0;
   double probe_us = 0;                  // median ProbeTiming::probe_us

@@ -122,7 +122,7 @@ AccumulationStats::AccumulationStats(const std::vector<torch::Tensor>& params, b
       keys_(params.size(), 0) {
   for (size_t i = 0; hook && i < params_.size(); ++i) {
     const torch::Tensor& p = params_[i];
-    if (!p.requires_grad() || !p.is_leaf() || !small_dense_cpu_float(p)) continue;
+    if (!hookable(p)) continue;
     if (!swapped.empty() && swapped[i]) continue;
     try {
       Accumulator node = torch::autograd::impl::grad_accumulator(p);
@@ -150,6 +150,10 @@ void AccumulationStats::take_over(AccumulationStats& other) noexcept {
   accumulators_ = std::move(other.accumulators_);
   keys_ = std::move(other.keys_);
   other.accumulators_.clear();
+}
+
+bool AccumulationStats::hookable(const torch::Tensor& param) {
+  return param.requires_grad() && param.is_leaf() && small_dense_cpu_float(param);
 }
 
 bool AccumulationStats::take(size_t layer, const torch::Tensor& grad, bool with_weight, GradStats& stats,

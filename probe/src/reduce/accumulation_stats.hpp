@@ -52,6 +52,10 @@ class AccumulationStats {
   AccumulationStats(const AccumulationStats&) = delete;
   AccumulationStats& operator=(const AccumulationStats&) = delete;
 
+  // Whether a hook would be placed on `param`'s accumulator: a small dense float32 CPU leaf that
+  // requires grad (swapped aside).
+  static bool hookable(const torch::Tensor& param);
+
   // Whether the hooks measure each weight too: the steps that read W beside the gradients.
   // Read by the next backward's hooks.
   void set_weighs(bool weighs) { shared_->weighs.store(weighs, std::memory_order_relaxed); }

@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -158,13 +159,15 @@ struct ProbeOptions {
   // device, as large as they are. Off by default: such a run reports no update_ratio. The CPU
   // fp32 path always measures it (its copy is in host memory).
   bool snapshot_for_update_ratio = false;
-  // A small float32 CPU gradient (up to 32K elements) is measured by a hook on its gradient
-  // accumulator as backward writes it, while it is in cache, and its weight with it under a
-  // plain SGD; the step's gradient pass takes those results unless the gradient was written
-  // since. Off: the pass measures every gradient after backward. The same figures either
-  // way, bit for bit; which is cheaper depends on the model (keel-bench-probe --tensors-only
-  // measures both).
-  bool measure_in_backward = true;
+  // On: a small float32 CPU gradient (up to 32K elements) is measured by a hook on its
+  // gradient accumulator as backward writes it, while it is in cache, and its weight with it
+  // under a plain SGD; the step's gradient pass takes those results unless the gradient was
+  // written since. Off: the pass measures every gradient after backward. The same figures
+  // either way, bit for bit. Unset (the default): on only when those small tensors, weights
+  // and gradients, take more than half the CPU's last-level cache; below that the pass finds
+  // them in cache and the hooks cost more than they save (keel-bench-probe --tensors-only
+  // measures both ways).
+  std::optional<bool> measure_in_backward;
   size_t queue_capacity = 256;      // records waiting for the publisher thread
   int send_high_water_mark = 1000;  // per subscriber, in messages
   double describe_interval_secs = 2.0;
