@@ -156,8 +156,8 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
               "probe us pass");
   for (const keel::bench::TensorCountCost& r : rows) {
     const bool b = r.default_in_backward;
-    std::printf("  %8lld %9s %13.2f%% %13.2f%% %16.1f %16.1f\n", static_cast<long long>(r.tensors), b ? "backward" : "pass",
-                b ? r.overhead_pct : r.other_overhead_pct, b ? r.other_overhead_pct : r.overhead_pct,
+    std::printf("  %8lld %9s %13.2f%% %13.2f%% %16.1f %16.1f\n", static_cast<long long>(r.tensors),
+                b ? "backward" : "pass", b ? r.overhead_pct : r.other_overhead_pct, b ? r.other_overhead_pct : r.overhead_pct,
                 b ? r.probe_us : r.other_probe_us, b ? r.other_probe_us : r.probe_us);
   }
   std::printf("  where it goes, median ns per tensor (ProbeTiming's stages):\n");

@@ -95,7 +95,7 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
     const int measured = half == 0 ? (rounds + 1) / 2 : rounds / 2;
     std::vector<double> half_ms[kWays];
     // The four in turn, each in every position across rounds, each turn kStepsPerTurn steps of
-    // which only the last are measured: a step right after another way's runs in what that
+    // which only the last is measured: a step right after another way's runs in what that
     // one left behind (its copy's allocations freed and made, another model in cache), which
     // a real run's steps never do. Measured on every step, that aftermath was about 2% of a
     // 2,000-tensor step: it put an unprobed copy 2.5% behind the other (A/A) when it followed
@@ -105,33 +105,33 @@ TensorCountCost measure_one(int64_t tensors, int rounds) {
       for (int k = 0; k < kWays; ++k) {
         const Way way = static_cast<Way>((round + k) % kWays);
         for (int turn_step = 0; turn_step < kStepsPerTurn; ++turn_step) {
-        const auto start = Clock::now();
-        if (way == kProbed) {
-          probe.step(probed.forward_backward(x, y));
-        } else if (way == kOtherWay) {
-          probe_other_way.step(probed_other_way.forward_backward(x, y));
-        } else {
-          Trainee& unprobed = way == kPlain ? plain : control;
-          unprobed.forward_backward(x, y);
-          unprobed.optimizer.step();
-        }
-        if (round < warmup || turn_step == 0) continue;
-        const double step_ms = ms_since(start);
-        half_ms[way].push_back(step_ms);
-        if (way == kPlain) plain_ms.push_back(step_ms);
-        if (way == kOtherWay) other_probe_us.push_back(probe_other_way.last_timing().probe_us);
-        if (way != kProbed) continue;
-        probed_ms.push_back(step_ms);
-        const probe::ProbeTiming& t = probe.last_timing();
-        probe_us.push_back(t.probe_us);
-        reduce_us.push_back(t.reduce_us);
-        begin_us.push_back(t.begin_us);
-        layout_us.push_back(t.layout_us);
-        grads_us.push_back(t.grads_us);
-        backward_us.push_back(t.backward_us);
-        update_us.push_back(t.update_us);
-        record_us.push_back(t.record_us);
-        end_us.push_back(t.end_us);
+          const auto start = Clock::now();
+          if (way == kProbed) {
+            probe.step(probed.forward_backward(x, y));
+          } else if (way == kOtherWay) {
+            probe_other_way.step(probed_other_way.forward_backward(x, y));
+          } else {
+            Trainee& unprobed = way == kPlain ? plain : control;
+            unprobed.forward_backward(x, y);
+            unprobed.optimizer.step();
+          }
+          if (round < warmup || turn_step == 0) continue;
+          const double step_ms = ms_since(start);
+          half_ms[way].push_back(step_ms);
+          if (way == kPlain) plain_ms.push_back(step_ms);
+          if (way == kOtherWay) other_probe_us.push_back(probe_other_way.last_timing().probe_us);
+          if (way != kProbed) continue;
+          probed_ms.push_back(step_ms);
+          const probe::ProbeTiming& t = probe.last_timing();
+          probe_us.push_back(t.probe_us);
+          reduce_us.push_back(t.reduce_us);
+          begin_us.push_back(t.begin_us);
+          layout_us.push_back(t.layout_us);
+          grads_us.push_back(t.grads_us);
+          backward_us.push_back(t.backward_us);
+          update_us.push_back(t.update_us);
+          record_us.push_back(t.record_us);
+          end_us.push_back(t.end_us);
         }
       }
     }
