@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "backward_measuring.hpp"
 #include "version_counter_prefetch.hpp"
 
 namespace keel::probe {
@@ -24,8 +25,11 @@ void prefetch_tensor_impl(const c10::TensorImpl* impl) {
 
 }  // namespace
 
-LayerReducer::LayerReducer(std::vector<torch::Tensor> params, bool measure_in_backward, const std::vector<bool>& swapped)
-    : params_(std::move(params)), cuda_(params_), cpu_(params_, measure_in_backward, swapped), generic_(params_),
+LayerReducer::LayerReducer(std::vector<torch::Tensor> params, std::optional<bool> measure_in_backward,
+                           const std::vector<bool>& swapped)
+    : params_(std::move(params)), cuda_(params_),
+      cpu_(params_, measures_in_backward(measure_in_backward, params_, swapped, last_level_cache_bytes()), swapped),
+      generic_(params_),
       sums_(params_.size()),
       numels_(numels_of(params_)),
       all_on_cpu_(std::all_of(params_.begin(), params_.end(), [](const torch::Tensor& p) { return p.is_cpu(); })),

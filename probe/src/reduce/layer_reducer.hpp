@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <torch/torch.h>
@@ -27,10 +28,12 @@ namespace keel::probe {
 
 class LayerReducer {
  public:
-  // `measure_in_backward`: ProbeOptions::measure_in_backward (the CPU backend's hooks).
-  // `swapped`: the parameters whose data a wrapper replaces (TrainedModel::data_swapped), whose
-  // gradients are never measured in backward (none when empty).
-  LayerReducer(std::vector<torch::Tensor> params, bool measure_in_backward, const std::vector<bool>& swapped = {});
+  // `measure_in_backward`: ProbeOptions::measure_in_backward (the CPU backend's hooks; unset,
+  // decided for these parameters by measures_in_backward). `swapped`: the parameters whose data
+  // a wrapper replaces (TrainedModel::data_swapped), whose gradients are never measured in
+  // backward (none when empty).
+  LayerReducer(std::vector<torch::Tensor> params, std::optional<bool> measure_in_backward,
+               const std::vector<bool>& swapped = {});
   // The optimizer whose step the update pass measures. With AdamW, Adam or SGD, the updates of
   // the layers on a CUDA device are rebuilt from its state after the step, and those layers
   // keep no snapshot; otherwise (or with nullptr) every layer off the CPU keeps one. A plain

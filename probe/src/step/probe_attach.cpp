@@ -5,7 +5,6 @@
 #include "layout/run_description.hpp"
 #include "layout/parameter_sequence.hpp"
 #include "probe_impl.hpp"
-#include "reduce/backward_measuring.hpp"
 
 namespace keel::probe {
 namespace {
@@ -108,10 +107,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       optimizer_(std::move(optimizer)),
       names_(column(parameters.params, &NamedParams::value_type::first)),
       params_(column(parameters.params, &NamedParams::value_type::second)),
-      reducer_(params_,
-               measures_in_backward(options_.measure_in_backward, params_, swapped_parameters(*model_, params_),
-                                    last_level_cache_bytes()),
-               swapped_parameters(*model_, params_)),
+      reducer_(params_, options_.measure_in_backward, swapped_parameters(*model_, params_)),
       order_(params_, swapped_parameters(*model_, params_)),
       layout_(parameters.params, parameter_sequence(*model_, optimizer_.get())),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {

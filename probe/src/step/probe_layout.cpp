@@ -8,7 +8,6 @@
 #include "probe_impl.hpp"
 #include "layout/parameter_sequence.hpp"
 #include "layout/run_description.hpp"
-#include "reduce/backward_measuring.hpp"
 
 namespace keel::probe {
 namespace {
@@ -86,8 +85,7 @@ void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
   std::vector<std::string> names = column(now.params, &NamedParams::value_type::first);
   std::vector<torch::Tensor> params = column(now.params, &NamedParams::value_type::second);
   std::vector<bool> swapped = swapped_parameters(*model_, params);
-  const bool in_backward = measures_in_backward(options_.measure_in_backward, params, swapped, last_level_cache_bytes());
-  LayerReducer reducer(params, in_backward, swapped);
+  LayerReducer reducer(params, options_.measure_in_backward, swapped);
   reducer.measure_updates_of(optimizer_.get());
   wire::RunDescription description = description_;   // the same run: its id, start and watches
   describe_layers(now, options_.layer_detail_above, description);
