@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 #include "keel/probe/probe.hpp"
 #include "quiet_options.hpp"
@@ -49,7 +50,7 @@ TEST(ProbeTiming, AHostStepsStagesAreEachMeasuredAndAddUpToItsTime) {
 
 // The small gradients measured inside backward count in the gradient stage as backward_us; with
 // measure_in_backward off there is none. Every 8th hook is timed: 8 steps of 4 tensors see 4.
-double backward_us_over_8_steps(bool measure_in_backward) {
+double backward_us_over_8_steps(std::optional<bool> measure_in_backward) {
   keel::probe::ProbeOptions options = keel::test::quiet();
   options.measure_in_backward = measure_in_backward;
   double backward_us = 0;
@@ -63,6 +64,12 @@ double backward_us_over_8_steps(bool measure_in_backward) {
 TEST(ProbeTiming, TheMeasuringInsideBackwardIsTheGradientStagesAndOnlyWithTheHooks) {
   EXPECT_GT(backward_us_over_8_steps(true), 0.0);
   EXPECT_EQ(backward_us_over_8_steps(false), 0.0);
+}
+
+// Unset, the option is decided for the model: a few small tensors fit in any cache, and the
+// pass measures them all.
+TEST(ProbeTiming, ASmallModelIsMeasuredInThePassByDefault) {
+  EXPECT_EQ(backward_us_over_8_steps(std::nullopt), 0.0);
 }
 
 }  // namespace
