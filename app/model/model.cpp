@@ -9,9 +9,11 @@
 #include <variant>
 #include <vector>
 
+#include "model/job_layer_combine.hpp"
+
 namespace keel::app {
 
-Model::Model(const ModelConfig& config) : config_(config), job_grad_norm_(config), job_layer_norms_(config) {
+Model::Model(const ModelConfig& config) : config_(config), job_grad_norm_(config), job_layer_values_(config) {
   config_.max_runs = std::max<size_t>(config_.max_runs, 1);
 }
 
@@ -301,31 +303,9 @@ void Model::combine_job_grad_norm(const RunModel& run, int64_t step) {
     job_runs_.push_back(shard);
   }
   job_grad_norm_.store(world_size, step, sumsq);
-  if (layer_sumsq_at(job_runs_, step, layer_sumsq_)) job_layer_norms_.store(world_size, step, layer_sumsq_);
-}
-
-bool Model::layer_sumsq_at(const std::vector<const RunModel*>& runs, int64_t step, std::vector<double>& sumsq) {
-  if (runs.empty()) return false;
-  const RunModel& first = *runs.front();
-  const size_t layers = first.layer_count();
-  if (layers == 0) return false;
-  for (const RunModel* run : runs) {
-    // The same model on every rank: its first and last layers' names stand for the rest (all of
-    // them would be a string comparison per layer at every step).
-    if (run->layer_count() != layers || run->layer_name(0) != first.layer_name(0) ||
-        run->layer_name(layers - 1) != first.layer_name(layers - 1)) {
-      return false;
-    }
+  if (combine_job_layers(job_runs_, step, job_step_)) {
+    job_layer_values_.store(world_size, step, job_runs_.front()->layer_count(), job_step_);
   }
-  sumsq.assign(layers, 0.0);
-  for (const RunModel* run : runs) {
-    for (size_t l = 0; l < layers; ++l) {
-      float norm = 0;
-      if (!run->layer_series(l, wire::LayerMetric::kGradNorm).value_at(step, &norm)) return false;
-      sumsq[l] += double(norm) * double(norm);
-    }
-  }
-  return true;
 }
 
 void Model::recombine_job_grad_norm() {
@@ -374,20 +354,20 @@ void Model::recombine_job_grad_norm() {
   if (!extend && combined.series() != nullptr) job_grad_norm_ = std::move(combined);
   // The layers likewise, over the steps their series hold raw (a wide model's layers keep
   // fewer than its global series: value_at finds the others in no window).
-  const bool extend_layers = job_layer_norms_.layer_count() > 0 && job_layer_norms_.world_size() == world_size &&
-                             job_layer_norms_.layer(0).origin_step() <= first;
-  JobLayerNorms combined_layers(config_);
-  JobLayerNorms& layers_into = extend_layers ? job_layer_norms_ : combined_layers;
-  for (int64_t step = extend_layers ? std::max(first, job_layer_norms_.last_step() + 1) : first; step <= last; ++step) {
-    if (layer_sumsq_at(runs, step, layer_sumsq_)) layers_into.store(world_size, step, layer_sumsq_);
+  const bool extend_layers = job_layer_values_.layer_count() > 0 && job_layer_values_.world_size() == world_size &&
+                             job_layer_values_.origin_step() <= first;
+  JobLayerValues combined_layers(config_);
+  JobLayerValues& layers_into = extend_layers ? job_layer_values_ : combined_layers;
+  for (int64_t step = extend_layers ? std::max(first, job_layer_values_.last_step() + 1) : first; step <= last; ++step) {
+    if (combine_job_layers(runs, step, job_step_)) layers_into.store(world_size, step, runs.front()->layer_count(), job_step_);
   }
-  if (!extend_layers && combined_layers.layer_count() > 0) job_layer_norms_ = std::move(combined_layers);
+  if (!extend_layers && combined_layers.layer_count() > 0) job_layer_values_ = std::move(combined_layers);
 }
 
 size_t Model::bytes_used() const {
-  size_t bytes = sizeof(Model) - sizeof(job_grad_norm_) + job_grad_norm_.bytes_used() - sizeof(job_layer_norms_) +
-                 job_layer_norms_.bytes_used() + job_runs_.capacity() * sizeof(const RunModel*) +
-                 layer_sumsq_.capacity() * sizeof(double);
+  size_t bytes = sizeof(Model) - sizeof(job_grad_norm_) + job_grad_norm_.bytes_used() - sizeof(job_layer_values_) +
+                 job_layer_values_.bytes_used() + job_runs_.capacity() * sizeof(const RunModel*);
+  for (const std::vector<float>& values : job_step_.values) bytes += values.capacity() * sizeof(float);
   for (const auto& run : runs_) bytes += run->bytes_used();
   for (const wire::Ack& ack : acks_) {
     bytes += sizeof(ack) + ack.error.capacity() + ack.path.capacity();

@@ -46,7 +46,7 @@
 
 #include "keel/wire/messages.hpp"
 #include "model/job_grad_norm.hpp"
-#include "model/job_layer_norms.hpp"
+#include "model/job_layer_values.hpp"
 #include "model/model_config.hpp"
 #include "model/run_model.hpp"
 
@@ -103,11 +103,11 @@ class Model {
   // from further back is kept and extended.
   const SeriesHistory* job_grad_norm() const { return job_grad_norm_.series(); }
   int32_t job_world_size() const { return job_grad_norm_.world_size(); }
-  // The same job's grad norm per layer (JobLayerNorms): each step at which every rank's current
-  // run holds per-layer grad norms (not a step sent as module rollups), its ranks having as many
-  // layers, under the same names. Empty (layer_count() 0) until such a step; from recordings as
-  // job_grad_norm().
-  const JobLayerNorms& job_layer_norms() const { return job_layer_norms_; }
+  // The same job's per-layer metrics (JobLayerValues, combined as combine_job_layers says):
+  // each metric at each step at which every rank's current run holds it per layer (not a step
+  // sent as module rollups), its ranks having as many layers, under the same names. Empty
+  // (layer_count() 0) until such a step; from recordings as job_grad_norm().
+  const JobLayerValues& job_layer_values() const { return job_layer_values_; }
 
   // Failures inside the probe (StepRecord::probe_errors) summed over the current runs with
   // this run_id (its ranks, and its models when one process runs several probes).
@@ -139,10 +139,6 @@ class Model {
   // After adopt_runs: the job's grad norm again from its ranks' current runs, over the steps
   // each holds exactly; a series held that already reaches as far back is extended instead.
   void recombine_job_grad_norm();
-  // Each layer's grad norms' squares at `step` summed over `runs` (a job's ranks' current runs)
-  // into `sumsq`; false when a run holds no per-layer value of that step, or the runs' layers
-  // differ in count or names.
-  static bool layer_sumsq_at(const std::vector<const RunModel*>& runs, int64_t step, std::vector<double>& sumsq);
   // Why `message` is beyond sane limits, or "" when it is not.
   std::string insane(const wire::Message& message) const;
 
@@ -155,10 +151,10 @@ class Model {
   std::map<wire::RunKey, RunModel*> live_;      // identity -> its newest run, where its messages go
   std::deque<wire::Ack> acks_;
   JobGradNorm job_grad_norm_;
-  JobLayerNorms job_layer_norms_;
+  JobLayerValues job_layer_values_;
   // Scratch of the combination, reused every step.
   std::vector<const RunModel*> job_runs_;
-  std::vector<double> layer_sumsq_;
+  JobLayerStep job_step_;
   ModelCounters counters_;
   uint64_t revision_ = 0;
 };

@@ -39,13 +39,13 @@ void rank_layer_cells(const Model& model, const std::vector<int32_t>& ranks, wir
   }
 }
 
-bool job_layer_cells(const JobLayerNorms& job, int64_t first_step, int64_t last_step, size_t layer_count,
-                     std::vector<Summary>& out) {
+bool job_layer_cells(const JobLayerValues& job, wire::LayerMetric metric, int64_t first_step, int64_t last_step,
+                     size_t layer_count, std::vector<Summary>& out) {
   out.clear();
-  if (layer_count == 0 || job.layer_count() != layer_count) return false;
+  if (layer_count == 0 || job.layer_count() != layer_count || !JobLayerValues::holds(metric)) return false;
   out.assign(layer_count, Summary{});
   const ColumnGrid whole_range(first_step, last_step, 1);
-  for (size_t l = 0; l < layer_count; ++l) job.layer(l).summarize(whole_range, &out[l]);
+  for (size_t l = 0; l < layer_count; ++l) job.layer(metric, l).summarize(whole_range, &out[l]);
   return true;
 }
 

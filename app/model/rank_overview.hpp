@@ -40,11 +40,11 @@ std::optional<FirstNonfiniteRank> first_nonfinite_rank(const Model& model);
 void rank_layer_cells(const Model& model, const std::vector<int32_t>& ranks, wire::LayerMetric metric,
                       int64_t first_step, int64_t last_step, size_t layer_count, std::vector<Summary>& out);
 
-// The job's row under the ranks' (JobLayerNorms, a sharded job's grad norm per layer): each
-// layer's summary over steps [first_step, last_step] as rank_layer_cells summarises a rank's,
-// into `out` (resized to layer_count). False, with `out` cleared, when the job's layers are not
-// `layer_count` (none stored yet, or another model's).
-bool job_layer_cells(const JobLayerNorms& job, int64_t first_step, int64_t last_step, size_t layer_count,
-                     std::vector<Summary>& out);
+// The job's row under the ranks' (JobLayerValues, a sharded job's per-layer metrics): each
+// layer's summary of `metric` over steps [first_step, last_step] as rank_layer_cells summarises
+// a rank's, into `out` (resized to layer_count). False, with `out` cleared, when the job's
+// layers are not `layer_count` (none stored yet, or another model's).
+bool job_layer_cells(const JobLayerValues& job, wire::LayerMetric metric, int64_t first_step, int64_t last_step,
+                     size_t layer_count, std::vector<Summary>& out);
 
 }  // namespace keel::app

@@ -45,12 +45,12 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
   const float width = ImGui::GetContentRegionAvail().x;
   const int64_t first_step = int64_t(std::floor(state.view_first())), last_step = int64_t(std::ceil(state.view_last()));
   rank_layer_cells(model, ranks_, layer_metric_of(state.heat_metric), first_step, last_step, layers, cells_);
-  // A sharded job's own row under its ranks': each layer's whole gradient norm, the ranks'
-  // combined (JobLayerNorms), for the grad-norm heatmap (the one metric combined).
-  const JobLayerNorms& job = model.job_layer_norms();
-  const bool job_row = state.heat_metric == HeatMetric::kGradNorm && shown.described() &&
-                       shown.description().sharded && job.world_size() == shown.description().world_size &&
-                       job_layer_cells(job, first_step, last_step, layers, job_cells_);
+  // A sharded job's own row under its ranks': each layer's whole value of the heatmap's metric,
+  // the ranks' shards combined (JobLayerValues).
+  const JobLayerValues& job = model.job_layer_values();
+  const bool job_row = shown.described() && shown.description().sharded &&
+                       job.world_size() == shown.description().world_size &&
+                       job_layer_cells(job, layer_metric_of(state.heat_metric), first_step, last_step, layers, job_cells_);
   if (job_row) cells_.insert(cells_.end(), job_cells_.begin(), job_cells_.end());
   const size_t rows = ranks_.size() + (job_row ? 1 : 0);
 

@@ -7,9 +7,9 @@
 // NaN/Inf in the heatmap's non-finite colour. A replica whose layer diverges from the others
 // stands out as one odd cell in its column, and the title names the rank whose gradients went
 // non-finite first. A click on a row shows that rank in every pane (and selects the layer
-// clicked). A sharded job's grad-norm strip has one more row under the ranks', "job": each
-// layer's whole gradient norm, the ranks' shard norms combined (Model::job_layer_norms); a
-// click on it selects the layer. Drawn only when two or more ranks have sent telemetry.
+// clicked). A sharded job's strip has one more row under the ranks', "job": each layer's
+// whole value of the heatmap's metric, the ranks' shards combined (Model::job_layer_values);
+// a click on it selects the layer. Drawn only when two or more ranks have sent telemetry.
 // It logs, once per change, where its rows are ("keel: ranks ... job 0|1") and the first non-finite
 // rank ("keel: first nonfinite rank R step S layer L"), so a test driving the real window can
 // check and click them.

@@ -1,0 +1,104 @@
+#include "model/job_layer_combine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace keel::app {
+namespace {
+
+using wire::LayerMetric;
+
+// Whether every rank holds `metric` at `step`. A record carries a metric for all its layers
+// or none, so the first layer answers for the rest.
+bool every_rank_sent(const std::vector<const RunModel*>& runs, LayerMetric metric, int64_t step) {
+  for (const RunModel* run : runs) {
+    float value = 0;
+    if (!run->layer_series(0, metric).value_at(step, &value)) return false;
+  }
+  return true;
+}
+
+float value_of(const RunModel& run, size_t layer, LayerMetric metric, int64_t step) {
+  float value = std::numeric_limits<float>::quiet_NaN();
+  run.layer_series(layer, metric).value_at(step, &value);
+  return value;
+}
+
+float combine(const std::vector<const RunModel*>& runs, size_t layer, LayerMetric metric, int64_t step) {
+  switch (metric) {
+    case LayerMetric::kGradNorm: {
+      double sumsq = 0;
+      for (const RunModel* run : runs) {
+        const double v = value_of(*run, layer, metric, step);
+        sumsq += v * v;
+      }
+      return static_cast<float>(std::sqrt(sumsq));   // NaN and Inf carry through
+    }
+    case LayerMetric::kGradAbsmax: {
+      float largest = 0;
+      for (const RunModel* run : runs) {
+        const float v = value_of(*run, layer, metric, step);
+        if (std::isnan(v)) return v;
+        largest = std::max(largest, v);
+      }
+      return largest;
+    }
+    case LayerMetric::kGradZeroFrac: {
+      double zeros = 0, elements = 0;
+      for (const RunModel* run : runs) {
+        const auto& layers = run->description().layers;
+        const double numel = layer < layers.size() ? static_cast<double>(layers[layer].numel) : 0.0;
+        if (numel <= 0) continue;   // a rank holding none of the layer
+        zeros += value_of(*run, layer, metric, step) * numel;
+        elements += numel;
+      }
+      return elements > 0 ? static_cast<float>(zeros / elements) : 0.0f;
+    }
+    case LayerMetric::kUpdateRatio: {
+      double update_sumsq = 0, weight_sumsq = 0;
+      for (const RunModel* run : runs) {
+        const double ratio = value_of(*run, layer, metric, step);
+        if (!std::isfinite(ratio)) return static_cast<float>(ratio);
+        const double norm = value_of(*run, layer, LayerMetric::kParamNorm, step);
+        update_sumsq += (ratio * norm) * (ratio * norm);
+        weight_sumsq += norm * norm;
+      }
+      if (!std::isfinite(weight_sumsq) || !std::isfinite(update_sumsq)) return std::numeric_limits<float>::quiet_NaN();
+      return weight_sumsq > 0 ? static_cast<float>(std::sqrt(update_sumsq / weight_sumsq)) : 0.0f;
+    }
+    default:
+      break;   // not held (JobLayerValues::kMetrics): never asked
+  }
+  return std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
+
+bool combine_job_layers(const std::vector<const RunModel*>& runs, int64_t step, JobLayerStep& out) {
+  out.mask = 0;
+  if (runs.empty()) return false;
+  const RunModel& first = *runs.front();
+  const size_t layers = first.layer_count();
+  if (layers == 0) return false;
+  for (const RunModel* run : runs) {
+    // The same model on every rank: its first and last layers' names stand for the rest (all of
+    // them would be a string comparison per layer at every step).
+    if (run->layer_count() != layers || run->layer_name(0) != first.layer_name(0) ||
+        run->layer_name(layers - 1) != first.layer_name(layers - 1)) {
+      return false;
+    }
+  }
+  for (size_t m = 0; m < static_cast<size_t>(wire::kLayerMetricCount); ++m) {
+    const auto metric = static_cast<LayerMetric>(m);
+    if (!JobLayerValues::holds(metric) || !every_rank_sent(runs, metric, step)) continue;
+    if (metric == LayerMetric::kUpdateRatio && !every_rank_sent(runs, LayerMetric::kParamNorm, step)) continue;
+    out.mask |= wire::bit_of(metric);
+    std::vector<float>& values = out.values[m];
+    values.resize(layers);
+    for (size_t l = 0; l < layers; ++l) values[l] = combine(runs, l, metric, step);
+  }
+  return out.mask != 0;
+}
+
+}  // namespace keel::app
