@@ -17,7 +17,8 @@ bool measures_in_backward(const std::optional<bool>& option, const std::vector<t
   for (size_t i = 0; i < params.size(); ++i) {
     if (!swapped.empty() && swapped[i]) continue;
     // A weight and its gradient, float32 both.
-    if (AccumulationStats::hookable(params[i])) bytes += params[i].numel() * 2 * static_cast<int64_t>(sizeof(float));
+    if (!AccumulationStats::hookable(params[i])) continue;
+    bytes += params[i].numel() * 2 * static_cast<int64_t>(sizeof(float));
   }
   return bytes > cache_bytes / 2;
 }
@@ -60,9 +61,7 @@ int64_t sysfs_last_level_cache_bytes() {
   return best_bytes;
 }
 
-}  // namespace
-
-int64_t last_level_cache_bytes() {
+int64_t read_last_level_cache_bytes() {
   // sysfs first: it reports the cache a core shares (an AMD EPYC's CCX, 32 MiB on the machine
   // the rule was measured on), where glibc's sysconf reported the whole socket's (320 MiB).
   if (const int64_t bytes = sysfs_last_level_cache_bytes(); bytes > 0) return bytes;
@@ -72,6 +71,15 @@ int64_t last_level_cache_bytes() {
     if (bytes > 0) return bytes;
   }
   return int64_t{32} << 20;
+}
+
+}  // namespace
+
+int64_t last_level_cache_bytes() {
+  // Read once: the cache does not change while the process runs, and every replan of the
+  // layers (on the training thread) asks again.
+  static const int64_t bytes = read_last_level_cache_bytes();
+  return bytes;
 }
 
 }  // namespace keel::probe
