@@ -39,6 +39,7 @@ struct Options {
   double screenshot_after_secs = 0;
   std::string select_layer;
   int rank = -1;
+  std::string heat_metric;
   int width = 1600, height = 1000;
   size_t memory_budget_mib = keel::app::ModelConfig{}.memory_budget >> 20;
 };
@@ -66,6 +67,14 @@ int main(int argc, char** argv) {
                "log to stdout what the dashboard draws and does (control and heatmap geometry, selections, events, commands)");
   cli.add_option("--rank", options.rank, "show this rank's run (with one --connect per rank; default: the lowest)")
       ->check(CLI::NonNegativeNumber);
+  std::vector<std::string> heat_metric_names;
+  for (int m = 0; m < keel::app::ui::kHeatMetricCount; ++m) {
+    const auto metric = keel::app::ui::HeatMetric(m);
+    heat_metric_names.push_back(keel::wire::info_of(keel::app::ui::layer_metric_of(metric)).name);
+  }
+  cli.add_option("--heat-metric", options.heat_metric,
+                 "start the heatmap and the ranks strip on this per-layer metric (default grad_norm)")
+      ->check(CLI::IsMember(heat_metric_names));
   keel::app::ClientAuthOptions auth_options;
   keel::app::add_client_auth_options(cli, auth_options);
   cli.add_option("--memory-budget", options.memory_budget_mib,
@@ -100,6 +109,7 @@ int main(int argc, char** argv) {
     keel::app::ui::Dashboard dashboard;
     if (!options.select_layer.empty()) dashboard.request_select(options.select_layer);
     if (options.rank >= 0) dashboard.request_rank(options.rank);
+    if (!options.heat_metric.empty()) dashboard.request_heat_metric(*keel::app::ui::heat_metric_named(options.heat_metric));
 
     const Clock::time_point start = Clock::now();
     int frames_with_data = 0;

@@ -19,6 +19,13 @@ wire::LayerMetric layer_metric_of(HeatMetric metric) {
   return wire::LayerMetric::kGradNorm;
 }
 
+std::optional<HeatMetric> heat_metric_named(const std::string& name) {
+  for (int m = 0; m < kHeatMetricCount; ++m) {
+    if (name == wire::info_of(layer_metric_of(HeatMetric(m))).name) return HeatMetric(m);
+  }
+  return std::nullopt;
+}
+
 void AppState::show_rank(int32_t rank) {
   shown_run_key_.reset();
   last_shown_run_.reset();

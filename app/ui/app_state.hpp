@@ -26,6 +26,9 @@ enum class HeatMetric { kGradNorm = 0, kUpdateRatio, kGradAbsmax, kGradZeroFrac 
 inline constexpr int kHeatMetricCount = 4;
 const char* heat_metric_label(HeatMetric metric);
 wire::LayerMetric layer_metric_of(HeatMetric metric);
+// The heat metric whose layer metric's wire name (snake case, as in JSON: "update_ratio") is
+// `name`; nullopt for any other name (the --heat-metric option).
+std::optional<HeatMetric> heat_metric_named(const std::string& name);
 
 class AppState {
  public:

@@ -88,8 +88,10 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
     if (is_shown) draw->AddRect(ImVec2(min.x - 2, y0 - 1), ImVec2(max.x + 2, y0 + row_px), kShownRowColour);
   }
   char geometry[192];
-  std::snprintf(geometry, sizeof geometry, "keel: ranks x0 %.0f x1 %.0f y0 %.0f row %.2f ranks %zu layers %zu job %d",
-                min.x, max.x, min.y, row_px, ranks_.size(), layers, job_row ? 1 : 0);
+  std::snprintf(geometry, sizeof geometry,
+                "keel: ranks x0 %.0f x1 %.0f y0 %.0f row %.2f ranks %zu layers %zu job %d metric %s", min.x, max.x,
+                min.y, row_px, ranks_.size(), layers, job_row ? 1 : 0,
+                wire::info_of(layer_metric_of(state.heat_metric)).name);
   log_once(logged_geometry_, geometry);
 
   const ImGuiIO& io = ImGui::GetIO();

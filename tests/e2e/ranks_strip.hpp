@@ -1,7 +1,8 @@
 // Where the dashboard drew its ranks x layers strip, from its `--verbose` line
-// ("keel: ranks x0 196 x1 1002 y0 393 row 16.00 ranks 2 layers 42 job 1"), and the non-finite
-// cells a screenshot shows in it, for GUI tests. `job` is 1 when the strip has the sharded
-// job's row, under the ranks' (a line without it, an older dashboard's, has none).
+// ("keel: ranks x0 196 x1 1002 y0 393 row 16.00 ranks 2 layers 42 job 1 metric grad_norm"), and
+// the non-finite cells a screenshot shows in it, for GUI tests. `job` is 1 when the strip has
+// the sharded job's row, under the ranks' (a line without it, an older dashboard's, has none);
+// `metric` is the per-layer metric the strip shows, by its wire name (empty when not said).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@ namespace keel::e2e {
 struct RanksStrip {
   float x0 = 0, x1 = 0, y0 = 0, row = 0;
   int ranks = 0, layers = 0, job = 0;
+  std::string metric;
 };
 
 // False when `line` holds no strip line.
@@ -20,8 +22,12 @@ inline bool parse_ranks_strip(const std::string& line, RanksStrip& s) {
   const size_t at = line.find("keel: ranks");
   if (at == std::string::npos) return false;
   s.job = 0;
-  return std::sscanf(line.c_str() + at, "keel: ranks x0 %f x1 %f y0 %f row %f ranks %d layers %d job %d", &s.x0,
-                     &s.x1, &s.y0, &s.row, &s.ranks, &s.layers, &s.job) >= 6;
+  char metric[64] = "";
+  const int fields = std::sscanf(line.c_str() + at,
+                                 "keel: ranks x0 %f x1 %f y0 %f row %f ranks %d layers %d job %d metric %63s", &s.x0,
+                                 &s.x1, &s.y0, &s.row, &s.ranks, &s.layers, &s.job, metric);
+  s.metric = metric;
+  return fields >= 6;
 }
 
 // Pixels of the non-finite colour (255, 32, 64) in an RGB screenshot of `width` x `height`,

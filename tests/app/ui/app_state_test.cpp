@@ -116,6 +116,19 @@ TEST(AppState, SelectionFollowsTheLayerNameAcrossRuns) {
   EXPECT_TRUE(state.selected_layer_name().empty());
 }
 
+TEST(HeatMetric, IsNamedAsItsLayerMetricIsOnTheWire) {
+  for (int m = 0; m < kHeatMetricCount; ++m) {
+    const std::string name = wire::info_of(layer_metric_of(HeatMetric(m))).name;
+    ASSERT_TRUE(heat_metric_named(name).has_value()) << name;
+    EXPECT_EQ(*heat_metric_named(name), HeatMetric(m)) << name;
+  }
+  EXPECT_EQ(heat_metric_named("update_ratio"), HeatMetric::kUpdateRatio);
+  // A metric the heatmap has no view of, a label rather than a name, and nothing.
+  EXPECT_FALSE(heat_metric_named("param_norm").has_value());
+  EXPECT_FALSE(heat_metric_named("update ratio").has_value());
+  EXPECT_FALSE(heat_metric_named("").has_value());
+}
+
 TEST(Colormap, IsMonotoneInLightnessAndNeverTheReservedColours) {
   float previous = -1;
   for (int i = 0; i <= 100; ++i) {
