@@ -22,7 +22,10 @@ void JobLayerValues::store(int32_t world_size, int64_t step, size_t layers, cons
     const auto metric = static_cast<wire::LayerMetric>(m);
     if (!holds(metric) || (values.mask & wire::bit_of(metric)) == 0 || values.values[m].size() != layers) continue;
     SeriesHistory* series = &series_[slot_of(metric) * layers];
-    for (size_t l = 0; l < layers; ++l) series[l].append(step, values.values[m][l]);   // NaN and Inf carry through
+    for (size_t l = 0; l < layers; ++l) {
+      if (l + kAppendPrefetchAhead < layers) series[l + kAppendPrefetchAhead].prefetch_append(step);
+      series[l].append(step, values.values[m][l]);   // NaN and Inf carry through
+    }
   }
 }
 

@@ -255,6 +255,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
     float* latest_values = latest_values_[m].data();
     int64_t* latest_steps = latest_steps_[m].data();
     for (size_t i = 0; i < available; ++i) {
+      if (i + kAppendPrefetchAhead < available) series[i + kAppendPrefetchAhead].prefetch_append(step);
       if (gradient_metric && gradient_states_[i] != GradientState::kMeasured) continue;
       series[i].append(step, values[i]);
       latest_values[i] = values[i];

@@ -28,6 +28,7 @@
 #include "app_bench_data.hpp"
 #include "app_bench_frame.hpp"
 #include "app_bench_latency.hpp"
+#include "app_bench_sharded.hpp"
 #include "app_bench_wide.hpp"
 #include "model/history_store.hpp"
 #include "ui/dashboard.hpp"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   double steps_per_s = 10;
   int64_t wide_steps = 0;
   int layer_detail_every = 0;
+  int sharded_ranks = 0;
   cli.add_flag("--quick", quick, "short run: sparse history past 10k steps, fewer frames, 10 s latency");
   cli.add_option("--layers", layers, "layers in the synthetic model")->capture_default_str()->check(CLI::Range(1, 100000));
   cli.add_option("--frames", frames, "measured frames per scene (default 20 quick, 60 full)")->check(CLI::NonNegativeNumber);
@@ -85,7 +87,19 @@ int main(int argc, char** argv) {
                  "a model past 4,096 tensors (0: every record per layer)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cli.add_option("--sharded-ranks", sharded_ranks,
+                 "the sharded-job scene alone: this many ranks of a job sharding every layer (FSDP), the job's row "
+                 "combined from them (--steps per-layer steps from each, default 48)")
+      ->check(CLI::Range(2, 64));
   CLI11_PARSE(cli, argc, argv);
+  if (sharded_ranks > 0) {
+    bench::ShardedOptions sharded;
+    sharded.layers = layers;
+    sharded.ranks = sharded_ranks;
+    if (wide_steps > 0) sharded.steps = wide_steps;
+    sharded.frames = frames > 0 ? frames : 20;
+    return bench::run_sharded_bench(sharded);
+  }
   // Ingesting 1M steps of 50,000 layers would take hours: a model that wide is measured on a
   // short run.
   constexpr int kWideLayers = 10000;
