@@ -44,27 +44,36 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float width = ImGui::GetContentRegionAvail().x;
   const int64_t first_step = int64_t(std::floor(state.view_first())), last_step = int64_t(std::ceil(state.view_last()));
-  rank_layer_cells(model, ranks_, layer_metric_of(state.heat_metric), first_step, last_step, layers, cells_);
-  // A sharded job's own row under its ranks': each layer's whole value of the heatmap's metric,
-  // the ranks' shards combined (JobLayerValues).
   const JobLayerValues& job = model.job_layer_values();
-  const bool job_row = shown.described() && shown.description().sharded &&
-                       job.world_size() == shown.description().world_size &&
-                       job_layer_cells(job, layer_metric_of(state.heat_metric), first_step, last_step, layers, job_cells_);
-  if (job_row) cells_.insert(cells_.end(), job_cells_.begin(), job_cells_.end());
-  const size_t rows = ranks_.size() + (job_row ? 1 : 0);
-
   const float gutter = std::min(font * 12.0f, width * 0.3f);
+  const float strip_px = width - font * 0.5f - gutter;
+  // The cells, their image and its texture are remade only when something they show changed:
+  // at 50,000 layers and two ranks that is 150,000 series summaries and a 600 KB upload, most
+  // of a frame (keel-bench-app --sharded-ranks 2), while between steps nothing changes.
+  const CellsKey key{model.revision(), state.heat_metric, first_step, last_step, layers, &shown,
+                     int(std::ceil(kMinNonfinitePx * float(layers) / std::max(1.0f, strip_px)))};
+  if (!(key == cells_key_) || !texture_) {
+    cells_key_ = key;
+    rank_layer_cells(model, ranks_, layer_metric_of(state.heat_metric), first_step, last_step, layers, cells_);
+    // A sharded job's own row under its ranks': each layer's whole value of the heatmap's
+    // metric, the ranks' shards combined (JobLayerValues).
+    job_row_ = shown.described() && shown.description().sharded && job.world_size() == shown.description().world_size &&
+               job_layer_cells(job, layer_metric_of(state.heat_metric), first_step, last_step, layers, job_cells_);
+    if (job_row_) cells_.insert(cells_.end(), job_cells_.begin(), job_cells_.end());
+    image_.build(cells_, ranks_.size() + (job_row_ ? 1 : 0), layers, key.min_nonfinite_columns);
+    if (!texture_) texture_ = make_image_texture();
+    texture_id_ = texture_->update(image_.pixels().data(), int(layers), int(ranks_.size() + (job_row_ ? 1 : 0)));
+  }
+  const bool job_row = job_row_;
+  const size_t rows = ranks_.size() + (job_row ? 1 : 0);
+  const ImTextureID texture = texture_id_;
+
   const float row_px = std::clamp(std::floor(font * 6.0f / float(rows)), 3.0f, kMaxRowPx);
   const ImVec2 min(origin.x + gutter, origin.y);
   const ImVec2 max(origin.x + width - font * 0.5f, origin.y + row_px * float(rows));
   ImGui::InvisibleButton("ranks", ImVec2(std::max(1.0f, width), max.y - min.y));
   const bool hovered = ImGui::IsItemHovered();
-
   const float column_px = (max.x - min.x) / float(layers);
-  image_.build(cells_, rows, layers, int(std::ceil(kMinNonfinitePx / column_px)));
-  if (!texture_) texture_ = make_image_texture();
-  const ImTextureID texture = texture_->update(image_.pixels().data(), int(layers), int(rows));
 
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const float texel_v = 1.0f / float(rows);
@@ -103,7 +112,7 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
     ImGui::BeginTooltip();
     if (is_job) {
       ImGui::Text("job (%d ranks)  %s", job.world_size(), shown.layer_name(l).c_str());
-      ImGui::TextDisabled("the ranks' shard norms combined: the whole parameter's");
+      ImGui::TextDisabled("the ranks' shards combined: the whole parameter's");
     } else {
       ImGui::Text("rank %d  %s", ranks_[r], shown.layer_name(l).c_str());
     }

@@ -37,11 +37,30 @@ class RanksView {
  private:
   void log_once(std::string& logged, const std::string& text);
 
+  // What the cells were made from: the model's revision (ranks, runs and values), the metric,
+  // the steps in view, the shown run's layers and how many columns a NaN cell is widened to.
+  struct CellsKey {
+    uint64_t revision = 0;
+    HeatMetric metric = HeatMetric::kGradNorm;
+    int64_t first_step = 0, last_step = -1;
+    size_t layers = 0;
+    const RunModel* shown = nullptr;
+    int min_nonfinite_columns = 0;
+    bool operator==(const CellsKey& o) const {
+      return revision == o.revision && metric == o.metric && first_step == o.first_step &&
+             last_step == o.last_step && layers == o.layers && shown == o.shown &&
+             min_nonfinite_columns == o.min_nonfinite_columns;
+    }
+  };
+
   std::vector<int32_t> ranks_;
   std::vector<Summary> cells_;       // rank rows, then the job's row when drawn
   std::vector<Summary> job_cells_;
+  bool job_row_ = false;
+  CellsKey cells_key_;
   HeatmapImage image_;
   std::unique_ptr<ImageTexture> texture_;
+  ImTextureID texture_id_ = nullptr;
   std::string logged_geometry_;
   std::string logged_first_;
 };
