@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Tuple, Union
 
 import torch
 
+from . import _probe
+
 
 def dtensor_type() -> Any:
     """torch.distributed.tensor.DTensor, or None while nothing has imported it (then no model
@@ -70,39 +72,28 @@ def is_flat_param(tensor: torch.Tensor) -> bool:
 
 class LocalShards:
     """keel's leaves over ``model``'s sharded parameters, by parameter: a DTensor's leaf over its
-    local part, or a flat parameter's parts (``FlatPart``), one per original parameter."""
+    local part, or a flat parameter's parts (``FlatPart``), one per original parameter. The
+    extension's ``LocalShards`` (``native``) holds them too, for the probe's core, and lends
+    each step's gradients to them: a loop over every part at every step, in C++."""
 
     def __init__(self, model: Any) -> None:
         self.leaves: Dict[torch.Tensor, Union[torch.Tensor, List[FlatPart]]] = {}
-        if not isinstance(model, torch.nn.Module):
-            return
-        dtensor = dtensor_type()
-        for name, p in model.named_parameters(remove_duplicate=False):
-            if p in self.leaves:
-                continue
-            if dtensor is not None and isinstance(p, dtensor):
-                self.leaves[p] = p._local_tensor.detach().requires_grad_(p.requires_grad)
-            elif is_flat_param(p) and hasattr(p, "_shard_param_infos"):
-                self.leaves[p] = flat_parts(name, p)
+        if isinstance(model, torch.nn.Module):
+            dtensor = dtensor_type()
+            for name, p in model.named_parameters(remove_duplicate=False):
+                if p in self.leaves:
+                    continue
+                if dtensor is not None and isinstance(p, dtensor):
+                    self.leaves[p] = p._local_tensor.detach().requires_grad_(p.requires_grad)
+                elif is_flat_param(p) and hasattr(p, "_shard_param_infos"):
+                    self.leaves[p] = flat_parts(name, p)
+        self.native = _probe.LocalShards(self.leaves)
 
     def lend_gradients(self) -> None:
         """Each leaf's gradient: its parameter's this step (its local part, or its slice of the
-        flat gradient), or none."""
-        for p, leaf in self.leaves.items():
-            grad = p.grad
-            if isinstance(leaf, list):
-                # A flat gradient of another size than the shard (FSDP1 keeps it whole under
-                # no_sync) is no gradient of the parts: they read as not updated this step.
-                usable = grad is not None and grad.numel() == p.numel()
-                for _, part, offset in leaf:
-                    part.grad = grad.narrow(0, offset, part.numel()) if usable else None
-            else:
-                leaf.grad = None if grad is None else local_part(grad)
+        flat gradient), or none. A flat gradient of another size than the shard (FSDP1 keeps
+        it whole under no_sync) is no gradient of the parts: they read as not updated."""
+        self.native.lend_gradients()
 
     def take_gradients_back(self) -> None:
-        for leaf in self.leaves.values():
-            if isinstance(leaf, list):
-                for _, part, _ in leaf:
-                    part.grad = None
-            else:
-                leaf.grad = None
+        self.native.take_gradients_back()

@@ -96,7 +96,7 @@ class Probe:
         self._shards = LocalShards(model)
         options = distributed_defaults(options)
         options.setdefault("sharded", parameters_partitioned(model))
-        self._core = _probe.Probe(model, optimizer, _options(options), self._shards.leaves)
+        self._core = _probe.Probe(model, optimizer, _options(options), self._shards.native)
         agreement = skip_agreement(model, agree_skips, process_group)
         if agreement is not None:
             self._core.agree_skips(agreement)

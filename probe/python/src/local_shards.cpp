@@ -22,7 +22,7 @@ LocalShards::LocalShards(const py::dict& leaves) {
     for (py::handle part : leaf.cast<py::list>()) {
       const auto fields = part.cast<py::tuple>();
       const torch::Tensor& tensor = tensor_of(fields[1], "a flat parameter's part");
-      measured.push_back({tensor, fields[0].cast<std::string>()});
+      measured.push_back({tensor, fields[0].cast<std::string>(), fields[2].cast<int64_t>()});
       by_leaf_.emplace(tensor.unsafeGetTensorImpl(), Owner{owner, fields[2].cast<int64_t>()});
     }
   }
@@ -60,10 +60,68 @@ torch::Tensor LocalShards::state_part(const torch::Tensor& measured, const torch
   return state.narrow(0, owner->second.offset, measured.numel());
 }
 
+namespace {
+
+// As Tensor.grad's setter checks an assigned gradient: the leaf's shape, dtype and device.
+void check_lendable(const torch::Tensor& leaf, const torch::Tensor& grad) {
+  if (!grad.sizes().equals(leaf.sizes()) || grad.scalar_type() != leaf.scalar_type() ||
+      grad.device() != leaf.device()) {
+    throw std::invalid_argument("keel: a sharded parameter's gradient part (" + grad.toString() + " " +
+                                c10::str(grad.sizes()) + ") does not match keel's leaf over its data (" +
+                                leaf.toString() + " " + c10::str(leaf.sizes()) + ")");
+  }
+}
+
+}  // namespace
+
+void LocalShards::lend_gradients() const {
+  // Interned once and never released: a static py::str would be released after the
+  // interpreter is gone, at exit.
+  static const py::handle kGrad = py::str("grad").release();
+  for (const auto& [parameter, leaves] : by_parameter_) {
+    if (leaves.empty()) continue;
+    const py::object grad = py::reinterpret_borrow<py::object>(parameter).attr(kGrad);
+    if (leaves.front().offset < 0) {
+      // A DTensor's leaf: its gradient's local part.
+      const torch::Tensor& leaf = leaves.front().tensor;
+      if (grad.is_none()) {
+        leaf.mutable_grad() = torch::Tensor();
+        continue;
+      }
+      torch::Tensor part = local_data(grad, "a DTensor's gradient");
+      check_lendable(leaf, part);
+      leaf.mutable_grad() = std::move(part);
+      continue;
+    }
+    // A flat parameter's parts: their slices of the flat gradient, when it is the shard's.
+    const torch::Tensor* flat = grad.is_none() ? nullptr : &tensor_of(grad, "a flat parameter's gradient");
+    const bool usable = flat != nullptr && flat->numel() == tensor_of(parameter, "a flat parameter").numel();
+    for (const Measured& part : leaves) {
+      if (!usable) {
+        part.tensor.mutable_grad() = torch::Tensor();
+        continue;
+      }
+      torch::Tensor slice = flat->narrow(0, part.offset, part.tensor.numel());
+      check_lendable(part.tensor, slice);
+      part.tensor.mutable_grad() = std::move(slice);
+    }
+  }
+}
+
+void LocalShards::take_gradients_back() const {
+  for (const auto& entry : by_parameter_) {
+    for (const Measured& leaf : entry.second) leaf.tensor.mutable_grad() = torch::Tensor();
+  }
+}
+
 torch::Tensor LocalShards::local_data(py::handle object, const char* what) {
   const torch::Tensor& tensor = tensor_of(object, what);
-  if (tensor.has_storage() || !py::hasattr(object, "_local_tensor")) return tensor;
-  return tensor_of(object.attr("_local_tensor"), what);
+  // A DTensor is a subclass that dispatches in Python. Its storage does not tell: on torch 2.11
+  // a DTensor has one (of its global shape), and taken as the data it was the whole
+  // parameter's size, not this rank's part's.
+  static const py::handle kLocalTensor = py::str("_local_tensor").release();   // as kGrad, above
+  if (!tensor.key_set().has(c10::DispatchKey::Python) || !py::hasattr(object, kLocalTensor)) return tensor;
+  return tensor_of(object.attr(kLocalTensor), what);
 }
 
 }  // namespace keel::python

@@ -6,8 +6,8 @@
 // parameter holds a slice of a whole wrapped unit's parameters, one after another, under FSDP's
 // name. keel/_local_shards.py makes, at attach, leaves of keel's own: one over each DTensor's
 // local part, and one over each original parameter's part of a flat parameter's shard (named as
-// the model's state_dict() names it). It hands them each step's gradient part before the step
-// and takes it back after. The probe's core then sees plain tensors whose identity stays put,
+// the model's state_dict() names it). This class lends them each step's gradient part before
+// the step and takes it back after. The probe's core then sees plain tensors whose identity stays put,
 // whose weights the optimizer's in-place update changes, and whose gradient is this rank's.
 // PythonModel and PythonOptimizer read every parameter through this, so both name the same
 // tensors (and optimizer.state is found by the parameter, a flat one's state by the part's
@@ -31,6 +31,7 @@ class LocalShards {
   struct Measured {
     torch::Tensor tensor;
     std::string name;
+    int64_t offset = -1;   // a flat parameter's part: where it starts in the shard; -1 a DTensor's leaf
   };
 
   LocalShards() = default;
@@ -64,6 +65,17 @@ class LocalShards {
   bool is_leaf(const torch::Tensor& tensor) const { return by_leaf_.count(tensor.unsafeGetTensorImpl()) != 0; }
   // A tensor of optimizer.state as data: a DTensor's local part, else the tensor.
   static torch::Tensor local_data(pybind11::handle object, const char* what);
+
+  // Before the step: each leaf's gradient is its parameter's this step, without a copy: a
+  // DTensor's local part, or a flat parameter part's slice of the flat gradient (none when the
+  // parameter has none, or a flat gradient of another size than the shard, which FSDP1 keeps
+  // whole under no_sync: the parts read as not updated). Throws std::invalid_argument, as
+  // Tensor.grad's setter would, for a gradient of another shape, dtype or device than its leaf.
+  // In C++ because it runs at every step for every part: in Python it took 4 ms a step at 2,000
+  // parts, four times the probe's own time there (BENCHMARKS.md, "Lending sharded gradients").
+  void lend_gradients() const;
+  // After the step: no leaf holds a gradient, so none outlives the user's zero_grad().
+  void take_gradients_back() const;
 
  private:
   // The parameter a leaf stands for (held), and for a flat parameter's part where it starts in

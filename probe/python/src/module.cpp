@@ -185,14 +185,23 @@ PYBIND11_MODULE(_probe, m) {
       .def_property_readonly("growth_tracker", &keel::probe::GradScaler::growth_tracker)
       .def_property_readonly("found_inf", &keel::probe::GradScaler::found_inf);
 
+  // keel's leaves over a model's sharded parameters (keel/_local_shards.py makes the dict), and
+  // the lending of each step's gradient parts to them.
+  py::class_<keel::python::LocalShards, std::shared_ptr<keel::python::LocalShards>>(m, "LocalShards")
+      .def(py::init<const py::dict&>(), py::arg("leaves"))
+      .def("lend_gradients", &keel::python::LocalShards::lend_gradients)
+      .def("take_gradients_back", &keel::python::LocalShards::take_gradients_back);
+
   py::class_<Probe>(m, "Probe")
-      .def(py::init([](py::object model, py::object optimizer, const ProbeOptions& options, const py::dict& shards) {
-             auto local_shards = std::make_shared<const keel::python::LocalShards>(shards);
+      .def(py::init([](py::object model, py::object optimizer, const ProbeOptions& options,
+                       std::shared_ptr<keel::python::LocalShards> shards) {
+             std::shared_ptr<const keel::python::LocalShards> local_shards =
+                 shards ? std::move(shards) : std::make_shared<const keel::python::LocalShards>();
              return std::make_unique<Probe>(
                  std::make_unique<keel::python::PythonModel>(std::move(model), local_shards),
                  std::make_unique<keel::python::PythonOptimizer>(std::move(optimizer), local_shards), options);
            }),
-           py::arg("model"), py::arg("optimizer"), py::arg("options"), py::arg("local_shards") = py::dict())
+           py::arg("model"), py::arg("optimizer"), py::arg("options"), py::arg("local_shards").none(true) = py::none())
       .def("step", [](Probe& p, const torch::Tensor& loss) { return p.step(loss); }, py::arg("loss"))
       .def("step_closure", [](Probe& p, const keel::probe::LossClosure& closure) { return p.step(closure); },
            py::arg("closure"))
