@@ -10,9 +10,10 @@
 // clicked). A sharded job's strip has one more row under the ranks', "job": each layer's
 // whole value of the heatmap's metric, the ranks' shards combined (Model::job_layer_values);
 // a click on it selects the layer. Drawn only when two or more ranks have sent telemetry.
-// It logs, once per change, where its rows are ("keel: ranks ... job 0|1") and the first non-finite
-// rank ("keel: first nonfinite rank R step S layer L"), so a test driving the real window can
-// check and click them.
+// It logs, once per change, where its rows are and what they show ("keel: ranks ... job 0|1
+// metric NAME") and the first non-finite rank ("keel: first nonfinite rank R step S layer L"),
+// so a test driving the real window can check and click them. Its cells are remade only when
+// the model's revision, the metric, the steps in view or the shown run change.
 // Threads: the UI thread, inside an ImGui window.
 #pragma once
 
