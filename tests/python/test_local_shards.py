@@ -78,3 +78,16 @@ def test_a_gradient_that_does_not_fit_its_leaf_is_refused_as_tensor_grad_would_r
     double.grad = torch.ones(3, dtype=torch.float64)
     with pytest.raises(ValueError, match="does not match keel's leaf"):
         _probe.LocalShards({double: torch.zeros(3, requires_grad=True)}).lend_gradients()
+
+
+def test_a_refused_gradient_leaves_no_leaf_holding_one():
+    # A flat parameter's parts are lent in order: the first fits, the second (not flat, as no
+    # part keel makes is) does not, and the first's gradient is taken back.
+    flat = torch.zeros(8, requires_grad=True)
+    fits = flat.detach().narrow(0, 0, 4).requires_grad_()
+    square = flat.detach().narrow(0, 4, 4).view(2, 2).requires_grad_()
+    shards = _probe.LocalShards({flat: [("fits", fits, 0), ("square", square, 4)]})
+    flat.grad = torch.ones(8)
+    with pytest.raises(ValueError, match="does not match keel's leaf"):
+        shards.lend_gradients()
+    assert fits.grad is None and square.grad is None

@@ -75,6 +75,15 @@ void check_lendable(const torch::Tensor& leaf, const torch::Tensor& grad) {
 }  // namespace
 
 void LocalShards::lend_gradients() const {
+  try {
+    lend_each_gradient();
+  } catch (...) {
+    take_gradients_back();   // none lent to some leaves and not to others
+    throw;
+  }
+}
+
+void LocalShards::lend_each_gradient() const {
   // Interned once and never released: a static py::str would be released after the
   // interpreter is gone, at exit.
   static const py::handle kGrad = py::str("grad").release();

@@ -70,7 +70,8 @@ class LocalShards {
   // DTensor's local part, or a flat parameter part's slice of the flat gradient (none when the
   // parameter has none, or a flat gradient of another size than the shard, which FSDP1 keeps
   // whole under no_sync: the parts read as not updated). Throws std::invalid_argument, as
-  // Tensor.grad's setter would, for a gradient of another shape, dtype or device than its leaf.
+  // Tensor.grad's setter would, for a gradient of another shape, dtype or device than its leaf,
+  // with no leaf left holding a gradient.
   // In C++ because it runs at every step for every part: in Python it took 4 ms a step at 2,000
   // parts, four times the probe's own time there (BENCHMARKS.md, "Lending sharded gradients").
   void lend_gradients() const;
@@ -85,6 +86,8 @@ class LocalShards {
     int64_t offset = -1;
   };
   static const torch::Tensor& plain(pybind11::handle object, const char* what);
+  // lend_gradients' loop; it takes every gradient back when this throws.
+  void lend_each_gradient() const;
 
   std::unordered_map<PyObject*, std::vector<Measured>> by_parameter_;
   std::unordered_map<const void*, Owner> by_leaf_;
