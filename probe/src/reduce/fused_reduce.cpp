@@ -416,23 +416,6 @@ int64_t build_chunks(const std::vector<Span>& spans, std::vector<Chunk>& chunks,
   return total;
 }
 
-// Asks for the first kPrefetchElems of a buffer a pass reaches soon. Each small tensor is an
-// allocation of its own, so the hardware's stream prefetcher cannot see the next one coming:
-// without this, every one of a 50,000-tensor model's buffers started with a wait on memory.
-constexpr int64_t kPrefetchElems = 256;
-constexpr int64_t kPrefetchAhead = 2;   // chunks
-
-inline void prefetch_start(const float* p, int64_t n, bool for_write = false) {
-  const int64_t elems = std::min(n, kPrefetchElems);
-  for (int64_t i = 0; i < elems; i += 64 / static_cast<int64_t>(sizeof(float))) {
-    if (for_write) {
-      __builtin_prefetch(p + i, 1);
-    } else {
-      __builtin_prefetch(p + i, 0);
-    }
-  }
-}
-
 // Whether a parallel region would have more than one thread: a trainer that limits itself to
 // one (torch::set_num_threads(1) sets OpenMP's count) would pay for the region's team, which
 // libgomp allocates and frees for every region of one thread, for no parallelism at all.
@@ -444,23 +427,19 @@ inline bool pool_has_threads() {
 #endif
 }
 
-// Runs body(c) for every chunk index, task by task, after ahead(c + kPrefetchAhead) asked for
-// that later chunk's memory; the tasks in parallel only when the work pays for the region.
-template <typename Ahead, typename Body>
-void for_each_chunk(const std::vector<int64_t>& tasks, int64_t total_elems, Ahead ahead, Body body) {
+// Runs body(c) for every chunk index, task by task; the tasks in parallel only when the work
+// pays for the region.
+template <typename Body>
+void for_each_chunk(const std::vector<int64_t>& tasks, int64_t total_elems, Body body) {
   const int64_t num_tasks = static_cast<int64_t>(tasks.size()) - 1;
   const int64_t num_chunks = tasks[num_tasks];
-  auto run = [&](int64_t c) {
-    if (c + kPrefetchAhead < num_chunks) ahead(c + kPrefetchAhead);
-    body(c);
-  };
   if (total_elems >= kParallelMinElems && num_tasks > 1 && pool_has_threads()) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t t = 0; t < num_tasks; ++t) {
-      for (int64_t c = tasks[t]; c < tasks[t + 1]; ++c) run(c);
+      for (int64_t c = tasks[t]; c < tasks[t + 1]; ++c) body(c);
     }
   } else {
-    for (int64_t c = 0; c < num_chunks; ++c) run(c);
+    for (int64_t c = 0; c < num_chunks; ++c) body(c);
   }
 }
 
@@ -473,16 +452,6 @@ void for_each_piece(int64_t count, int64_t total_elems, Body body) {
   } else {
     for (int64_t c = 0; c < count; ++c) body(c);
   }
-}
-
-// The prefetch of a snapshot pass's later chunk: its weights, and the snapshot it writes.
-template <typename Chunk>
-auto snapshot_ahead(const std::vector<Chunk>& chunks, const std::vector<SnapshotSpan>& spans) {
-  return [&chunks, &spans](int64_t c) {
-    const Chunk& k = chunks[c];
-    prefetch_start(spans[k.buffer].weights + k.begin, k.end - k.begin);
-    prefetch_start(spans[k.buffer].snapshot + k.begin, k.end - k.begin, /*for_write=*/true);
-  };
 }
 
 template <typename T>
@@ -537,11 +506,7 @@ double sumsq_of_chunk(const float* data, int64_t n) { return sumsq_kernel(data, 
 void FusedReducer::grad_stats(const std::vector<ConstSpan>& grads, std::vector<GradStats>& out) {
   const int64_t total = build_chunks(grads, chunks_, tasks_);
   grow_to(partial_grad_, chunks_.size());
-  const auto ahead = [&](int64_t c) {
-    const Chunk& k = chunks_[c];
-    prefetch_start(grads[k.buffer].data + k.begin, k.end - k.begin);
-  };
-  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
+  for_each_chunk(tasks_, total, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     partial_grad_[c] = to_partial(grad_kernel(grads[k.buffer].data + k.begin, k.end - k.begin));
   });
@@ -552,11 +517,7 @@ void FusedReducer::unscale_and_grad_stats(const std::vector<MutableSpan>& grads,
                                           std::vector<GradStats>& out) {
   const int64_t total = build_chunks(grads, chunks_, tasks_);
   grow_to(partial_grad_, chunks_.size());
-  const auto ahead = [&](int64_t c) {
-    const Chunk& k = chunks_[c];
-    prefetch_start(grads[k.buffer].data + k.begin, k.end - k.begin, /*for_write=*/true);
-  };
-  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
+  for_each_chunk(tasks_, total, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     partial_grad_[c] = to_partial(
         unscale_grad_kernel(grads[k.buffer].data + k.begin, k.end - k.begin, scale));
@@ -571,12 +532,7 @@ void FusedReducer::grad_and_weight_stats(const std::vector<MutableSpan>& grads, 
   grow_to(partial_grad_, chunks_.size());
   grow_to(partial_sum_, chunks_.size());
   const bool unscale = scale != 1.0f;
-  const auto ahead = [&](int64_t c) {
-    const Chunk& k = chunks_[c];
-    prefetch_start(grads[k.buffer].data + k.begin, k.end - k.begin, /*for_write=*/unscale);
-    prefetch_start(weights[k.buffer].data + k.begin, k.end - k.begin);
-  };
-  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
+  for_each_chunk(tasks_, total, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     float* g = grads[k.buffer].data + k.begin;
     const int64_t n = k.end - k.begin;
@@ -591,7 +547,7 @@ void FusedReducer::snapshot_sumsq(const std::vector<SnapshotSpan>& spans,
                                   std::vector<double>& out) {
   const int64_t total = build_chunks(spans, chunks_, tasks_);
   grow_to(partial_sum_, chunks_.size());
-  for_each_chunk(tasks_, total, snapshot_ahead(chunks_, spans), [&](int64_t c) {
+  for_each_chunk(tasks_, total, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     const SnapshotSpan& s = spans[k.buffer];
     partial_sum_[c] =
@@ -605,7 +561,7 @@ void FusedReducer::update_and_snapshot(const std::vector<SnapshotSpan>& spans,
   const int64_t total = build_chunks(spans, chunks_, tasks_);
   grow_to(partial_sum_, chunks_.size());
   grow_to(partial_sum2_, chunks_.size());
-  for_each_chunk(tasks_, total, snapshot_ahead(chunks_, spans), [&](int64_t c) {
+  for_each_chunk(tasks_, total, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     const SnapshotSpan& s = spans[k.buffer];
     update_roll_kernel(s.weights + k.begin, s.snapshot + k.begin, k.end - k.begin, &partial_sum_[c],
@@ -635,11 +591,7 @@ double FusedReducer::logsumexp_rows_sum(const float* data, int64_t rows, int64_t
 void FusedReducer::sumsq(const std::vector<ConstSpan>& spans, std::vector<double>& out) {
   const int64_t total = build_chunks(spans, chunks_, tasks_);
   grow_to(partial_sum_, chunks_.size());
-  const auto ahead = [&](int64_t c) {
-    const Chunk& k = chunks_[c];
-    prefetch_start(spans[k.buffer].data + k.begin, k.end - k.begin);
-  };
-  for_each_chunk(tasks_, total, ahead, [&](int64_t c) {
+  for_each_chunk(tasks_, total, [&](int64_t c) {
     const Chunk& k = chunks_[c];
     partial_sum_[c] = sumsq_kernel(spans[k.buffer].data + k.begin, k.end - k.begin);
   });
