@@ -4,10 +4,11 @@
 #
 # Usage: scripts/install-deps.sh [--official-libtorch | --newest-libtorch]
 #   --official-libtorch  also installs the official libtorch 2.x that keel is pinned to (pip's
-#                        torch, CUDA build; it runs on the CPU too), with pytest for the Python
-#                        front's tests, into a virtual environment under the cache directory, and
-#                        prints its CMake prefix as the only line on stdout. A second run finds
-#                        it there and downloads nothing.
+#                        torch, CUDA build; it runs on the CPU too), with pytest, transformers,
+#                        lightning and accelerate for the Python front's tests, into a virtual
+#                        environment under the cache directory, and prints its CMake prefix as
+#                        the only line on stdout. A second run finds it there and downloads
+#                        nothing.
 #   --newest-libtorch    the same for the newest torch the package index serves today (asks the
 #                        index which one that is), so that a release that breaks keel is seen
 #                        the day it appears.
@@ -91,10 +92,12 @@ if [ "$(installed_version)" != "$torch_version" ]; then
     exit 1
   }
 fi
-# pytest runs the Python front's tests (tests/python) in the same environment, against its torch.
-if ! "$venv/bin/python" -c 'import pytest' 2>/dev/null; then
-  echo "keel: installing pytest into $venv" >&2
-  "$venv/bin/python" -m pip --quiet install pytest >&2
+# pytest runs the Python front's tests (tests/python) in the same environment, against its torch,
+# and those tests run keel inside the Hugging Face Trainer, Lightning and Accelerate (tiny models
+# built from configs: nothing else is downloaded). Installed beside the torch, never over it.
+if ! "$venv/bin/python" -c 'import pytest, transformers, lightning, accelerate, safetensors' 2>/dev/null; then
+  echo "keel: installing pytest, transformers, lightning and accelerate into $venv" >&2
+  "$venv/bin/python" -m pip --quiet install pytest transformers lightning accelerate safetensors "torch==$torch_version" >&2
 fi
 # Numpy is not installed: importing torch warns that it is missing, which is harmless here.
 "$venv/bin/python" -W ignore -c 'import torch; print(torch.utils.cmake_prefix_path)'

@@ -12,6 +12,8 @@ from ._agreement import skip_agreement
 from ._amp import ScalerBridge
 from ._local_shards import LocalShards
 from ._partition import parameters_partitioned
+from ._step_intercept import StepIntercept
+from ._unwrap import accelerated, original_module, original_optimizer
 
 
 def distributed_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
@@ -42,6 +44,22 @@ def _lending_after(closure: Callable[[], torch.Tensor], shards: LocalShards) -> 
         loss = closure()
         shards.lend_gradients()
         return loss
+    return run
+
+
+def _eager_reruns(closure: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """``closure``, whose second run in a step (keel's traced re-run of an unsafe step) runs
+    what torch.compile compiled as plain eager ops: the origin tracer sees ATen's ops, and a
+    compiled graph's fused kernels are none. The first run, the one that trains, is as compiled."""
+    runs = 0
+
+    def run() -> torch.Tensor:
+        nonlocal runs
+        runs += 1
+        if runs == 1:
+            return closure()
+        with torch.compiler.set_stance("force_eager"):
+            return closure()
     return run
 
 
@@ -93,6 +111,11 @@ class Probe:
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *,
                  agree_skips: Optional[bool] = None, process_group: Any = None, **options: Any) -> None:
+        model = original_module(model)
+        # Accelerate's wrapper: its step skips accumulation's micro-steps and runs its GradScaler;
+        # a direct probe.step() does the same (step()).
+        self._accelerated = accelerated(optimizer)
+        optimizer = original_optimizer(optimizer)
         self._shards = LocalShards(model)
         options = distributed_defaults(options)
         options.setdefault("sharded", parameters_partitioned(model))
@@ -103,10 +126,13 @@ class Probe:
         self._agrees_skips = agreement is not None
         self._optimizer = optimizer
         self._scalers: Dict[int, ScalerBridge] = {}
+        self._in_step = False
+        self._intercepting = False   # inside a step intercept_step() took
+        self._intercept: Optional[StepIntercept] = None
 
     def step(self, loss: Optional[torch.Tensor] = None, *,
              closure: Optional[Callable[[], torch.Tensor]] = None,
-             scaler: Optional[torch.amp.GradScaler] = None) -> "_probe.StepOutcome":
+             scaler: Optional[torch.amp.GradScaler] = None) -> Optional["_probe.StepOutcome"]:
         """Measures the step, decides whether its update is safe, and applies it or skips it.
 
         Pass the step's ``loss`` after ``loss.backward()``; or, instead, ``closure=``: a
@@ -119,12 +145,24 @@ class Probe:
         scaler=scaler)`` (the unscaled loss) in place of ``scaler.step(optimizer)`` and
         ``scaler.update()``: the probe unscales in its own pass, skips the update on an
         overflow and updates the scale as PyTorch would. ``scaler.unscale_(optimizer)`` before
-        it (to clip the gradients) is allowed, as with ``scaler.step``.
+        it (to clip the gradients) is allowed, as with ``scaler.step``. A disabled scaler
+        (``enabled=False``) is no scaler: the step is ``probe.step(loss)``.
+
+        Under torch.compile, the closure's re-run runs eagerly (``force_eager``), so that the
+        tracer sees the ops a compiled graph fuses.
+
+        With an optimizer Accelerate prepared, the step is Accelerate's: none on a micro-step of
+        ``accelerator.accumulate()`` (returns None), and with fp16 its ``accelerator.scaler``.
 
         Returns what the step did (``applied``, ``skip_reason``, ``nonfinite_layers``, ...).
         """
         if closure is not None and loss is not None:
             raise TypeError("keel.Probe.step: pass the loss or a closure, not both")
+        if self._accelerated is not None and not self._intercepting:
+            if not self._accelerated.gradient_state.sync_gradients:
+                return None   # an accumulation micro-step (accelerator.accumulate): no step, as Accelerate's
+            if scaler is None:
+                scaler = self._accelerated.scaler
         bridge = self._bridge(scaler)
         if bridge is not None:
             bridge.before_step(self._optimizer, self._core.settle)
@@ -133,18 +171,54 @@ class Probe:
             shards.lend_gradients()
             if closure is not None:
                 closure = _lending_after(closure, shards)
+        self._in_step = True
         try:
             if closure is not None:
-                return self._core.step_closure(closure)
+                return self._core.step_closure(_eager_reruns(closure))
             return self._core.step(loss if loss is not None else torch.Tensor())
         finally:
+            self._in_step = False
             if shards is not None:
                 shards.take_gradients_back()
             if bridge is not None:
                 bridge.after_step()
 
+    def intercept_step(self, scaler: Optional[torch.amp.GradScaler] = None) -> None:
+        """Makes the optimizer's own ``optimizer.step()`` run keel's step, for a loop that calls it
+        itself (a framework's, a script's): ``optimizer.step(closure)`` becomes
+        ``probe.step(closure's loss)``, and with ``scaler`` (a GradScaler the loop calls
+        ``scaler.step(optimizer)`` and ``scaler.update()`` on), that pair becomes
+        ``probe.step(loss, scaler=scaler)``. The step's loss is the closure's, or the sum of the
+        losses given to ``note_loss()`` since the last step. Only this optimizer object changes
+        (an attribute of the instance, as LR schedulers set theirs); ``release_step()`` undoes it.
+        keel.integrations uses it for the Hugging Face Trainer and Lightning."""
+        self.release_step()
+        self._intercept = StepIntercept(self._optimizer, self._intercepted_step, lambda: self._in_step, scaler)
+
+    def release_step(self) -> None:
+        """Gives ``optimizer.step()`` (and the scaler's) back, as they were before intercept_step()."""
+        if self._intercept is not None:
+            self._intercept.release()
+            self._intercept = None
+
+    def note_loss(self, loss: torch.Tensor) -> None:
+        """A micro-batch's loss, for a step that ``optimizer.step()`` takes without one
+        (intercept_step): the step publishes the sum of those noted since the last step."""
+        if self._intercept is not None:
+            self._intercept.note_loss(loss)
+
+    def _intercepted_step(self, loss: Optional[torch.Tensor], scaler: Optional[torch.amp.GradScaler]) -> None:
+        # The framework's own step already stands for its accumulation and scaler.
+        self._intercepting = True
+        try:
+            self.step(loss, scaler=scaler)
+        finally:
+            self._intercepting = False
+
     def _bridge(self, scaler: Optional[torch.amp.GradScaler]) -> Optional[ScalerBridge]:
-        if scaler is None:
+        # A disabled scaler (GradScaler(enabled=False): an fp32 or bf16 run of an fp16 script)
+        # scales nothing and keeps no state: the step is the plain one.
+        if scaler is None or not scaler.is_enabled():
             self._core.use_scaler(None)
             return None
         bridge = self._scalers.get(id(scaler))
@@ -176,7 +250,9 @@ class Probe:
 
     @property
     def last_events(self) -> List[Dict[str, Any]]:
-        """The events the last step raised (first non-finite layer, skip, dump, ...)."""
+        """The events the last step raised (first non-finite layer, skip, dump, ...): step, kind,
+        layer, detail, and ``cause`` (kind, op, module, evidence, sentence: where an unsafe step's
+        NaN was born) or None."""
         return self._core.last_events
 
     @property

@@ -80,6 +80,18 @@ py::dict event_of(const keel::wire::Event& e) {
   out["kind"] = e.kind;
   out["layer"] = e.layer;
   out["detail"] = e.detail;
+  // Why the step was unsafe (first_nonfinite, spike): where its NaN was born, when traced.
+  if (e.cause) {
+    py::dict cause;
+    cause["kind"] = e.cause->kind;
+    cause["op"] = e.cause->op;
+    cause["module"] = e.cause->module;
+    cause["evidence"] = e.cause->evidence;
+    cause["sentence"] = e.cause->sentence;
+    out["cause"] = cause;
+  } else {
+    out["cause"] = py::none();
+  }
   return out;
 }
 

@@ -10,11 +10,18 @@ namespace keel::python {
 namespace {
 
 // A tensor's name as the model's user knows it: without the modules FSDP (FSDP1) and activation
-// checkpointing wrap theirs in, as FSDP's state_dict() leaves them out.
+// checkpointing wrap theirs in, as FSDP's state_dict() leaves them out, and without the
+// `_orig_mod` of a submodule compiled on its own (torch.compile; keel/_unwrap.py unwraps a
+// compiled model as a whole).
 std::string without_wrappers(std::string name) {
-  for (const std::string wrapper : {"_fsdp_wrapped_module.", "_checkpoint_wrapped_module."}) {
+  for (const std::string wrapper : {"_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod."}) {
     for (size_t at = name.find(wrapper); at != std::string::npos; at = name.find(wrapper, at)) {
-      name.erase(at, wrapper.size());
+      // A whole segment only: a user's `my_orig_mod.weight` keeps its name.
+      if (at == 0 || name[at - 1] == '.') {
+        name.erase(at, wrapper.size());
+      } else {
+        at += wrapper.size();
+      }
     }
   }
   return name;
