@@ -28,23 +28,35 @@ def micro_batches():
     return [collate(data[i:i + BATCH]) for i in range(0, len(data), BATCH)]
 
 
+def cpu_scaler():
+    """A GradScaler on the CPU, where the frameworks make none: their fp16 path, run here."""
+    return torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+
+
 def hand_written_loop(quiet, precision: str) -> list:
-    """The README's loop, with the same accumulation and clipping: keel's verdict per step."""
+    """The README's loop, with the same accumulation and clipping: keel's verdict per step, and
+    with "fp16" the scale after the last step."""
     model = tiny_gpt2()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     probe = keel.Probe(model, optimizer, **quiet)
+    scaler = cpu_scaler() if precision == "fp16" else None
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     batches = micro_batches()
     applied = []
     for step in range(STEPS):
         optimizer.zero_grad()
         total = 0.0
         for micro in range(ACCUMULATE):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
                 loss = model(**batches[step * ACCUMULATE + micro]).loss / ACCUMULATE
-            loss.backward()
+            (scaler.scale(loss) if scaler else loss).backward()
             total = total + loss.detach()
+        if scaler:
+            scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        applied.append(probe.step(total).applied)
+        applied.append(probe.step(total, scaler=scaler).applied)
+    if scaler:
+        return applied, scaler.get_scale()
     return applied
 
 
@@ -55,7 +67,7 @@ def assert_same_tensors(a: dict, b: dict) -> None:
 
 
 # The Hugging Face Trainer.
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16 scaler"])
 def test_trainer_gives_the_hand_written_loops_verdicts(quiet, tmp_path, precision):
     from safetensors.torch import load_file
     from transformers import Trainer, TrainerCallback, TrainingArguments
@@ -70,6 +82,10 @@ def test_trainer_gives_the_hand_written_loops_verdicts(quiet, tmp_path, precisio
         report_to=[], use_cpu=True, bf16=precision == "bf16", disable_tqdm=True, seed=0)
     data = samples(STEPS * BATCH * ACCUMULATE, POISONED_SAMPLE)
     trainer = Trainer(model=model, args=args, train_dataset=InOrder(data), data_collator=collate)
+    if precision == "fp16 scaler":
+        # The Trainer's fp16 path (Accelerate's scaler, its patched step, optimizer_step_was_skipped)
+        # with a CPU scaler, in fp32 math: the poisoned step overflows.
+        trainer.accelerator.scaler = cpu_scaler()
     keel_callback = attach(trainer, **quiet)
 
     published = []
@@ -85,7 +101,12 @@ def test_trainer_gives_the_hand_written_loops_verdicts(quiet, tmp_path, precisio
     assert [entry["step"] for entry in logs] == list(range(1, STEPS + 1))
     trainer_applied = [entry["keel/skipped"] == 0 for entry in logs]
     assert trainer_applied == EXPECTED_APPLIED
-    assert trainer_applied == hand_written_loop(quiet, precision)
+    if precision == "fp16 scaler":
+        assert published[UNSAFE_STEP]["scaler"]["found_inf"]
+        assert trainer.accelerator.scaler.get_scale() == 2.0 ** 15   # backed off once, not twice
+        assert trainer.lr_scheduler.last_epoch == STEPS - 1         # not stepped on the skip
+    else:
+        assert trainer_applied == hand_written_loop(quiet, precision)
     assert all(math.isfinite(entry["keel/grad_norm"]) == (i != UNSAFE_STEP) for i, entry in enumerate(logs))
     # The loss keel publishes is the Trainer's (the NaN step's the Trainer logs as a mean of the
     # others: its nan filter).
@@ -135,10 +156,12 @@ def lightning_module(manual: bool):
     return Tiny()
 
 
-@pytest.mark.parametrize("manual", [False, True], ids=["automatic", "manual"])
-def test_lightning_gives_the_hand_written_loops_verdicts(quiet, tmp_path, manual):
+@pytest.mark.parametrize("manual,precision", [(False, "fp32"), (True, "fp32"), (False, "fp16")],
+                         ids=["automatic", "manual", "automatic-16-mixed"])
+def test_lightning_gives_the_hand_written_loops_verdicts(quiet, tmp_path, manual, precision):
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.plugins.precision import MixedPrecision
 
     from keel.integrations.lightning import KeelCallback
 
@@ -146,6 +169,8 @@ def test_lightning_gives_the_hand_written_loops_verdicts(quiet, tmp_path, manual
     keel_callback = KeelCallback(**quiet)
     logger = CSVLogger(str(tmp_path), name="run")
     extra = {} if manual else dict(accumulate_grad_batches=ACCUMULATE, gradient_clip_val=1.0)
+    if precision == "fp16":   # 16-mixed with its GradScaler, which Lightning makes on a GPU only
+        extra["plugins"] = [MixedPrecision("16-mixed", "cpu", scaler=cpu_scaler())]
     trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=STEPS, logger=logger, log_every_n_steps=1,
                          callbacks=[keel_callback], enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, **extra)
@@ -158,7 +183,12 @@ def test_lightning_gives_the_hand_written_loops_verdicts(quiet, tmp_path, manual
     assert sorted(rows) == list(range(STEPS))
     applied = [float(rows[step]["keel/skipped"]) == 0.0 for step in range(STEPS)]
     assert applied == EXPECTED_APPLIED
-    assert applied == hand_written_loop(quiet, "fp32")
+    if precision == "fp16":
+        expected_applied, expected_scale = hand_written_loop(quiet, "fp16")
+        assert applied == expected_applied
+        assert trainer.precision_plugin.scaler.get_scale() == expected_scale
+    else:
+        assert applied == hand_written_loop(quiet, "fp32")
     assert keel_callback.probe.layer_names == ["model." + n for n, _ in tiny_gpt2().named_parameters()]
     assert all(torch.isfinite(p).all() for p in module.parameters())
 

@@ -225,3 +225,22 @@ def test_intercepted_grad_scaler_step_is_the_probes(quiet):
         assert scaler.get_scale() == reference_scaler.get_scale()
     for a, b in zip(model.parameters(), reference.parameters()):
         assert torch.allclose(a, b)
+
+
+def test_ddp_and_compile_in_either_order_keep_the_names(quiet, tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        for wrap in (lambda m: torch.nn.parallel.DistributedDataParallel(torch.compile(m, backend="eager")),
+                     lambda m: torch.compile(torch.nn.parallel.DistributedDataParallel(m), backend="eager")):
+            net = Net()
+            model = wrap(net)
+            probe = keel.Probe(model, torch.optim.SGD(model.parameters(), lr=0.1), **quiet)
+            x, y = batch(0)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            assert probe.step(loss).applied
+            assert probe.layer_names == own_names()
+    finally:
+        dist.destroy_process_group()

@@ -13,7 +13,7 @@ optimizer step is keel's, after the Trainer's gradient clipping, over the whole 
 gradient. The loss keel publishes is the Trainer's: the sum of ``training_step``'s losses over
 the step's micro-batches (what the Trainer logs as ``loss``). Each training log gets
 ``keel/skipped`` (updates keel skipped since the last log) and ``keel/grad_norm`` (the last
-step's, as keel measured it before its verdict), and before a checkpoint is saved keel's last
+step's, as keel measured it: after the Trainer's clipping), and before a checkpoint is saved keel's last
 step is settled, so that a checkpoint taken after a skip holds the weights the skip kept.
 """
 
