@@ -244,3 +244,20 @@ def test_ddp_and_compile_in_either_order_keep_the_names(quiet, tmp_path):
             assert probe.layer_names == own_names()
     finally:
         dist.destroy_process_group()
+
+
+def test_a_step_replaced_by_hand_with_probe_step_does_not_recurse(quiet):
+    # What a Trainer user tried first: optimizer.step = a function that calls probe.step().
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    probe = keel.Probe(model, optimizer, **quiet)
+    losses = {}
+    optimizer.step = lambda closure=None: probe.step(losses["loss"])
+    for step in range(3):
+        optimizer.zero_grad()
+        losses["loss"] = poisoned_loss(model, step, poison=step == 1)
+        losses["loss"].backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        outcome = optimizer.step()
+        assert outcome.applied == (step != 1)
+        assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters())) == outcome.applied

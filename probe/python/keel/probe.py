@@ -158,6 +158,12 @@ class Probe:
         """
         if closure is not None and loss is not None:
             raise TypeError("keel.Probe.step: pass the loss or a closure, not both")
+        if self._in_step:
+            # The probe applying its update called optimizer.step(), and that leads back here: a
+            # step() replaced by one that calls probe.step() (intercept_step does it without
+            # this). The update is the optimizer's class's own step.
+            type(self._optimizer).step(self._optimizer)
+            return None
         if self._accelerated is not None and not self._intercepting:
             if not self._accelerated.gradient_state.sync_gradients:
                 return None   # an accumulation micro-step (accelerator.accumulate): no step, as Accelerate's
