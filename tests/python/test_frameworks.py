@@ -226,3 +226,26 @@ def test_accelerate_gives_the_hand_written_loops_verdicts(quiet, intercept):
     assert applied == EXPECTED_APPLIED
     assert applied == hand_written_loop(quiet, "fp32")
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_trainer_trained_again_with_a_new_optimizer_gets_a_new_probe_on_the_same_endpoint(tmp_path):
+    import socket
+
+    from transformers import Trainer, TrainingArguments
+
+    from keel.integrations.transformers import attach
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=BATCH, max_steps=2,
+                             save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(model=tiny_gpt2(), args=args, train_dataset=InOrder(samples(8, 99)), data_collator=collate)
+    callback = attach(trainer, record_dir="", dump_dir=str(tmp_path / "dumps"), endpoint=f"tcp://127.0.0.1:{port}")
+    trainer.train()
+    first = id(callback.probe)
+    trainer.optimizer = trainer.lr_scheduler = None   # the next train() makes new ones
+    trainer.train()
+    assert id(callback.probe) != first
+    assert callback.probe.bound_endpoint == f"tcp://127.0.0.1:{port}"
+    assert callback.probe.last_settled.step == 1

@@ -16,6 +16,7 @@ through the LightningModule's ``log``, so they reach the Trainer's loggers.
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Optional
 
 import torch
@@ -52,7 +53,10 @@ class KeelCallback(pl.Callback):
         model = trainer.model if trainer.model is not None else pl_module
         if self._attached_to != (model, optimizer):
             if self.probe is not None:
+                # Closed before the new one binds the same endpoint.
                 self.probe.release_step()
+                self.probe = None
+                gc.collect()
             self.probe = Probe(model, optimizer, **self._options)
             self._attached_to = (model, optimizer)
         scaler = getattr(trainer.precision_plugin, "scaler", None)

@@ -19,6 +19,7 @@ step is settled, so that a checkpoint taken after a skip holds the weights the s
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Dict, Optional
 
 from transformers import Trainer, TrainerCallback
@@ -46,7 +47,10 @@ class KeelTrainerCallback(TrainerCallback):
         optimizer = original_optimizer(trainer.optimizer)
         if self._attached_to != (model, optimizer):
             if self.probe is not None:
+                # Closed before the new one binds the same endpoint.
                 self.probe.release_step()
+                self.probe = None
+                gc.collect()
             self.probe = Probe(model, optimizer, **self._options)
             self._attached_to = (model, optimizer)
         self.probe.intercept_step(getattr(trainer.accelerator, "scaler", None))
