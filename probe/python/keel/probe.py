@@ -52,13 +52,14 @@ def _eager_reruns(closure: Callable[[], torch.Tensor]) -> Callable[[], torch.Ten
     what torch.compile compiled as plain eager ops: the origin tracer sees ATen's ops, and a
     compiled graph's fused kernels are none. The first run, the one that trains, is as compiled."""
     runs = 0
+    set_stance = getattr(torch.compiler, "set_stance", None)   # torch 2.6 and newer
 
     def run() -> torch.Tensor:
         nonlocal runs
         runs += 1
-        if runs == 1:
+        if runs == 1 or set_stance is None:
             return closure()
-        with torch.compiler.set_stance("force_eager"):
+        with set_stance("force_eager"):
             return closure()
     return run
 
