@@ -1,10 +1,12 @@
 """python -m keel.bench_trainer: what keel costs a Hugging Face Trainer step (issue 57's target:
 at most 2% of the step on the CPU, a small GPT-2 config).
 
-Two Trainers train the same GPT-2 (built from a config, no weights downloaded) on the same token
-batches: ``plain``, and ``keel`` with ``keel.integrations.transformers.attach(trainer)`` (keel's
-defaults: publishing, recording, the skip policy). Their runs alternate, round by round, so that
-the machine's drift touches both alike. A callback times each optimizer step from the Trainer's
+Trainers train the same GPT-2 (built from a config, no weights downloaded) on the same token
+batches: ``plain``; ``keel`` with ``keel.integrations.transformers.attach(trainer)`` (keel's
+defaults: publishing, recording, the skip policy); and ``keel-quiet``, the same publishing and
+recording nothing (the probe's threads idle: what they cost a machine whose cores torch keeps
+busy is the difference). Their runs rotate, round by round, so that the machine's drift touches
+them alike. A callback times each optimizer step from the Trainer's
 ``on_step_begin`` to its ``on_step_end`` (forward, backward, clipping, the step, the scheduler),
 leaving out each run's first steps (warm-up). It prints each's median step time, keel's cost over
 plain measured in this run, and keel's own time on the training thread (the probe's probe_us).
@@ -38,7 +40,10 @@ def token_data(args: argparse.Namespace) -> list:
             for ids in torch.randint(0, args.vocab, (count, args.context), generator=g)]
 
 
-def run(args: argparse.Namespace, with_keel: bool, out_dir: str) -> Dict[str, List[float]]:
+VARIANTS = ("plain", "keel", "keel-quiet")
+
+
+def run(args: argparse.Namespace, variant: str, out_dir: str) -> Dict[str, List[float]]:
     """One Trainer run: its step times (seconds) after the warm-up, and keel's probe_us."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -63,10 +68,14 @@ def run(args: argparse.Namespace, with_keel: bool, out_dir: str) -> Dict[str, Li
         learning_rate=1e-4, logging_steps=50, save_strategy="no", report_to=[], disable_tqdm=True,
         use_cpu=args.device == "cpu", bf16=args.bf16, seed=0, dataloader_num_workers=0)
     trainer = Trainer(model=gpt2(args), args=training, train_dataset=token_data(args))
-    if with_keel:
+    if variant != "plain":
         from keel.integrations.transformers import attach
 
-        keel_callback = attach(trainer, record_dir=tempfile.mkdtemp(prefix="keel-bench-trainer-"))
+        if variant == "keel":
+            options = dict(record_dir=tempfile.mkdtemp(prefix="keel-bench-trainer-"))
+        else:
+            options = dict(endpoint="", record_dir="")
+        keel_callback = attach(trainer, **options)
     trainer.add_callback(StepTimer())
     trainer.train()
     return {"times": times, "probe_us": probe_us}
@@ -74,7 +83,7 @@ def run(args: argparse.Namespace, with_keel: bool, out_dir: str) -> Dict[str, Li
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=4, help="runs of each, alternating")
+    parser.add_argument("--rounds", type=int, default=4, help="runs of each, in rotation")
     parser.add_argument("--steps", type=int, default=40, help="timed optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=5, help="steps per run left out of the timing")
     parser.add_argument("--layers", type=int, default=4)
@@ -93,24 +102,21 @@ def main() -> None:
           f"{args.device}{' bf16' if args.bf16 else ''}, GPT-2 {args.layers} layers x {args.width}, "
           f"vocab {args.vocab}, batch {args.batch} x {args.context} tokens, {args.rounds} rounds x "
           f"{args.steps} steps (+{args.warmup} warm-up) each")
-    results: Dict[str, Dict[str, List[float]]] = {"plain": {"times": [], "probe_us": []},
-                                                  "keel": {"times": [], "probe_us": []}}
+    results: Dict[str, Dict[str, List[float]]] = {v: {"times": [], "probe_us": []} for v in VARIANTS}
     with tempfile.TemporaryDirectory() as out_dir:
         for round_index in range(args.rounds):
-            order = ("plain", "keel") if round_index % 2 == 0 else ("keel", "plain")
-            for name in order:
-                got = run(args, name == "keel", out_dir)
+            shift = round_index % len(VARIANTS)
+            for variant in VARIANTS[shift:] + VARIANTS[:shift]:
+                got = run(args, variant, out_dir)
                 for key in got:
-                    results[name][key].extend(got[key])
+                    results[variant][key].extend(got[key])
     plain = statistics.median(results["plain"]["times"])
-    with_keel = statistics.median(results["keel"]["times"])
-    probe = statistics.median(results["keel"]["probe_us"]) / 1e6
-    print(f"  plain  {plain * 1e3:9.2f} ms/step (median of {len(results['plain']['times'])})")
-    print(f"  keel   {with_keel * 1e3:9.2f} ms/step (median of {len(results['keel']['times'])}): "
-          f"{(with_keel / plain - 1) * 100:+.2f}% over plain")
-    print(f"  keel's own time on the training thread: {probe * 1e6:.0f} us/step, "
-          f"{probe / plain * 100:.2f}% of the plain step")
-
+    print(f"  {'plain':<10} {plain * 1e3:9.2f} ms/step (median of {len(results['plain']['times'])})")
+    for variant in VARIANTS[1:]:
+        step = statistics.median(results[variant]["times"])
+        probe = statistics.median(results[variant]["probe_us"]) / 1e6
+        print(f"  {variant:<10} {step * 1e3:9.2f} ms/step: {(step / plain - 1) * 100:+.2f}% over plain; "
+              f"its own time on the training thread {probe * 1e6:.0f} us/step, {probe / plain * 100:.2f}% of the plain step")
 
 if __name__ == "__main__":
     main()
