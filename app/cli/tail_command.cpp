@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <variant>
@@ -18,7 +20,7 @@
 #include "cli/layer_names.hpp"
 #include "cli/table_format.hpp"
 #include "keel/wire/codec.hpp"
-#include "net/subscriber.hpp"
+#include "net/receiver.hpp"
 
 namespace keel::app {
 namespace {
@@ -26,7 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Upper bound on one wait, so an interrupt that lands between checks is noticed promptly
-// even if the signal went to another thread and did not interrupt our poll.
+// even if the signal went to another thread and did not interrupt our wait.
 constexpr int kMaxWaitMs = 200;
 
 std::string joined(const std::vector<std::string>& endpoints) {
@@ -78,9 +80,20 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
   std::vector<std::string> endpoints = options.endpoints;
   if (endpoints.empty()) endpoints.push_back(keel::wire::kDefaultPubEndpoint);
 
-  std::unique_ptr<Subscriber> subscriber;
+  // The receiver thread wakes this one as soon as it has queued something.
+  std::mutex wake_mutex;
+  std::condition_variable wake;
+  bool queued = false;
+  ReceiverOptions receiver_options;
+  receiver_options.auth = ClientAuth::from_options(options.auth);
+  receiver_options.on_data = [&] {
+    std::lock_guard<std::mutex> lock(wake_mutex);
+    queued = true;
+    wake.notify_one();
+  };
+  std::unique_ptr<Receiver> receiver;
   try {
-    subscriber = std::make_unique<Subscriber>(endpoints, ClientAuth::from_options(options.auth));
+    receiver = std::make_unique<Receiver>(endpoints, receiver_options);
   } catch (const std::exception& error) {
     err << "keel-cli: " << error.what() << '\n';
     return 1;
@@ -90,8 +103,10 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
       std::max<int64_t>(1, std::llround(options.timeout_secs * 1000.0)));
   LayerNames names;
   TablePrinter table(options.lines_per_header);
-  uint64_t printed = 0, received_messages = 0;
-  std::string refusal_told;
+  uint64_t printed = 0, received_messages = 0, decode_errors = 0;
+  std::vector<std::string> refusals_told(endpoints.size());
+  std::vector<uint64_t> decode_errors_told(endpoints.size(), 0);
+  std::vector<keel::wire::Message> inbox;
   Clock::time_point deadline = Clock::now() + timeout;
 
   while (!interrupt_requested()) {
@@ -103,46 +118,50 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
       } else {
         err << " for " << seconds_text(options.timeout_secs) << " s after message " << received_messages;
       }
-      if (subscriber->decode_errors() > 0) {
-        err << " (" << subscriber->decode_errors() << " undecodable messages dropped)";
+      if (decode_errors > 0) err << " (" << decode_errors << " undecodable messages dropped)";
+      for (const std::string& refusal : refusals_told) {
+        if (!refusal.empty()) err << ": refused: " << refusal;
       }
-      if (!subscriber->refusal().empty()) err << ": refused: " << subscriber->refusal();
       err << '\n';
       return 2;
     }
-    ReceiveResult received =
-        subscriber->receive(static_cast<int>(std::min<int64_t>(left.count(), kMaxWaitMs)));
-    if (subscriber->refusal() != refusal_told) {
-      refusal_told = subscriber->refusal();
-      if (!refusal_told.empty()) err << "keel-cli: refused: " << refusal_told << '\n';
+    {
+      std::unique_lock<std::mutex> lock(wake_mutex);
+      wake.wait_for(lock, std::min(left, std::chrono::milliseconds(kMaxWaitMs)), [&] { return queued; });
+      queued = false;
     }
-    switch (received.status) {
-      case ReceiveStatus::kTimeout:
-      case ReceiveStatus::kInterrupted:
-        continue;
-      case ReceiveStatus::kDecodeError:
-        err << "keel-cli: warning: dropped an undecodable message: " << received.error << '\n';
-        continue;
-      case ReceiveStatus::kMessage:
-        break;
-    }
-    if (const auto* run = std::get_if<keel::wire::RunDescription>(&received.message)) {
-      names.learn(*run);
+    inbox.clear();
+    receiver->drain(inbox);
+    const std::vector<EndpointState> links = receiver->endpoint_states();
+    uint64_t messages = 0;
+    for (size_t i = 0; i < links.size(); ++i) {
+      const EndpointState& link = links[i];
+      messages += link.messages;
+      if (link.refusal != refusals_told[i]) {
+        refusals_told[i] = link.refusal;
+        if (!link.refusal.empty()) err << "keel-cli: refused: " << link.refusal << '\n';
+      }
+      for (; decode_errors_told[i] < link.decode_errors; ++decode_errors_told[i], ++decode_errors) {
+        err << "keel-cli: warning: dropped an undecodable message: " << link.last_error << '\n';
+      }
     }
     // Silence is measured in messages received, printed or not: --every 1000 on a slow run
-    // is not a run that stopped.
-    deadline = Clock::now() + timeout;
-    ++received_messages;
-    if (!tail_prints(received.message, options)) continue;
-    if (options.json) {
-      out << to_json_line(received.message, names) << '\n';
-    } else {
-      out << table.format(received.message, names);
+    // is not a run that stopped. A history arriving is not silence either.
+    if (messages != received_messages || !inbox.empty()) deadline = Clock::now() + timeout;
+    received_messages = messages;
+    for (const keel::wire::Message& message : inbox) {
+      if (const auto* run = std::get_if<keel::wire::RunDescription>(&message)) names.learn(*run);
+      if (!tail_prints(message, options)) continue;
+      if (options.json) {
+        out << to_json_line(message, names) << '\n';
+      } else {
+        out << table.format(message, names);
+      }
+      // Flushed per message: tail is read live, often through a pipe that would buffer.
+      out.flush();
+      ++printed;
+      if (options.count > 0 && printed >= options.count) return 0;
     }
-    // Flushed per message: tail is read live, often through a pipe that would buffer.
-    out.flush();
-    ++printed;
-    if (options.count > 0 && printed >= options.count) return 0;
   }
   return 0;
 }

@@ -1,7 +1,12 @@
 // `keel-cli tail`: print every message that one or more probes publish.
 //
 // What it is for: watching a run without the dashboard (over ssh, in CI, piped to jq), and the
-// simplest check that a probe publishes at all. Default output is a readable table, its column
+// simplest check that a probe publishes at all. It receives on the dashboard's own network
+// thread (net/receiver.hpp), so it backfills as the dashboard does: started before the trainer
+// or attached to a running one, it prints every step and event the probe still keeps from
+// before its subscription went live, then the live stream, with no hole and no twin at the
+// seam (PROTOCOL §6); a probe that takes no commands is printed live after the 2 s its history
+// request waits. Default output is a readable table, its column
 // header repeated every screenful of lines (the terminal's height, 24 lines when the output is
 // not a terminal), as vmstat does; --json writes one JSON object per message per line
 // (json_format.hpp), flushed as it arrives. A trainer steps many times a second: --every N
@@ -11,7 +16,7 @@
 // 2 when nothing arrives within --timeout seconds (from the start, or since the last message).
 // Undecodable messages are reported on stderr and skipped; a probe that refuses this client's
 // keys (another user's run, PROTOCOL §6) is reported on stderr with the reason and the fix.
-// Threads: main thread only.
+// Threads: run_tail() on one thread, which starts and ends the Receiver's own.
 #pragma once
 
 #include <cstdint>

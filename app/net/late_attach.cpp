@@ -1,6 +1,8 @@
 #include "net/late_attach.hpp"
 
+#include <cstdint>
 #include <exception>
+#include <random>
 #include <utility>
 #include <variant>
 
@@ -11,10 +13,23 @@ namespace {
 // to the telemetry sockets between bursts of a larger one.
 constexpr int kRepliesPerPoll = 8192;
 
+// 64 random bits in hex: two clients of one probe never share one.
+std::string random_token() {
+  std::random_device source;
+  const uint64_t bits = (uint64_t{source()} << 32) ^ source();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token(16, '0');
+  for (size_t i = 0; i < token.size(); ++i) token[i] = kHex[(bits >> (4 * i)) & 0xf];
+  return token;
+}
+
 }  // namespace
 
 LateAttach::LateAttach(std::string command_endpoint, BackfillOptions options, ClientAuth auth)
-    : command_endpoint_(std::move(command_endpoint)), auth_(std::move(auth)), backfill_(options) {}
+    : command_endpoint_(std::move(command_endpoint)),
+      token_(command_endpoint_.empty() ? std::string() : random_token()),
+      auth_(std::move(auth)),
+      backfill_(options) {}
 
 void LateAttach::on_live(keel::wire::Message&& message, std::vector<keel::wire::Message>& out) {
   backfill_.on_live(std::move(message), Backfill::Clock::now(), out);
@@ -35,7 +50,9 @@ void LateAttach::poll(std::vector<keel::wire::Message>& out) {
       return;
     }
     const uint64_t id = next_id_++;
-    if (!socket_->send(backfill_.history_command(id), error)) {
+    keel::wire::Command command = backfill_.history_command(id);
+    command.token = token_;
+    if (!socket_->send(command, error)) {
       socket_.reset();
       backfill_.request_failed(error, out);
       return;

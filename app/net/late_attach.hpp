@@ -4,7 +4,9 @@
 // a LateAttach, which holds back what Backfill (backfill.hpp) says to hold, sends the history
 // request on a DEALER to the probe's command endpoint, reads the answer, and releases the
 // merged stream. A fresh socket is made for each request and closed when it is over, so an
-// answer to a request given up on can never be mistaken for the next one's.
+// answer to a request given up on can never be mistaken for the next one's. Its requests carry
+// a token of its own, which the endpoint's Subscriber announces (`backfill:<token>`, PROTOCOL
+// §2), so a probe that ends just after this client subscribed still answers it.
 // Threads: owned by the receiver thread; every call from that thread.
 // Never: waits on the network (poll() only checks), or throws after construction.
 #pragma once
@@ -33,9 +35,13 @@ class LateAttach {
   void poll(std::vector<keel::wire::Message>& out);
 
   const Backfill& backfill() const { return backfill_; }
+  // What this client's history requests carry, random per LateAttach; "" when it sends none
+  // (no command endpoint). The Subscriber of the same endpoint announces it.
+  const std::string& history_token() const { return token_; }
 
  private:
   std::string command_endpoint_;
+  std::string token_;
   ClientAuth auth_;
   Backfill backfill_;
   std::unique_ptr<CommandSocket> socket_;

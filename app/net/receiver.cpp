@@ -33,8 +33,10 @@ Receiver::Receiver(const std::vector<std::string>& endpoints, ReceiverOptions op
   std::vector<LateAttach> attaches;
   subscribers.reserve(endpoints.size());
   for (const std::string& endpoint : endpoints) {
-    subscribers.emplace_back(std::vector<std::string>{endpoint}, options_.auth);
     attaches.emplace_back(keel::wire::command_endpoint_for(endpoint), options_.backfill_options, options_.auth);
+    // Announces the history request to come, so a probe that ends meanwhile waits for it.
+    subscribers.emplace_back(std::vector<std::string>{endpoint}, options_.auth,
+                             options_.backfill ? attaches.back().history_token() : std::string());
     Link link;
     link.endpoint = endpoint;
     links_.push_back(std::move(link));

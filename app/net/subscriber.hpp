@@ -34,11 +34,20 @@ class Subscriber {
  public:
   // Connects to every endpoint ("tcp://127.0.0.1:5557", ...) and subscribes to all topics.
   // Connecting does not wait for a probe to exist: ZeroMQ connects (and reconnects) in the
-  // background, so a client may start before the trainer. Throws std::invalid_argument naming
-  // the endpoint when ZeroMQ rejects it.
+  // background, so a client may start before the trainer; it retries every kReconnectMs, so
+  // it is there within a few tens of milliseconds of the probe binding. Throws
+  // std::invalid_argument naming the endpoint when ZeroMQ rejects it.
   // `auth`: the keys to present; disabled (the default here): none, for a probe that takes no
-  // keys.
-  explicit Subscriber(const std::vector<std::string>& endpoints, const ClientAuth& auth = {});
+  // keys. `history_token`: not "" when this client will ask the probe for its history with it
+  // (LateAttach::history_token()): it also subscribes to backfill:<token>, so a probe that is
+  // ending waits for the request (PROTOCOL §2).
+  explicit Subscriber(const std::vector<std::string>& endpoints, const ClientAuth& auth = {},
+                      const std::string& history_token = "");
+
+  // ZeroMQ's default is 100 ms plus up to as much again at random: a run shorter than that was
+  // over before a client waiting for it had connected. A refused connection to a loopback
+  // port costs a few microseconds.
+  static constexpr int kReconnectMs = 20;
 
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;

@@ -322,7 +322,7 @@ void encode_event(Encoder& e, const Event& m) {
 }
 
 void encode_command(Encoder& e, const Command& m) {
-  header(e, m.at_step >= 0 ? 11 : 10, kTopicCommand, m.rank, m.seq);
+  header(e, 10 + (m.at_step >= 0 ? 1 : 0) + (m.token.empty() ? 0 : 1), kTopicCommand, m.rank, m.seq);
   e.key("id");
   e.uint(m.id);
   e.key("kind");
@@ -338,6 +338,10 @@ void encode_command(Encoder& e, const Command& m) {
   if (m.at_step >= 0) {
     e.key("at_step");
     e.sint(m.at_step);
+  }
+  if (!m.token.empty()) {
+    e.key("token");
+    e.str(m.token);
   }
 }
 

@@ -467,7 +467,8 @@ void read_command(MapReader& r, Command& m) {
       .optional("label", m.label)
       .optional("policy", m.policy)
       .optional("enable", m.enable)
-      .optional("at_step", m.at_step);
+      .optional("at_step", m.at_step)
+      .optional("token", m.token);
 }
 
 void read_ack(MapReader& r, Ack& m) {

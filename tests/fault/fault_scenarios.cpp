@@ -217,7 +217,9 @@ FaultOutcome run_fault(Fault fault, const Binaries& binaries, const FaultTiming&
       clients.back()->kill_now();
       sleep_secs(timing.fault_secs);
       if (!add_client()) out.failure = "the restarted client never received a step";
-      // What a restarted client backfills (the dashboard does it itself; keel-cli tail does not).
+      // What a restarted client backfills, read from the probe's ring by the harness itself: the
+      // ledger's ground truth does not rest on the backfill of the client under test (the
+      // dashboard and keel-cli tail both do it).
       if (!app) reattach = trainer.history("reattach.jsonl");
       break;
     case Fault::kClientFrozen:

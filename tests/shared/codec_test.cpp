@@ -268,6 +268,11 @@ TEST(CodecRoundTrip, CommandKeepsEveryField) {
   Command scheduled = in;
   scheduled.at_step = 812;
   EXPECT_EQ(round_trip(scheduled).at_step, 812);
+  EXPECT_EQ(out.token, "") << "absent: none";
+  Command history = in;
+  history.kind = "history";
+  history.token = "9f86d081884c7d65";
+  EXPECT_EQ(round_trip(history).token, "9f86d081884c7d65");
 }
 
 TEST(CodecRoundTrip, AckKeepsEveryField) {

@@ -143,6 +143,7 @@ PYBIND11_MODULE(_probe, m) {
   KEEL_OPTION(send_high_water_mark);
   KEEL_OPTION(describe_interval_secs);
   KEEL_OPTION(history_steps);
+  KEEL_OPTION(exit_flush_secs);
   KEEL_OPTION(accept_commands);
   KEEL_OPTION(command_secret_key);
   KEEL_OPTION(allowed_client_keys);

@@ -1,10 +1,14 @@
 // Attaching a probe: the checks of its options (rank, model name, keys), the Impl's
 // construction (plan, publisher, command socket), its end, and the public Probe's forwarding.
+#include <algorithm>
+#include <cmath>
+
 #include "keel/wire/curve_keys.hpp"
 #include "keel/wire/user_keys.hpp"
 #include "layout/run_description.hpp"
 #include "layout/parameter_sequence.hpp"
 #include "probe_impl.hpp"
+#include "transport/exit_flush.hpp"
 
 namespace keel::probe {
 namespace {
@@ -139,6 +143,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       po.secret_key = options_.command_secret_key;
       po.allowed_client_keys = options_.allowed_client_keys;
     }
+    po.history_intents = history_intents_;
     if (recorder_) {
       FlightRecorder* recorder = recorder_.get();
       po.tap = [recorder](const wire::Message& message, const FlightRecorder::Payload& payload) {
@@ -157,6 +162,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
     co.model = description_.model;
     co.secret_key = options_.command_secret_key;
     co.allowed_client_keys = options_.allowed_client_keys;
+    co.history_intents = history_intents_;
     if (options_.history_steps > 0) {
       Publisher* publisher = publisher_.get();
       co.history = [publisher] { return publisher->history(); };
@@ -193,6 +199,17 @@ Probe::Impl::~Impl() {
   } catch (const std::exception&) {
     // Ending the job must not throw; the dump itself is on disk (or its failure is lost).
   }
+  if (!publisher_) return;
+  // Training is over: the clients are served a last time (exit_flush.hpp), and both sockets
+  // deliver what they queued, all within exit_flush_secs.
+  // A value that is not a number of seconds (NaN, negative) waits for nothing; an hour bounds
+  // the conversion to milliseconds.
+  const double limit_secs =
+      std::isfinite(options_.exit_flush_secs) ? std::clamp(options_.exit_flush_secs, 0.0, 3600.0) : 0.0;
+  const auto deadline = wait_for_clients(options_.endpoint, *publisher_, control_.commands.get(), *history_intents_,
+                                         std::chrono::milliseconds(static_cast<int64_t>(limit_secs * 1000)));
+  if (control_.commands) control_.commands->finish(deadline);
+  publisher_->finish(deadline);
 }
 
 Probe::~Probe() = default;

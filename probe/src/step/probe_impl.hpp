@@ -25,6 +25,7 @@
 #include "reduce/buffer_reducer.hpp"
 #include "dump/checkpoint_writer.hpp"
 #include "transport/command_server.hpp"
+#include "transport/history_intents.hpp"
 #include "reduce/deferred_scalar.hpp"
 #include "keel/probe/optimizer_adapter.hpp"
 #include "keel/probe/probe.hpp"
@@ -156,6 +157,8 @@ class Probe::Impl {
   std::string recording_failure_;
   std::string stale_dumps_note_;   // remove_stale_dumps()'s, until the first step says it
   std::unique_ptr<Publisher> publisher_;
+  // The history requests its clients announced, which the probe's end waits for (exit_flush.hpp).
+  std::shared_ptr<HistoryIntents> history_intents_ = std::make_shared<HistoryIntents>();
   // The remote control (probe_control.cpp): the commands taken at each step boundary, the
   // acks they are owed, and the skips and dump they asked for.
   struct DumpRequest {

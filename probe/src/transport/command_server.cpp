@@ -25,6 +25,7 @@ constexpr std::chrono::milliseconds kPollInterval{2};
 constexpr int64_t kMaxFrameBytes = 1 << 20;
 // Frames read of one request; the rest are drained and ignored (a request has 3).
 constexpr size_t kMaxFrames = 8;
+// Without finish()'s deadline, how long queued acks may still reach their clients.
 constexpr int kLingerMs = 200;
 // How long a history reply's client may take nothing before the reply is cut short (its ack
 // says how many steps it got). The command thread serves everyone else meanwhile.
@@ -117,10 +118,26 @@ CommandServer::CommandServer(CommandServerOptions options)
   thread_ = std::thread([this] { run(); });
 }
 
-CommandServer::~CommandServer() {
+CommandServer::~CommandServer() { finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(kLingerMs)); }
+
+void CommandServer::finish(std::chrono::steady_clock::time_point deadline) {
+  if (finished_) return;
+  finished_ = true;
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  if (guard_) guard_->unguard(socket_->socket);
+  auto& s = socket_->socket;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  try {
+    s.set(zmq::sockopt::linger, static_cast<int>(std::max<int64_t>(0, left.count())));
+  } catch (const zmq::error_t&) {
+    // Shutting down: the default linger stands.
+  }
+  if (guard_) guard_->unguard(s);
+  s.close();
+  // The guard's own sockets live in the same context, which ends only once they are closed.
+  guard_.reset();
+  // Returns once every client has what was queued for it, or at the linger.
+  socket_->context.close();
 }
 
 bool CommandServer::take(std::vector<PendingCommand>& out) {
@@ -216,6 +233,7 @@ void CommandServer::start_history(const std::string& identity, const wire::Comma
   }
   reply.last_progress = std::chrono::steady_clock::now();
   histories_.push_back(std::move(reply));
+  histories_in_flight_.store(histories_.size(), std::memory_order_release);
 }
 
 void CommandServer::send_histories() {
@@ -260,6 +278,7 @@ void CommandServer::send_histories() {
     }
     it = histories_.erase(it);
   }
+  histories_in_flight_.store(histories_.size(), std::memory_order_release);
 }
 
 void CommandServer::handle(std::vector<std::string>& frames) {
@@ -291,9 +310,20 @@ void CommandServer::handle(std::vector<std::string>& frames) {
   }
   refusal.id = command->id;
   refusal.error = check_command(*command, options_.rank);
+  if (command->kind == "history") {
+    // History needs no model state: answered here, whatever the training loop does.
+    if (refusal.error.empty()) {
+      start_history(identity, *command);
+    } else {
+      send_ack(identity, refusal);
+    }
+    // The request its client announced has come, and its answer is queued (counted by
+    // histories_in_flight() until it is all with the socket): a probe that is ending may go
+    // once that is sent.
+    if (options_.history_intents) options_.history_intents->asked(command->token);
+    return;
+  }
   if (!refusal.error.empty()) return (void)send_ack(identity, refusal);
-  // History needs no model state: answered here, whatever the training loop does.
-  if (command->kind == "history") return start_history(identity, *command);
   if (clients_.size() >= options_.queue_capacity) {
     refusal.error = "busy: " + std::to_string(clients_.size()) + " commands are already waiting";
     return (void)send_ack(identity, refusal);

@@ -5,14 +5,18 @@
 // and answers a malformed or unsupported command at once with Ack{ok=false}. A valid command
 // is queued for the training thread, which applies it at its next step boundary and answers
 // through reply(); this thread then sends that Ack to the client identity that asked.
-// Threads: take() from the training thread only; reply() from the training thread and from
-// the dump writer's thread (a dump's ack is sent when its files are written), under a mutex;
-// the socket and everything about client identities belong to the command thread.
+// A history request's token (PROTOCOL §6) is handed to CommandServerOptions::history_intents,
+// so a probe that is ending knows the request it waited for has come.
+// Threads: take() and finish() from the training thread only; reply() from the training thread
+// and from the dump writer's thread (a dump's ack is sent when its files are written), under a
+// mutex; histories_in_flight() from any; the socket and everything about client identities
+// belong to the command thread until finish().
 // Never: touches tensors or the model; blocks the training thread on the socket (take() is a
 // try-pop that skips the lock while nothing is queued, reply() only pushes under a mutex that
 // the command thread holds for a few instructions); grows without bound (a command that
 // would exceed `queue_capacity` outstanding commands is refused with "busy"); throws from
-// take() or reply().
+// take() or reply(); waits on the network past finish()'s deadline (the destructor's: a short
+// linger).
 #pragma once
 
 #include <atomic>
@@ -28,9 +32,10 @@
 #include <thread>
 #include <vector>
 
+#include "curve_guard.hpp"
+#include "history_intents.hpp"
 #include "keel/wire/messages.hpp"
 #include "kept_message.hpp"
-#include "curve_guard.hpp"
 
 namespace keel::probe {
 
@@ -78,6 +83,8 @@ struct CommandServerOptions {
   // reconnecting is one event a minute, not one every few steps that would push the run's own
   // events out of the probe's ring.
   std::chrono::milliseconds refusal_report_interval{60000};
+  // Told of the token of every history request; null: ignored.
+  std::shared_ptr<HistoryIntents> history_intents;
 };
 
 // A command that passed the command thread's checks, with an opaque ticket that routes the
@@ -100,6 +107,7 @@ class CommandServer {
  public:
   // Binds the socket and starts the thread; throws AttachError when the bind fails.
   explicit CommandServer(CommandServerOptions options);
+  // finish() with a short linger, unless it was called.
   ~CommandServer();
   CommandServer(const CommandServer&) = delete;
   CommandServer& operator=(const CommandServer&) = delete;
@@ -113,6 +121,11 @@ class CommandServer {
   bool take_refusals(std::vector<AuthRefusal>& out);
 
   const std::string& bound_endpoint() const { return bound_endpoint_; }
+  // History answers still being handed to their clients' sockets.
+  size_t histories_in_flight() const { return histories_in_flight_.load(std::memory_order_acquire); }
+  // Stops the thread, sends the acks the training thread gave, and closes the socket, which
+  // delivers what it queued until `deadline` at most (exit_flush.hpp).
+  void finish(std::chrono::steady_clock::time_point deadline);
 
  private:
   struct Reply {
@@ -155,9 +168,11 @@ class CommandServer {
   uint64_t next_ticket_ = 1;
   uint64_t next_seq_ = 0;
   std::deque<HistoryReply> histories_;      // command thread; at most kMaxHistoryReplies
+  std::atomic<size_t> histories_in_flight_{0};   // histories_.size(), for any thread
 
   std::unique_ptr<CurveGuard> guard_;       // null without authentication
   std::atomic<bool> stop_{false};
+  bool finished_ = false;                   // training thread
   std::thread thread_;
 };
 

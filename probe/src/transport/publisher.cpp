@@ -20,7 +20,8 @@ struct Publisher::Socket {
 namespace {
 // How long the thread sleeps in poll when idle: bounds the added publish latency.
 constexpr std::chrono::milliseconds kPollInterval{2};
-// On shutdown, how long queued messages may still drain to subscribers.
+// Without finish()'s deadline (a publisher destroyed without one), how long queued messages
+// may still drain to subscribers.
 constexpr int kLingerMs = 200;
 // The largest frame a CURVE client needs to send: its handshake (INITIATE with its metadata),
 // then subscriptions sealed with 33 bytes of overhead.
@@ -35,6 +36,7 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
   // Records published before any change are of these layers (the seq of a description a
   // subscriber is sent is its own; this copy has none: 0).
   layout_before_history_ = std::make_shared<const std::vector<char>>(wire::encode(sent_description_));
+  bound_at_ = std::chrono::steady_clock::now();
   if (options_.endpoint.empty()) {
     thread_ = std::thread([this] { run(); });
     return;
@@ -47,6 +49,7 @@ Publisher::Publisher(PublisherOptions options, wire::RunDescription description)
     }
     open_socket(options_.endpoint);
     bound_endpoint_ = socket_->socket.get(zmq::sockopt::last_endpoint);
+    bound_at_ = std::chrono::steady_clock::now();
   } catch (const zmq::error_t& e) {
     throw AttachError("keel probe: cannot bind telemetry socket to " + options_.endpoint + ": " +
                       e.what());
@@ -78,10 +81,26 @@ void Publisher::open_socket(const std::string& endpoint) {
   bound_ = true;
 }
 
-Publisher::~Publisher() {
+Publisher::~Publisher() { finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(kLingerMs)); }
+
+void Publisher::finish(std::chrono::steady_clock::time_point deadline) {
+  if (finished_) return;
+  finished_ = true;
   stop_.store(true);
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) thread_.join();   // after its last drain
+  if (options_.endpoint.empty()) return;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  try {
+    socket_->socket.set(zmq::sockopt::linger, static_cast<int>(std::max<int64_t>(0, left.count())));
+  } catch (const zmq::error_t&) {
+    // No socket (a reset whose bind failed): nothing is queued.
+  }
   if (socket_->guard) socket_->guard->unguard(socket_->socket);
+  socket_->socket.close();
+  // The guard's own sockets live in the same context, which ends only once they are closed.
+  socket_->guard.reset();
+  // Returns once every connected subscriber has what was queued for it, or at the linger.
+  socket_->context.close();
 }
 
 bool Publisher::take_refusals(std::vector<AuthRefusal>& out) {
@@ -239,15 +258,25 @@ bool Publisher::take_subscriptions() {
   while (s.recv(message, zmq::recv_flags::dontwait)) {
     const auto* bytes = static_cast<const unsigned char*>(message.data());
     if (message.size() == 0) continue;
+    const std::string_view topic(static_cast<const char*>(message.data()) + 1, message.size() - 1);
+    const std::string_view intent_prefix(wire::kHistoryIntentPrefix);
+    // A promise of a history request (HistoryIntents), not a reader of the stream.
+    const bool intent = topic.substr(0, intent_prefix.size()) == intent_prefix;
     if (bytes[0] == 1) {
-      new_subscriber = true;
       ++live_subscriptions_;
+      if (!intent) {
+        new_subscriber = true;
+      } else if (options_.history_intents) {
+        options_.history_intents->announced(topic.substr(intent_prefix.size()));
+      }
     } else if (bytes[0] == 0 && zmq_msg_gets(message.handle(), "Peer-Address") == nullptr &&
                zmq_msg_gets(message.handle(), "Socket-Type") == nullptr) {
       // libzmq's own unsubscription for each topic of a closed connection: it carries no peer
       // metadata. A peer's unsubscribe is not counted down: it may name a topic the peer
       // never held while its own stay in the trie, so believing it could hide unbounded growth.
       if (live_subscriptions_ > 0) --live_subscriptions_;
+      // A client gone before it asked is not waited for.
+      if (intent && options_.history_intents) options_.history_intents->withdrawn(topic.substr(intent_prefix.size()));
     }
     // Checked per message: a client that floods subscriptions keeps this loop reading, and
     // the trie must not outgrow the budget by more than one pipe's worth in the meantime.

@@ -12,10 +12,13 @@
 // ZeroMQ's reconnect interval and see the records sent meanwhile as a seq gap.
 // With keys (PublisherOptions::secret_key), the socket is a CURVE server: only an allowed client
 // completes the handshake, so no one else reads the run or reaches the trie at all.
+// A client's `backfill:<token>` subscription (PROTOCOL §2) is not a subscriber to describe to:
+// it tells PublisherOptions::history_intents that a history request is on its way.
 // Threads: publish() and describe() from the training thread only (single producer); the
-// socket belongs to the publisher thread. Never: blocks the producer (a full ring drops the
-// message and counts it; a subscriber whose pipe is full loses it alone and sees a seq gap); throws from publish(); waits on the network in the
-// destructor beyond a short linger.
+// socket belongs to the publisher thread until finish(). Never: blocks the producer (a full
+// ring drops the message and counts it; a subscriber whose pipe is full loses it alone and sees
+// a seq gap); throws from publish(); waits on the network past finish()'s deadline (the
+// destructor's: a short linger).
 #pragma once
 
 #include <atomic>
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "curve_guard.hpp"
+#include "history_intents.hpp"
 #include "keel/wire/messages.hpp"
 #include "kept_message.hpp"
 
@@ -63,12 +67,15 @@ struct PublisherOptions {
   // the queue, in order, and its payload as encoded (shared, immutable): the flight recorder.
   // Not called for the periodic re-sends of the description. Must not block.
   std::function<void(const wire::Message&, const std::shared_ptr<const std::vector<char>>&)> tap;
+  // Told of every backfill:<token> subscription and of its connection closing; null: ignored.
+  std::shared_ptr<HistoryIntents> history_intents;
 };
 
 class Publisher {
  public:
   // Binds the socket and starts the thread; throws AttachError when the bind fails.
   Publisher(PublisherOptions options, wire::RunDescription description);
+  // finish() with a short linger, unless it was called.
   ~Publisher();
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
@@ -95,6 +102,16 @@ class Publisher {
   // none is (always without authentication). Training thread.
   bool take_refusals(std::vector<AuthRefusal>& out);
   const std::string& bound_endpoint() const { return bound_endpoint_; }
+  // When the socket was bound (construction, for a publisher without one).
+  std::chrono::steady_clock::time_point bound_at() const { return bound_at_; }
+  // Whether every message published so far has been handed to the socket (any thread).
+  bool queue_empty() const {
+    return tail_.load(std::memory_order_acquire) == head_.load(std::memory_order_acquire);
+  }
+  // Stops the thread after a last drain and closes the socket, which delivers what it queued
+  // for connected subscribers until `deadline` at most, then drops the rest. Called once, by
+  // the producer, after its last publish() (exit_flush.hpp).
+  void finish(std::chrono::steady_clock::time_point deadline);
   // Encoded payloads of the most recent step records, oldest first (any thread), shared and
   // immutable (KeptMessage). The run descriptions sent in order with them (the layers changed,
   // PROTOCOL §3.2) are among them; where there is one, the first message is the description
@@ -133,6 +150,8 @@ class Publisher {
   struct Socket;
   std::unique_ptr<Socket> socket_;
   std::string bound_endpoint_;
+  std::chrono::steady_clock::time_point bound_at_;
+  bool finished_ = false;   // producer only
 
   std::vector<wire::Message> ring_;
   std::atomic<uint64_t> head_{0};   // next slot the producer writes

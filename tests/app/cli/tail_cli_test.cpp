@@ -233,12 +233,14 @@ TEST(TailCli, TwoProbesOnOneRankEachPrintTheirOwnRunAndLayerNames) {
   };
   BackgroundPublisher generator(probe_of("gan-1", "generator"));
   BackgroundPublisher critic(probe_of("gan-2", "critic"));
+  // These publishers take no commands: each one's stream is held for the 2 s its history
+  // request waits, then printed whole (some 200 lines each), so both are in the first 500.
   CliProcess cli(
-      {"tail", "-e", generator.endpoint(), "-e", critic.endpoint(), "--json", "-n", "60"});
+      {"tail", "-e", generator.endpoint(), "-e", critic.endpoint(), "--json", "-n", "500"});
   ASSERT_TRUE(cli.started());
   const std::vector<std::string> lines = cli.read_all_lines(10s);
   EXPECT_EQ(cli.wait_exit(10s), 0);
-  ASSERT_EQ(lines.size(), 60u);
+  ASSERT_EQ(lines.size(), 500u);
   const std::map<std::string, std::string> model_of_run = {{"gan-1", "generator"},
                                                             {"gan-2", "critic"}};
   std::set<std::string> described, named;

@@ -102,6 +102,8 @@ TEST(LateAttach, HistoryAndLiveStreamMeetWithoutHoleOrDuplicate) {
   ASSERT_EQ(server->received().size(), 1u);
   EXPECT_EQ(server->received()[0].kind, "history");
   EXPECT_EQ(server->received()[0].count, 1 << 20);
+  // The token the receiver's subscription announced, so a probe that is ending waits for it.
+  EXPECT_EQ(server->received()[0].token.size(), 16u);
 
   for (int64_t s = 8; s <= 15; ++s) publisher->send(step(s, 1000 + uint64_t(s) - 7));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -1,11 +1,14 @@
 #include "net/subscriber.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <zmq.hpp>
 
 #include "keel/wire/curve_keys.hpp"
 #include "test_publisher.hpp"
@@ -200,6 +203,26 @@ TEST(Subscriber, ARefusedHandshakeIsToldWithTheFix) {
   EXPECT_EQ(stranger.refusal().find("takes no keys"), std::string::npos) << stranger.refusal();
   EXPECT_NE(stranger.refusal().find("another user's"), std::string::npos) << stranger.refusal();
   EXPECT_EQ(stranger.receive(200).status, ReceiveStatus::kTimeout) << "a refused client received a message";
+}
+
+// A client that will ask for the history says so in a subscription of its own, which matches
+// no topic (PROTOCOL §2): the probe sees it beside the one to every topic.
+TEST(Subscriber, AClientThatWillAskForTheHistoryAnnouncesItsToken) {
+  zmq::context_t context{1};
+  zmq::socket_t xpub{context, zmq::socket_type::xpub};
+  xpub.set(zmq::sockopt::linger, 0);
+  xpub.bind("tcp://127.0.0.1:*");
+  Subscriber subscriber({xpub.get(zmq::sockopt::last_endpoint)}, {}, "0123abcd");
+  std::vector<std::string> subscriptions;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  zmq::message_t message;
+  while (subscriptions.size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    zmq::pollitem_t item{static_cast<void*>(xpub), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    while (xpub.recv(message, zmq::recv_flags::dontwait)) subscriptions.push_back(message.to_string());
+  }
+  std::sort(subscriptions.begin(), subscriptions.end());
+  EXPECT_EQ(subscriptions, (std::vector<std::string>{std::string(1, '\1'), std::string("\1backfill:0123abcd")}));
 }
 
 TEST(Subscriber, RejectsAnInvalidEndpointByName) {

@@ -172,6 +172,13 @@ struct ProbeOptions {
   int send_high_water_mark = 1000;  // per subscriber, in messages
   double describe_interval_secs = 2.0;
   size_t history_steps = 4096;      // ring of recent step records kept for backfill
+  // When the probe is destroyed, how long at most it keeps serving its clients (DESIGN §5): a
+  // client that was waiting for the run connects (the probe waits until 250 ms after it bound,
+  // on an address that is not a wildcard port), the history request of one that just
+  // subscribed is answered, and what the connected clients have not received yet is
+  // delivered. A probe nobody is connecting to waits for none of it. 0: it closes at once,
+  // dropping what is still queued.
+  double exit_flush_secs = 2.0;
   // Bind the command socket (telemetry port + 1). Off: the run can be watched, not steered.
   bool accept_commands = true;
   // Authentication (ZeroMQ CURVE) of the command socket and, with authenticate_telemetry, of
@@ -239,7 +246,9 @@ class Probe {
   // (trained_model.hpp, optimizer_adapter.hpp). Both constructors throw AttachError alike.
   Probe(std::unique_ptr<TrainedModel> model, std::unique_ptr<OptimizerAdapter> optimizer, ProbeOptions options = {});
   // Finishes a dump still being written (the user or a policy asked for it) and publishes
-  // its outcome as an event, then closes the sockets after a short linger.
+  // its outcome as an event, then serves the clients a last time, for at most
+  // options.exit_flush_secs (a client waiting to connect, a history request on its way, what
+  // connected clients have not received), and closes the sockets.
   ~Probe();
   Probe(const Probe&) = delete;
   Probe& operator=(const Probe&) = delete;

@@ -38,6 +38,10 @@ inline constexpr const char* kTopicStep = "step";
 inline constexpr const char* kTopicEvent = "event";
 inline constexpr const char* kTopicCommand = "cmd";
 inline constexpr const char* kTopicAck = "ack";
+// A subscription that matches no topic: a client that will ask for the history subscribes to
+// this prefix followed by a token of its own, and sends that token in its `history` command,
+// so a probe that is ending waits for the request (PROTOCOL §2, §6).
+inline constexpr const char* kHistoryIntentPrefix = "backfill:";
 
 const char* topic_of(const Message& message);
 

@@ -191,6 +191,7 @@ struct Command {
   std::string label;      // dump: label (sanitised by the probe)
   std::string policy;     // policy: name
   bool enable = false;    // policy: on/off
+  std::string token;      // history: the token of the client's backfill: subscription; "" = none
 };
 
 // The probe's answer to a Command.
