@@ -4,6 +4,7 @@ and a loop that calls optimizer.step() itself (Probe.intercept_step)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -143,8 +144,16 @@ def test_intercept_step_makes_optimizer_step_keels(quiet):
     model = small_model()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    schedulers_step = optimizer.__dict__["step"]   # the scheduler's wrapper of torch's step
     probe = keel.Probe(model, optimizer, **quiet)
     probe.intercept_step()
+    scheduler_step = scheduler.step
+
+    def step_scheduler_unwarned():
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*overridden after learning rate scheduler")
+            scheduler_step()
+    scheduler.step = step_scheduler_unwarned
     verdicts = []
     for step in range(5):
         optimizer.zero_grad()
@@ -164,7 +173,7 @@ def test_intercept_step_makes_optimizer_step_keels(quiet):
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5 ** 5)
     probe.release_step()
-    assert "step" not in optimizer.__dict__ or optimizer.step != probe._intercepted_step
+    assert optimizer.__dict__["step"] is schedulers_step   # as the scheduler left it
     optimizer.zero_grad()
     poisoned_loss(model, 99).backward()
     optimizer.step()   # torch's own again

@@ -42,7 +42,16 @@ class StepIntercept:
         self._scale_updated = False
         # What was in place before: called when the probe applies an update, put back by release().
         self._previous_step = optimizer.step
-        optimizer.step = self._optimizer_step
+
+        def step(closure: Optional[Callable[[], Any]] = None, *args: Any, **kwargs: Any) -> Any:
+            return self._optimizer_step(closure, *args, **kwargs)
+
+        # An LR scheduler made before warns at its first step that the optimizer's step was
+        # replaced after it; this one still calls the scheduler's when the probe applies.
+        if getattr(self._previous_step, "_wrapped_by_lr_sched", False):
+            step._wrapped_by_lr_sched = True
+        self._installed_step = step
+        optimizer.step = step
         if scaler is not None:
             self._previous_scaler_step = scaler.step
             self._previous_update = scaler.update
@@ -57,7 +66,7 @@ class StepIntercept:
 
     def release(self) -> None:
         """Puts back what was there before, where nothing else has replaced keel's since."""
-        if self.optimizer.__dict__.get("step") == self._optimizer_step:
+        if self.optimizer.__dict__.get("step") is self._installed_step:
             self.optimizer.step = self._previous_step
         if self.scaler is not None:
             if self.scaler.__dict__.get("step") == self._scaler_step:
