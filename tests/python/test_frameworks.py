@@ -249,3 +249,40 @@ def test_trainer_trained_again_with_a_new_optimizer_gets_a_new_probe_on_the_same
     assert id(callback.probe) != first
     assert callback.probe.bound_endpoint == f"tcp://127.0.0.1:{port}"
     assert callback.probe.last_settled.step == 1
+
+
+def test_a_trainer_keel_cannot_attach_to_trains_on_without_keel(tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from keel.integrations.transformers import attach
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=BATCH, max_steps=3,
+                             logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
+    model = tiny_gpt2()
+    before = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
+    trainer = Trainer(model=model, args=args, train_dataset=InOrder(samples(8, 99)), data_collator=collate)
+    callback = attach(trainer, endpoint="", record_dir="", no_such_option=1)
+    with pytest.warns(RuntimeWarning, match="not attached, training goes on without keel.*no_such_option"):
+        trainer.train()
+    assert callback.probe is None
+    assert trainer.state.global_step == 3
+    assert not torch.equal(before, model.transformer.h[0].mlp.c_fc.weight)
+    assert not any("keel/skipped" in entry for entry in trainer.state.log_history)
+
+
+def test_a_lightning_run_keel_cannot_attach_to_trains_on_without_keel(tmp_path):
+    import lightning.pytorch as pl
+
+    from keel.integrations.lightning import KeelCallback
+
+    module = lightning_module(manual=False)
+    before = module.model.transformer.h[0].mlp.c_fc.weight.detach().clone()
+    callback = KeelCallback(endpoint="", record_dir="", no_such_option=1)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=3, logger=False, callbacks=[callback],
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    loader = torch.utils.data.DataLoader(samples(8, 99), batch_size=BATCH, collate_fn=collate)
+    with pytest.warns(RuntimeWarning, match="not attached"):
+        trainer.fit(module, loader)
+    assert callback.probe is None
+    assert trainer.global_step == 3
+    assert not torch.equal(before, module.model.transformer.h[0].mlp.c_fc.weight)

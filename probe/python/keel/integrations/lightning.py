@@ -27,6 +27,7 @@ except ImportError:   # the standalone package's name
     import pytorch_lightning as pl
 
 from ..probe import Probe
+from ._attached import attached_probe
 from .._unwrap import original_optimizer
 
 
@@ -57,8 +58,10 @@ class KeelCallback(pl.Callback):
                 self.probe.release_step()
                 self.probe = None
                 gc.collect()
-            self.probe = Probe(model, optimizer, **self._options)
+            self.probe = attached_probe(model, optimizer, self._options)
             self._attached_to = (model, optimizer)
+        if self.probe is None:
+            return
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         self._scaler = scaler if scaler is not None and scaler.is_enabled() else None
         self.probe.intercept_step(self._scaler)

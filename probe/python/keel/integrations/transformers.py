@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional
 from transformers import Trainer, TrainerCallback
 
 from ..probe import Probe
+from ._attached import attached_probe
 from .._unwrap import original_optimizer
 
 
@@ -51,8 +52,10 @@ class KeelTrainerCallback(TrainerCallback):
                 self.probe.release_step()
                 self.probe = None
                 gc.collect()
-            self.probe = Probe(model, optimizer, **self._options)
+            self.probe = attached_probe(model, optimizer, self._options)
             self._attached_to = (model, optimizer)
+        if self.probe is None:
+            return
         self.probe.intercept_step(getattr(trainer.accelerator, "scaler", None))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
