@@ -7,9 +7,9 @@
 //   series_history.hpp SeriesHistory: one scalar series; recent steps at full resolution plus a
 //                      bounded min/max pyramid of all history; per-column queries in O(pixels).
 //                      Its header states the exactness guarantee and the memory bound.
-//   run_model.hpp      RunModel: one (run_id, rank): layer x metric series, global scalars,
+//   run_model.hpp      RunModel: one (run_id, model, rank): layer x metric series, global scalars,
 //                      watches, latest values, events (newest first), stream counters, heatmap.
-//   model.hpp          Model: all runs, keyed by (run_id, rank); ingest(wire::Message).
+//   model.hpp          Model: all runs, keyed by (run_id, model, rank); ingest(wire::Message).
 //   model_config.hpp   ModelConfig: the memory budget.
 //
 // Threading scheme (the whole model): single owner, the UI thread. No locks inside.

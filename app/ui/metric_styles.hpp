@@ -1,8 +1,9 @@
 // How the dashboard draws each per-layer metric: one row per wire metric (layer_metrics.hpp).
 //
 // What it is for: the layer list's columns and the detail pane's plots take their header,
-// colour and scale from here, and the metric's name from the wire table, so a new metric is
-// drawn once it has a row (the static_assert below fails the build until it does).
+// colour and scale from here, and the metric's name from the wire table. The static_assert
+// below fails the build until a new metric has a style row; the columns and plots that show it
+// are still listed by hand (layer_list.cpp, layer_detail.cpp).
 // Threads: constants. Never: allocates.
 #pragma once
 

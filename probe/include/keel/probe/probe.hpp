@@ -35,7 +35,8 @@
 // writes it under a temporary name and renames it when complete.
 //
 // Threads: construct, watch() and step() on the training thread only. Gradient hooks may run
-// on autograd worker threads; they only note arrival order. The publisher thread owns the
+// on autograd worker threads: they note arrival order and, with measure_in_backward, measure
+// small gradients as backward writes them (results the training thread takes at step()). The publisher thread owns the
 // telemetry socket, the command thread the command socket; step() only exchanges commands and
 // acks with it through bounded queues, and never waits for a client.
 // Never: throws from watch() or step() because of keel (a failure inside the probe's own work

@@ -3,9 +3,12 @@
 // What it is for: a step record packs one float block per metric (PROTOCOL §4), the probe
 // decides which are due and which need a gradient, and the app names and styles them. Every
 // one of those reads this table rather than an enum's order, a hand-written mask or a
-// six-entry initialiser, so a seventh metric is one row here and a compile error wherever it
-// has not been given what it needs (the static_asserts below; the app's style tables assert
-// their size against kLayerMetricCount).
+// six-entry initialiser. A seventh metric is one row here, and a style row in the app
+// (metric_styles.hpp asserts its size against kLayerMetricCount); the static_asserts below
+// check this table's order and masks. The app's other lists of metrics (the layer list's
+// columns, the detail plots, the heatmap's metric, the shard combine, the module rollup) are
+// still written by hand, and a new metric is not shown there until it is added to each
+// (issue 58).
 // Definitions (DESIGN §2): grad_norm = sqrt(sum g^2) of the unscaled gradient; grad_absmax =
 // max |g| (NaN if any NaN); grad_nonfinite = count of NaN/Inf; grad_zero_frac = fraction of
 // elements exactly 0; param_norm = sqrt(sum w^2) before the update; update_ratio =

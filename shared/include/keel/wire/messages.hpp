@@ -62,7 +62,7 @@ struct RunDescription {
   // their state without waiting for a change.
   std::optional<std::vector<std::string>> policies_on;
   // The absolute path of the file the probe records this run into (its flight recorder,
-  // RECORDING.md); "" when it records nothing. A client on the same machine can read from it
+  // PROTOCOL §10, README "The run remembered: recordings"); "" when it records nothing. A client on the same machine can read from it
   // the history older than the probe's ring.
   std::string recording;
   // The modules whose rollups the step records carry between per-layer records, ascending
