@@ -25,8 +25,13 @@ set(allowed_record record)
 set(allowed_cuda cuda)
 set(allowed_front front step transport dump reduce layout cuda origin record)
 # Headers a folder must not include. keel/probe/probe.hpp includes torch; the transport takes
-# AttachError from keel/probe/attach_error.hpp.
+# AttachError from keel/probe/attach_error.hpp. Only step/ and front/ see the whole Probe: the
+# stages that read the settings take them from keel/probe/probe_options.hpp.
 set(forbidden_transport "torch/" "ATen/" "c10/" "keel/probe/probe.hpp")
+set(forbidden_layout "keel/probe/probe.hpp")
+set(forbidden_dump "keel/probe/probe.hpp")
+set(forbidden_reduce "keel/probe/probe.hpp")
+set(forbidden_origin "keel/probe/probe.hpp")
 set(forbidden_cuda "torch/" "ATen/" "c10/")
 set(forbidden_record "torch/" "ATen/" "c10/" "keel/probe/probe.hpp")
 

@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-#include "keel/probe/probe.hpp"
+#include "keel/probe/probe_options.hpp"
 #include "keel/wire/messages.hpp"
 #include "model_parameters.hpp"
 
