@@ -3,8 +3,7 @@
 //   keel-cli keygen probe        # probe.key (secret, mode 0600) and probe.pub
 //   keel-cli keygen laptop       # a client's pair; give laptop.pub to the probe's allowed list
 //
-// What it is for: the remote set-up of authentication (README, "Controlling a run: only its owner
-// reads and steers it").
+// What it is for: the remote set-up of authentication (docs/security.md).
 // Each file holds one 40-character Z85 key on its first line. Existing files are never
 // overwritten (a lost secret key would lock the workstation out of its runs).
 // Output: the public key and the two paths. Exit status: 0, or 1 with a sentence.

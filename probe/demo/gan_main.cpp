@@ -1,6 +1,6 @@
 // keel-demo-gan: a small GAN (a generator and a discriminator, each with BatchNorm) trained on
 // a synthetic 8-dimensional Gaussian mixture, with one keel probe per model, on two
-// endpoints. The example of the README's "Several models in one process": the two runs carry
+// endpoints. The example of docs/cpp.md's "Several models in one process": the two runs carry
 // their own model names, and the generator's backward writes into the discriminator's
 // gradients without confusing either probe. --poison-batch feeds the discriminator one batch
 // of 1e30 values, which makes its BatchNorm running_var Inf while every gradient stays finite.

@@ -23,7 +23,7 @@ using keel::app::test_support::TestPublisher;
 using keel::e2e::ChildProcess;
 namespace wire = keel::wire;
 
-// The dashboard's default memory budget (README, "--memory-budget").
+// The dashboard's default memory budget (docs/watching.md, "--memory-budget").
 constexpr long kBudgetKb = 1L << 20;
 
 // A /proc/PID/status field in kB (VmRSS, VmHWM); -1 when the process is gone.

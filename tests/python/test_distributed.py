@@ -210,7 +210,7 @@ def test_a_run_says_sharded_only_where_every_element_is_on_one_rank(quiet):
 
 
 def test_the_demo_under_fully_shard_skips_one_ranks_nan_on_both_and_publishes_on_each_ranks_port(tmp_path):
-    """torchrun -m keel.demo --fully-shard, as the README shows it: the NaN written into rank 1's
+    """torchrun -m keel.demo --fully-shard, as docs/python.md shows it: the NaN written into rank 1's
     shard alone is skipped by both ranks (rank 0 for the other rank), each rank on its own port,
     each dumping its shards."""
     base = free_ports(4)

@@ -62,8 +62,8 @@ struct RunDescription {
   // their state without waiting for a change.
   std::optional<std::vector<std::string>> policies_on;
   // The absolute path of the file the probe records this run into (its flight recorder,
-  // PROTOCOL §10, README "The run remembered: recordings"); "" when it records nothing. A client on the same machine can read from it
-  // the history older than the probe's ring.
+  // PROTOCOL §10, docs/recordings.md); "" when it records nothing. A client on the same
+  // machine can read from it the history older than the probe's ring.
   std::string recording;
   // The modules whose rollups the step records carry between per-layer records, ascending
   // and disjoint; empty for a model narrow enough to be sent in full every step (PROTOCOL
