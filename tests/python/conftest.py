@@ -20,3 +20,12 @@ def small_model(seed: int = 0) -> torch.nn.Module:
 def batch(seed: int):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(32, 8, generator=g), torch.randn(32, 4, generator=g)
+
+
+def loss_of(model, seed: int, poison: bool = False):
+    """The small model's loss on batch ``seed``; ``poison``: with a NaN in its input."""
+    x, y = batch(seed)
+    if poison:
+        x = x.clone()
+        x[0, 0] = float("nan")
+    return torch.nn.functional.mse_loss(model(x), y)

@@ -124,8 +124,10 @@ def test_trainer_gives_the_hand_written_loops_verdicts(quiet, tmp_path, precisio
     assert not torch.equal(weights(UNSAFE_STEP + 1)["transformer.h.1.mlp.c_fc.weight"],
                              weights(STEPS)["transformer.h.1.mlp.c_fc.weight"])
     # keel let the Trainer's optimizer go when training ended.
-    assert "step" not in trainer.optimizer.optimizer.__dict__ or \
-        trainer.optimizer.optimizer.step != keel_callback.probe._intercept
+    assert "StepIntercept" not in getattr(trainer.optimizer.optimizer.step, "__qualname__", "")
+    stepped = keel_callback.probe.last_settled.step
+    trainer.optimizer.optimizer.step()   # torch's own again: keel counts no step
+    assert keel_callback.probe.last_settled.step == stepped
 
 
 # Lightning.

@@ -10,15 +10,7 @@ import pytest
 import torch
 
 import keel
-from conftest import batch, small_model
-
-
-def poisoned_loss(model, seed, poison=False):
-    x, y = batch(seed)
-    if poison:
-        x = x.clone()
-        x[0, 0] = float("nan")
-    return torch.nn.functional.mse_loss(model(x), y)
+from conftest import batch, loss_of, small_model
 
 
 @pytest.mark.parametrize("use_scaler", [False, True])
@@ -35,12 +27,12 @@ def test_a_disabled_grad_scaler_steps_as_no_scaler(quiet, use_scaler):
         poison = step == 2
         for m, opt in ((model, optimizer), (reference, reference_optimizer)):
             opt.zero_grad()
-        loss = poisoned_loss(model, step, poison)
+        loss = loss_of(model, step, poison)
         scaler.scale(loss).backward()
         if use_scaler:
             scaler.unscale_(optimizer)   # a no-op when disabled, as scripts call it to clip
         outcome = probe.step(loss, scaler=scaler if use_scaler else None)
-        reference_loss = poisoned_loss(reference, step, poison)
+        reference_loss = loss_of(reference, step, poison)
         reference_loss.backward()
         expected = reference_probe.step(reference_loss)
         assert (outcome.applied, outcome.skip_reason) == (expected.applied, expected.skip_reason)
@@ -158,7 +150,7 @@ def test_intercept_step_makes_optimizer_step_keels(quiet):
     for step in range(5):
         optimizer.zero_grad()
         for micro in range(2):   # gradient accumulation: the step's loss is the sum
-            loss = poisoned_loss(model, 10 * step + micro, poison=step == 2 and micro == 1) / 2
+            loss = loss_of(model, 10 * step + micro, poison=step == 2 and micro == 1) / 2
             loss.backward()
             probe.note_loss(loss)
         before = [p.detach().clone() for p in model.parameters()]
@@ -175,7 +167,7 @@ def test_intercept_step_makes_optimizer_step_keels(quiet):
     probe.release_step()
     assert optimizer.__dict__["step"] is schedulers_step   # as the scheduler left it
     optimizer.zero_grad()
-    poisoned_loss(model, 99).backward()
+    loss_of(model, 99).backward()
     optimizer.step()   # torch's own again
     assert probe.last_settled.step == 4
 
@@ -186,7 +178,7 @@ def expected_loss(model, step, weights):
         saved = [p.detach().clone() for p in model.parameters()]
         for p, w in zip(model.parameters(), weights):
             p.copy_(w)
-        total = sum(poisoned_loss(model, 10 * step + micro).item() / 2 for micro in range(2))
+        total = sum(loss_of(model, 10 * step + micro).item() / 2 for micro in range(2))
         for p, s in zip(model.parameters(), saved):
             p.copy_(s)
     return total
@@ -200,7 +192,7 @@ def test_intercepted_closure_step_returns_the_closures_loss(quiet):
 
     def closure():
         optimizer.zero_grad()
-        loss = poisoned_loss(model, 0)
+        loss = loss_of(model, 0)
         loss.backward()
         return loss
 
@@ -224,7 +216,7 @@ def test_intercepted_grad_scaler_step_is_the_probes(quiet):
         poison = step == 2
         for m, opt, s in ((model, optimizer, scaler), (reference, reference_optimizer, reference_scaler)):
             opt.zero_grad()
-            loss = poisoned_loss(m, step, poison)
+            loss = loss_of(m, step, poison)
             s.scale(loss).backward()
             if m is model:
                 probe.note_loss(loss)
@@ -264,7 +256,7 @@ def test_a_step_replaced_by_hand_with_probe_step_does_not_recurse(quiet):
     optimizer.step = lambda closure=None: probe.step(losses["loss"])
     for step in range(3):
         optimizer.zero_grad()
-        losses["loss"] = poisoned_loss(model, step, poison=step == 1)
+        losses["loss"] = loss_of(model, step, poison=step == 1)
         losses["loss"].backward()
         before = [p.detach().clone() for p in model.parameters()]
         outcome = optimizer.step()

@@ -9,15 +9,7 @@ import pytest
 import torch
 
 import keel
-from conftest import batch, small_model
-
-
-def loss_of(model, seed, poison=False):
-    x, y = batch(seed)
-    if poison:
-        x = x.clone()
-        x[0, 0] = float("nan")
-    return torch.nn.functional.mse_loss(model(x), y)
+from conftest import batch, loss_of, small_model
 
 
 def train_step(model, optimizer, probe, seed):

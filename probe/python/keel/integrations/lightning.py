@@ -16,7 +16,6 @@ through the LightningModule's ``log``, so they reach the Trainer's loggers.
 
 from __future__ import annotations
 
-import gc
 from typing import Any, Optional
 
 import torch
@@ -27,7 +26,7 @@ except ImportError:   # the standalone package's name
     import pytorch_lightning as pl
 
 from ..probe import Probe
-from ._attached import attached_probe
+from ._attached import AttachedProbe, not_attached
 from .._unwrap import original_optimizer
 
 
@@ -38,33 +37,26 @@ class KeelCallback(pl.Callback):
 
     def __init__(self, optimizer_index: int = 0, **options: Any) -> None:
         super().__init__()
-        self.probe: Optional[Probe] = None
         self._optimizer_index = optimizer_index
-        self._options = options
-        self._attached_to: tuple = ()
+        self._attached = AttachedProbe(options)
         self._scaler: Any = None
         self._logged_step = -1
+
+    @property
+    def probe(self) -> Optional[Probe]:
+        """The keel.Probe once training began (None before, or where keel could not attach)."""
+        return self._attached.probe
 
     def on_train_start(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
         optimizers = trainer.optimizers
         if self._optimizer_index >= len(optimizers):
-            raise ValueError(f"keel.integrations.lightning.KeelCallback: optimizer_index={self._optimizer_index}, "
-                             f"but the model has {len(optimizers)} optimizer(s)")
-        optimizer = original_optimizer(optimizers[self._optimizer_index])
-        model = trainer.model if trainer.model is not None else pl_module
-        if self._attached_to != (model, optimizer):
-            if self.probe is not None:
-                # Closed before the new one binds the same endpoint.
-                self.probe.release_step()
-                self.probe = None
-                gc.collect()
-            self.probe = attached_probe(model, optimizer, self._options)
-            self._attached_to = (model, optimizer)
-        if self.probe is None:
+            not_attached(f"KeelCallback(optimizer_index={self._optimizer_index}), but the model has "
+                         f"{len(optimizers)} optimizer(s)")
             return
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         self._scaler = scaler if scaler is not None and scaler.is_enabled() else None
-        self.probe.intercept_step(self._scaler)
+        model = trainer.model if trainer.model is not None else pl_module
+        self._attached.attach(model, original_optimizer(optimizers[self._optimizer_index]), self._scaler)
 
     def on_before_backward(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule",
                            loss: torch.Tensor) -> None:

@@ -19,13 +19,12 @@ step is settled, so that a checkpoint taken after a skip holds the weights the s
 
 from __future__ import annotations
 
-import gc
 from typing import Any, Dict, Optional
 
 from transformers import Trainer, TrainerCallback
 
 from ..probe import Probe
-from ._attached import attached_probe
+from ._attached import AttachedProbe
 from .._unwrap import original_optimizer
 
 
@@ -33,30 +32,22 @@ class KeelTrainerCallback(TrainerCallback):
     """What ``attach`` adds to the Trainer; ``probe`` is the keel.Probe once training began."""
 
     def __init__(self, trainer: Trainer, options: Dict[str, Any]) -> None:
-        self.probe: Optional[Probe] = None
         self._trainer = trainer
-        self._options = options
-        self._attached_to: tuple = ()
+        self._attached = AttachedProbe(options)
         self._counted_step = -1          # the newest settled step counted
         self._skipped_since_log = 0
         self._last_grad_norm: Optional[float] = None
 
     # The Trainer's hooks.
+    @property
+    def probe(self) -> Optional[Probe]:
+        """The keel.Probe once training began (None before, or where keel could not attach)."""
+        return self._attached.probe
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         trainer = self._trainer
         model = trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model
-        optimizer = original_optimizer(trainer.optimizer)
-        if self._attached_to != (model, optimizer):
-            if self.probe is not None:
-                # Closed before the new one binds the same endpoint.
-                self.probe.release_step()
-                self.probe = None
-                gc.collect()
-            self.probe = attached_probe(model, optimizer, self._options)
-            self._attached_to = (model, optimizer)
-        if self.probe is None:
-            return
-        self.probe.intercept_step(getattr(trainer.accelerator, "scaler", None))
+        self._attached.attach(model, original_optimizer(trainer.optimizer), getattr(trainer.accelerator, "scaler", None))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.probe is None:
