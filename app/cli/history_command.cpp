@@ -15,6 +15,7 @@
 #include "cli/send_request.hpp"
 #include "cli/table_format.hpp"
 #include "keel/wire/codec.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "net/client_auth.hpp"
 #include "net/command_socket.hpp"
 #include "net/subscriber.hpp"
@@ -127,7 +128,7 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
   keel::wire::Command command;
   command.rank = -1;
   command.id = 1;
-  command.kind = "history";
+  command.kind = wire::command_kind::kHistory;
   // The probe sends all the events it keeps only with its whole ring, and otherwise those of
   // the steps it sends (PROTOCOL §6). The event a user asks history for, the run's first
   // non-finite step, is most often older than the newest N steps: so the whole ring is asked

@@ -14,6 +14,7 @@
 #include "cli/layer_names.hpp"
 #include "keel/wire/codec.hpp"
 #include "cli/send_request.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "net/client_auth.hpp"
 #include "net/command_socket.hpp"
 
@@ -140,7 +141,7 @@ CliCommand add_send_command(CLI::App& app) {
                    "Skip from this step on instead of the next (send the same step to every rank of a "
                    "data-parallel job)")
       ->type_name("STEP");
-  skip->callback([options] { options->command.kind = "skip"; });
+  skip->callback([options] { options->command.kind = wire::command_kind::kSkip; });
 
   CLI::App* dump = send->add_subcommand(
       "dump", "Write a checkpoint now (model, optimizer, recent telemetry) into the probe's dump directory");
@@ -148,7 +149,7 @@ CliCommand add_send_command(CLI::App& app) {
   dump->add_option("-l,--label", options->command.label, "Label for the checkpoint's name")
       ->type_name("LABEL");
   dump->callback([options, timeout] {
-    options->command.kind = "dump";
+    options->command.kind = wire::command_kind::kDump;
     // A dump is acknowledged only once the checkpoint is on disk.
     if (timeout->count() == 0) options->timeout_secs = kDefaultDumpTimeoutSecs;
   });
@@ -163,12 +164,12 @@ CliCommand add_send_command(CLI::App& app) {
       ->required();
   policy->add_option("state", *state, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
   policy->callback([options, state] {
-    options->command.kind = "policy";
+    options->command.kind = wire::command_kind::kPolicy;
     options->command.enable = *state == "on";
   });
 
   CLI::App* describe = send->add_subcommand("describe", "Ask the probe to re-send its run description now");
-  describe->callback([options] { options->command.kind = "describe"; });
+  describe->callback([options] { options->command.kind = wire::command_kind::kDescribe; });
 
   return CliCommand{send, [options] { return run_send(*options, std::cout, std::cerr); }};
 }

@@ -4,6 +4,8 @@
 #include <utility>
 #include <variant>
 
+#include "keel/wire/vocabulary.hpp"
+
 namespace keel::app {
 namespace {
 
@@ -95,7 +97,7 @@ keel::wire::Command Backfill::history_command(uint64_t id) const {
   keel::wire::Command command;
   command.rank = -1;
   command.id = id;
-  command.kind = "history";
+  command.kind = wire::command_kind::kHistory;
   command.count = options_.history_count;
   return command;
 }

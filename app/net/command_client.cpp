@@ -9,6 +9,7 @@
 
 #include <zmq.hpp>
 
+#include "keel/wire/vocabulary.hpp"
 #include "net/command_socket.hpp"
 
 namespace keel::app {
@@ -142,7 +143,7 @@ void CommandClient::serve_once(Loop& loop) {
     if (socket) socket->send(outgoing.command, error);
     if (!socket) sockets.erase(outgoing.command_endpoint);
     const double timeout_secs =
-        outgoing.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
+        outgoing.command.kind == wire::command_kind::kDump ? options_.dump_timeout_secs : options_.timeout_secs;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!error.empty()) {
       finish(outgoing.id, CommandState::kRefused, nullptr, "not sent: " + error);
@@ -217,7 +218,7 @@ void CommandClient::serve_once(Loop& loop) {
       continue;
     }
     const double timeout_secs =
-        status.command.kind == "dump" ? options_.dump_timeout_secs : options_.timeout_secs;
+        status.command.kind == wire::command_kind::kDump ? options_.dump_timeout_secs : options_.timeout_secs;
     finish(id, CommandState::kTimedOut, nullptr,
            "no answer within " + seconds_text(timeout_secs) +
                "; it may still be applied later, it is not resent" +

@@ -3,38 +3,49 @@
 #include <type_traits>
 #include <variant>
 
+#include "keel/wire/message_fields.hpp"
+
 namespace keel::app {
+namespace {
+
+// What a value holds beyond its own sizeof: a string's characters, a vector's elements (with
+// what each of those holds), an optional's or a nested map's fields.
+template <typename T>
+size_t held_bytes(const T& value);
+
+struct HeldByFields {
+  size_t& bytes;
+  template <typename T>
+  void operator()(const wire::Field<T>& f) const {
+    bytes += held_bytes(*f.value);
+  }
+};
+
+template <typename T>
+size_t held_bytes(const T& value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return value.size();
+  } else if constexpr (wire::is_vector_v<T>) {
+    size_t bytes = value.size() * sizeof(typename T::value_type);
+    if constexpr (!std::is_arithmetic_v<typename T::value_type>) {
+      for (const auto& item : value) bytes += held_bytes(item);
+    }
+    return bytes;
+  } else if constexpr (wire::is_optional_v<T>) {
+    return value ? held_bytes(*value) : 0;
+  } else if constexpr (wire::has_fields_v<T>) {
+    size_t bytes = 0;
+    wire::for_each_field(value, HeldByFields{bytes});
+    return bytes;
+  } else {
+    return 0;   // a number: inside its struct's sizeof
+  }
+}
+
+}  // namespace
 
 size_t message_bytes(const wire::Message& message) {
-  return sizeof(wire::Message) +
-         std::visit(
-             [](const auto& m) -> size_t {
-               using T = std::decay_t<decltype(m)>;
-               size_t bytes = 0;
-               if constexpr (std::is_same_v<T, wire::StepRecord>) {
-                 bytes += (m.layer_values.size() + m.module_values.size()) * sizeof(float) +
-                          m.buffer_absmax.size() * sizeof(float) +
-                          (m.frozen_layers.size() + m.unused_layers.size()) * sizeof(uint32_t) +
-                          m.group_lrs.size() * sizeof(double) + m.run.size() + m.model.size() + m.skip_reason.size();
-                 for (const wire::WatchStats& watch : m.watches) bytes += sizeof(watch) + watch.name.size();
-               } else if constexpr (std::is_same_v<T, wire::RunDescription>) {
-                 for (const wire::LayerInfo& layer : m.layers) {
-                   bytes += sizeof(layer) + layer.name.size() + layer.dtype.size() + layer.shape.size() * sizeof(int64_t);
-                   for (const std::string& alias : layer.aliases) bytes += sizeof(alias) + alias.size();
-                 }
-                 for (const std::string& watch : m.watches) bytes += sizeof(watch) + watch.size();
-                 for (const std::string& buffer : m.buffers) bytes += sizeof(buffer) + buffer.size();
-                 for (const wire::ModuleRange& module : m.modules) bytes += sizeof(module) + module.name.size();
-                 bytes += m.run_id.size() + m.model.size() + m.recording.size();
-               } else if constexpr (std::is_same_v<T, wire::Event>) {
-                 bytes += m.kind.size() + m.layer.size() + m.detail.size() + m.run.size() + m.model.size();
-                 if (m.cause) bytes += sizeof(*m.cause) + m.cause->sentence.size() + m.cause->op.size() + m.cause->module.size();
-               } else if constexpr (std::is_same_v<T, wire::Ack>) {
-                 bytes += m.error.size() + m.path.size();
-               }
-               return bytes;
-             },
-             message);
+  return sizeof(wire::Message) + std::visit([](const auto& m) { return held_bytes(m); }, message);
 }
 
 }  // namespace keel::app

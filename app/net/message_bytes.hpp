@@ -1,7 +1,8 @@
 // message_bytes: about how much memory a decoded message holds, for the bounds kept by bytes
 // rather than by count (the Receiver's queue, AppCore's replay of live messages).
 // What it is for: a count bounds nothing when one message may hold a 200,000-layer record.
-// The figure is the message's own size plus its strings' and vectors' contents, not the
+// The figure is the message's own size plus what every field of its table holds (strings,
+// vectors and their elements, nested maps; keel/wire/message_fields.hpp), not the
 // allocator's rounding: close enough to bound by, never a large undercount.
 // Threads: a pure function. Never: allocates or throws.
 #pragma once

@@ -5,6 +5,7 @@
 #include <imgui.h>
 #include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
 
+#include "keel/wire/vocabulary.hpp"
 #include "ui/command_targets.hpp"
 #include "ui/events_view.hpp"
 #include "ui/fonts.hpp"
@@ -90,7 +91,7 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInpu
   log_geometry("dump", dump_rect_);
   separator();
   ImGui::TextDisabled("policies:");
-  for (const char* name : kPolicyNames) {
+  for (const char* name : wire::kPolicyNames) {
     ImGui::SameLine();
     const std::string control = std::string("policy ") + name;
     const CommandStatus* last = state_.latest(control);
@@ -108,7 +109,7 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInpu
     if (clicked && run != nullptr) {
       log_click(control + (enabled ? " on" : " off"));
       keel::wire::Command policy;
-      policy.kind = "policy";
+      policy.kind = wire::command_kind::kPolicy;
       policy.policy = name;
       policy.enable = enabled;
       send(control, policy, links, *run);
@@ -125,7 +126,7 @@ void ControlPanel::draw_status() {
   const CommandStatus* status = last_control_.empty() ? nullptr : state_.latest(last_control_);
   if (status == nullptr) return;
   separator();
-  if (status->state == CommandState::kAcknowledged && status->command.kind == "dump" && !status->ack.path.empty()) {
+  if (status->state == CommandState::kAcknowledged && status->command.kind == wire::command_kind::kDump && !status->ack.path.empty()) {
     copy_button("copy path", status->ack.path);
     log_geometry("copy", copy_rect_);
     ImGui::SameLine();
@@ -166,7 +167,7 @@ void ControlPanel::draw_dump_popup(const std::vector<EndpointState>& links, cons
     const std::string label = dump_label_.data();
     log_click("Dump (label \"" + label + "\")");
     keel::wire::Command dump;
-    dump.kind = "dump";
+    dump.kind = wire::command_kind::kDump;
     dump.label = label;
     send("dump", dump, links, run);
     dump_label_.fill('\0');
@@ -191,7 +192,7 @@ void ControlPanel::send(const std::string& control, keel::wire::Command command,
 
 void ControlPanel::send_skip(const Model& model, const std::vector<EndpointState>& links, const RunModel& run) {
   keel::wire::Command skip;
-  skip.kind = "skip";
+  skip.kind = wire::command_kind::kSkip;
   skip.count = 1;
   const std::vector<CommandTarget> ranks = every_rank(links);
   other_rank_skips_.clear();

@@ -1,4 +1,6 @@
 #include "ui/control_state.hpp"
+
+#include "keel/wire/vocabulary.hpp"
 #include "ui/verbose_log.hpp"
 
 #include <algorithm>
@@ -38,12 +40,12 @@ std::string status_text(const CommandStatus& status) {
   }
   const std::string step = std::to_string(status.ack.step);
   const keel::wire::Command& command = status.command;
-  if (command.kind == "skip") {
+  if (command.kind == wire::command_kind::kSkip) {
     text = command.count == 1 ? "skipped step " + step
                               : "skipping " + std::to_string(command.count) + " steps from step " + step;
-  } else if (command.kind == "dump") {
+  } else if (command.kind == wire::command_kind::kDump) {
     text = "dump at step " + step + ": " + status.ack.path + " (" + megabytes(status.ack.bytes) + ")";
-  } else if (command.kind == "policy") {
+  } else if (command.kind == wire::command_kind::kPolicy) {
     text = command.policy + (command.enable ? " on" : " off") + " from step " + step;
   } else {
     text = "acknowledged at step " + step;
@@ -80,7 +82,7 @@ void ControlState::update(const CommandStatus& status) {
   verbose_log("keel: command %s id %llu %s at step %lld: %s", status.command.kind.c_str(),
               static_cast<unsigned long long>(status.id), command_state_name(status.state),
               static_cast<long long>(status.ack.step), text.c_str());
-  if (status.state == CommandState::kAcknowledged && status.command.kind == "policy") {
+  if (status.state == CommandState::kAcknowledged && status.command.kind == wire::command_kind::kPolicy) {
     policies_[status.command.policy] = status.command.enable ? PolicyState::kOn : PolicyState::kOff;
   }
   CommandEntry entry;
@@ -89,7 +91,7 @@ void ControlState::update(const CommandStatus& status) {
   entry.state = status.state;
   entry.step = final_state(status.state) ? status.ack.step : -1;
   entry.text = text;
-  if (status.state == CommandState::kAcknowledged && status.command.kind == "dump") entry.path = status.ack.path;
+  if (status.state == CommandState::kAcknowledged && status.command.kind == wire::command_kind::kDump) entry.path = status.ack.path;
   entry.stamp_unix_ns = unix_ns_now();
   log_.push_front(std::move(entry));
   while (log_.size() > kMaxLog) log_.pop_back();
@@ -101,9 +103,9 @@ void ControlState::note_events(const std::deque<keel::wire::Event>& events) {
   while (fresh < events.size() && (!events_seen_any_ || events[fresh].seq > events_seen_seq_)) ++fresh;
   for (size_t i = fresh; i-- > 0;) {
     const keel::wire::Event& event = events[i];
-    if (event.kind != "policy") continue;
+    if (event.kind != wire::event_kind::kPolicy) continue;
     // The probe's sentence starts "NAME on" or "NAME off".
-    for (const char* name : kPolicyNames) {
+    for (const char* name : wire::kPolicyNames) {
       const std::string prefix = name;
       if (event.detail.compare(0, prefix.size() + 1, prefix + " ") != 0) continue;
       const std::string rest = event.detail.substr(prefix.size() + 1);
@@ -122,7 +124,7 @@ void ControlState::note_description(const keel::wire::RunDescription& descriptio
   if (description_seen_any_ && description.seq == description_seen_seq_) return;
   description_seen_any_ = true;
   description_seen_seq_ = description.seq;
-  for (const char* name : kPolicyNames) {
+  for (const char* name : wire::kPolicyNames) {
     const std::vector<std::string>& on_list = *description.policies_on;
     const bool on = std::find(on_list.begin(), on_list.end(), name) != on_list.end();
     policies_[name] = on ? PolicyState::kOn : PolicyState::kOff;

@@ -21,14 +21,12 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "values/command_status.hpp"
 
 namespace keel::app::ui {
 
 enum class PolicyState { kUnknown, kOn, kOff };
-
-// The probe's policies (PROTOCOL §6), with their defaults there.
-inline constexpr const char* kPolicyNames[] = {"skip_nonfinite", "skip_spike", "dump_nonfinite"};
 
 // One finished command, as the events pane lists it.
 struct CommandEntry {

@@ -5,6 +5,7 @@
 
 #include <imgui.h>
 
+#include "keel/wire/vocabulary.hpp"
 #include "model/event_rows.hpp"
 #include "model/first_cause.hpp"
 #include "ui/fonts.hpp"
@@ -16,9 +17,11 @@ namespace keel::app::ui {
 namespace {
 
 ImVec4 kind_colour(const std::string& kind) {
-  if (kind.rfind("first_nonfinite", 0) == 0) return ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
-  if (kind == "dump_failed") return ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
-  if (kind == "skip" || kind == "spike") return ImVec4(1.0f, 0.65f, 0.2f, 1.0f);
+  namespace kinds = wire::event_kind;
+  if (kind == kinds::kFirstNonfinite || kind == kinds::kFirstNonfiniteWatch || kind == kinds::kDumpFailed) {
+    return ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
+  }
+  if (kind == kinds::kSkip || kind == kinds::kSpike) return ImVec4(1.0f, 0.65f, 0.2f, 1.0f);
   return ImGui::GetStyleColorVec4(ImGuiCol_Text);
 }
 

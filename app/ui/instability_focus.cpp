@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "keel/wire/vocabulary.hpp"
 #include "model/column_grid.hpp"
 #include "model/value_summary.hpp"
 #include "ui/events_view.hpp"
@@ -66,7 +67,7 @@ void InstabilityFocus::update(const RunModel& run, AppState& state) {
   const auto& events = run.events();
   for (const wire::Event& event : events) {
     if (seen_any_event_ && event.seq <= newest_seen_seq_) break;
-    if (event.kind != "spike" || state.selected_layer() >= 0) continue;
+    if (event.kind != wire::event_kind::kSpike || state.selected_layer() >= 0) continue;
     const int layer = loudest_layer_at(run, event.step);
     if (layer < 0) continue;
     state.select(layer, run.layer_name(size_t(layer)), event.step);

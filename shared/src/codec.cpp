@@ -1,6 +1,8 @@
 // Encoding side of the wire codec: topic names and message -> msgpack payload.
-// The byte layout is documented in shared/PROTOCOL.md; decode.cpp is the other half.
+// The byte layout is documented in shared/PROTOCOL.md; decode.cpp is the other half. Which
+// fields a message has, and when each is written, is its table in message_fields.hpp.
 #include "keel/wire/codec.hpp"
+#include "keel/wire/message_fields.hpp"
 
 #include <cstring>
 #include <msgpack.hpp>
@@ -25,10 +27,10 @@ class Encoder {
 
   void map(uint32_t entries) { packer_.pack_map(entries); }
   void array(uint32_t items) { packer_.pack_array(items); }
-  template <size_t N>
-  void key(const char (&name)[N]) {
-    packer_.pack_str(N - 1);
-    packer_.pack_str_body(name, N - 1);
+  void key(const char* name) {
+    const size_t size = std::strlen(name);
+    packer_.pack_str(static_cast<uint32_t>(size));
+    packer_.pack_str_body(name, size);
   }
   void str(const std::string& value) {
     const uint32_t size = clipped_size(value);
@@ -86,282 +88,73 @@ class Encoder {
   msgpack::packer<VectorWriter> packer_;
 };
 
-// Every message opens with these four entries; the counts below include them.
-void header(Encoder& e, uint32_t entries, const char* type, int32_t rank, uint64_t seq) {
-  e.map(entries);
+// Writes a value by its C++ type (message_fields.hpp says how each type travels).
+template <typename T>
+void write_value(Encoder& e, const T& value);
+
+// Writes the fields of one table that this message carries.
+struct FieldWriter {
+  Encoder& e;
+  template <typename T>
+  void operator()(const Field<T>& f) const {
+    if (!f.written) return;
+    e.key(f.name);
+    write_value(e, *f.value);
+  }
+};
+
+// How many fields of its table `m` carries: its map's size.
+template <typename M>
+uint32_t written_fields(const M& m) {
+  uint32_t count = 0;
+  for_each_field(m, [&count](const auto& f) { count += f.written ? 1 : 0; });
+  return count;
+}
+
+template <typename T>
+void write_value(Encoder& e, const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    e.boolean(value);
+  } else if constexpr (std::is_same_v<T, double>) {
+    e.f64(value);
+  } else if constexpr (std::is_same_v<T, float>) {
+    e.f32(value);
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    e.sint(value);
+  } else if constexpr (std::is_integral_v<T>) {
+    e.uint(value);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    e.str(value);
+  } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+    e.float_block(value);
+  } else if constexpr (is_vector_v<T>) {
+    e.array(static_cast<uint32_t>(value.size()));
+    for (const auto& item : value) write_value(e, item);
+  } else if constexpr (is_optional_v<T>) {
+    if (value) {
+      write_value(e, *value);
+    } else {
+      e.nil();
+    }
+  } else {
+    static_assert(has_fields_v<T>, "a field's type must be a scalar, a string, a vector, an optional or a table's struct");
+    e.map(written_fields(value));
+    for_each_field(value, FieldWriter{e});
+  }
+}
+
+// A message: `v` and `type`, then the header's fields and the message's own (PROTOCOL §3).
+template <typename M>
+void encode_message(Encoder& e, const M& m, const char* type) {
+  uint32_t header = 2;   // v, type
+  for_each_header_field(m, [&header](const auto& f) { header += f.written ? 1 : 0; });
+  e.map(header + written_fields(m));
   e.key("v");
   e.uint(kProtocolVersion);
   e.key("type");
   e.str(type);
-  e.key("rank");
-  e.sint(rank);
-  e.key("seq");
-  e.uint(seq);
-}
-
-// How many entries run_identity() writes: `run` and `model`, each only when it is not empty,
-// so a probe that names no model sends what it sent before.
-uint32_t run_identity_entries(const std::string& run, const std::string& model) {
-  return (run.empty() ? 0u : 1u) + (model.empty() ? 0u : 1u);
-}
-
-// The run a step, event or ack belongs to (PROTOCOL §5).
-void run_identity(Encoder& e, const std::string& run, const std::string& model) {
-  if (!run.empty()) {
-    e.key("run");
-    e.str(run);
-  }
-  if (!model.empty()) {
-    e.key("model");
-    e.str(model);
-  }
-}
-
-void encode_run(Encoder& e, const RunDescription& m) {
-  header(e,
-         (m.policies_on ? 13 : 12) + (m.model.empty() ? 0 : 1) + (m.buffers.empty() ? 0 : 1) +
-             (m.recording.empty() ? 0 : 1) + (m.modules.empty() ? 0 : 1) + (m.sharded ? 1 : 0),
-         kTopicRun, m.rank, m.seq);
-  e.key("run_id");
-  e.str(m.run_id);
-  if (!m.model.empty()) {
-    e.key("model");
-    e.str(m.model);
-  }
-  e.key("world_size");
-  e.sint(m.world_size);
-  e.key("layers");
-  e.array(static_cast<uint32_t>(m.layers.size()));
-  for (const LayerInfo& layer : m.layers) {
-    e.map(layer.aliases.empty() ? 4 : 5);
-    e.key("name");
-    e.str(layer.name);
-    e.key("shape");
-    e.array(static_cast<uint32_t>(layer.shape.size()));
-    for (int64_t dim : layer.shape) e.sint(dim);
-    e.key("numel");
-    e.sint(layer.numel);
-    e.key("dtype");
-    e.str(layer.dtype);
-    if (!layer.aliases.empty()) {
-      e.key("aliases");
-      e.array(static_cast<uint32_t>(layer.aliases.size()));
-      for (const std::string& alias : layer.aliases) e.str(alias);
-    }
-  }
-  e.key("watches");
-  e.array(static_cast<uint32_t>(m.watches.size()));
-  for (const std::string& name : m.watches) e.str(name);
-  if (!m.buffers.empty()) {
-    e.key("buffers");
-    e.array(static_cast<uint32_t>(m.buffers.size()));
-    for (const std::string& name : m.buffers) e.str(name);
-  }
-  e.key("keel_version");
-  e.str(m.keel_version);
-  e.key("torch_version");
-  e.str(m.torch_version);
-  e.key("device");
-  e.str(m.device);
-  e.key("start_unix_ms");
-  e.sint(m.start_unix_ms);
-  if (m.policies_on) {
-    e.key("policies_on");
-    e.array(static_cast<uint32_t>(m.policies_on->size()));
-    for (const std::string& name : *m.policies_on) e.str(name);
-  }
-  if (!m.recording.empty()) {
-    e.key("recording");
-    e.str(m.recording);
-  }
-  if (!m.modules.empty()) {
-    e.key("modules");
-    e.array(static_cast<uint32_t>(m.modules.size()));
-    for (const ModuleRange& module : m.modules) {
-      e.map(3);
-      e.key("name");
-      e.str(module.name);
-      e.key("first");
-      e.uint(module.first);
-      e.key("count");
-      e.uint(module.count);
-    }
-  }
-  if (m.sharded) {
-    e.key("sharded");
-    e.boolean(true);
-  }
-}
-
-void encode_step(Encoder& e, const StepRecord& m) {
-  header(e,
-         21 + (m.group_lrs.empty() ? 0 : 1) + (m.unused_layers.empty() ? 0 : 1) + (m.buffer_absmax.empty() ? 0 : 1) +
-             (m.cause.empty() ? 0 : 1) + (m.record_dropped == 0 ? 0 : 1) + (m.module_mask == 0 ? 0 : 3) +
-             run_identity_entries(m.run, m.model),
-         kTopicStep, m.rank, m.seq);
-  run_identity(e, m.run, m.model);
-  e.key("step");
-  e.sint(m.step);
-  e.key("loss");
-  e.f64(m.loss);
-  e.key("lr");
-  e.f64(m.lr);
-  e.key("grad_norm");
-  e.f64(m.grad_norm);
-  e.key("skipped");
-  e.boolean(m.skipped);
-  e.key("skip_reason");
-  e.str(m.skip_reason);
-  e.key("step_time_us");
-  e.f64(m.step_time_us);
-  e.key("probe_us");
-  e.f64(m.probe_us);
-  e.key("dropped");
-  e.uint(m.dropped);
-  e.key("probe_errors");
-  e.uint(m.probe_errors);
-  if (m.record_dropped != 0) {
-    e.key("record_dropped");
-    e.uint(m.record_dropped);
-  }
-  e.key("stamp_unix_ns");
-  e.sint(m.stamp_unix_ns);
-  e.key("metric_mask");
-  e.uint(m.metric_mask);
-  e.key("layer_count");
-  e.uint(m.layer_count);
-  e.key("layers");
-  e.float_block(m.layer_values);
-  if (m.module_mask != 0) {
-    e.key("module_mask");
-    e.uint(m.module_mask);
-    e.key("module_count");
-    e.uint(m.module_count);
-    e.key("module_values");
-    e.float_block(m.module_values);
-  }
-  e.key("scaler");
-  if (m.scaler) {
-    e.map(4);
-    e.key("scale");
-    e.f64(m.scaler->scale);
-    e.key("growth_tracker");
-    e.sint(m.scaler->growth_tracker);
-    e.key("found_inf");
-    e.boolean(m.scaler->found_inf);
-    e.key("skipped_total");
-    e.sint(m.scaler->skipped_total);
-  } else {
-    e.nil();
-  }
-  e.key("watches");
-  e.array(static_cast<uint32_t>(m.watches.size()));
-  for (const WatchStats& w : m.watches) {
-    e.map(5);
-    e.key("name");
-    e.str(w.name);
-    e.key("absmax");
-    e.f32(w.absmax);
-    e.key("rms");
-    e.f32(w.rms);
-    e.key("z");
-    e.f32(w.z);
-    e.key("nonfinite");
-    e.sint(w.nonfinite);
-  }
-  if (!m.buffer_absmax.empty()) {
-    e.key("buffer_absmax");
-    e.float_block(m.buffer_absmax);
-  }
-  e.key("frozen");
-  e.array(static_cast<uint32_t>(m.frozen_layers.size()));
-  for (uint32_t layer : m.frozen_layers) e.uint(layer);
-  if (!m.unused_layers.empty()) {
-    e.key("unused");
-    e.array(static_cast<uint32_t>(m.unused_layers.size()));
-    for (uint32_t layer : m.unused_layers) e.uint(layer);
-  }
-  if (!m.group_lrs.empty()) {
-    e.key("group_lrs");
-    e.array(static_cast<uint32_t>(m.group_lrs.size()));
-    for (double lr : m.group_lrs) e.f64(lr);
-  }
-  if (!m.cause.empty()) {
-    e.key("cause");
-    e.str(m.cause);
-  }
-}
-
-void encode_event(Encoder& e, const Event& m) {
-  header(e, 9 + (m.cause ? 1 : 0) + run_identity_entries(m.run, m.model), kTopicEvent, m.rank, m.seq);
-  run_identity(e, m.run, m.model);
-  e.key("step");
-  e.sint(m.step);
-  e.key("kind");
-  e.str(m.kind);
-  e.key("layer");
-  e.str(m.layer);
-  e.key("detail");
-  e.str(m.detail);
-  e.key("stamp_unix_ns");
-  e.sint(m.stamp_unix_ns);
-  if (m.cause) {
-    e.key("cause");
-    e.map(5);
-    e.key("kind");
-    e.str(m.cause->kind);
-    e.key("op");
-    e.str(m.cause->op);
-    e.key("module");
-    e.str(m.cause->module);
-    e.key("evidence");
-    e.str(m.cause->evidence);
-    e.key("sentence");
-    e.str(m.cause->sentence);
-  }
-}
-
-void encode_command(Encoder& e, const Command& m) {
-  header(e, 10 + (m.at_step >= 0 ? 1 : 0) + (m.token.empty() ? 0 : 1), kTopicCommand, m.rank, m.seq);
-  e.key("id");
-  e.uint(m.id);
-  e.key("kind");
-  e.str(m.kind);
-  e.key("count");
-  e.sint(m.count);
-  e.key("label");
-  e.str(m.label);
-  e.key("policy");
-  e.str(m.policy);
-  e.key("enable");
-  e.boolean(m.enable);
-  if (m.at_step >= 0) {
-    e.key("at_step");
-    e.sint(m.at_step);
-  }
-  if (!m.token.empty()) {
-    e.key("token");
-    e.str(m.token);
-  }
-}
-
-void encode_ack(Encoder& e, const Ack& m) {
-  header(e, 11 + run_identity_entries(m.run, m.model), kTopicAck, m.rank, m.seq);
-  run_identity(e, m.run, m.model);
-  e.key("id");
-  e.uint(m.id);
-  e.key("ok");
-  e.boolean(m.ok);
-  e.key("step");
-  e.sint(m.step);
-  e.key("error");
-  e.str(m.error);
-  e.key("path");
-  e.str(m.path);
-  e.key("bytes");
-  e.sint(m.bytes);
-  e.key("count");
-  e.sint(m.count);
+  for_each_header_field(m, FieldWriter{e});
+  for_each_field(m, FieldWriter{e});
 }
 
 struct TopicVisitor {
@@ -374,11 +167,10 @@ struct TopicVisitor {
 
 struct EncodeVisitor {
   Encoder& e;
-  void operator()(const RunDescription& m) const { encode_run(e, m); }
-  void operator()(const StepRecord& m) const { encode_step(e, m); }
-  void operator()(const Event& m) const { encode_event(e, m); }
-  void operator()(const Command& m) const { encode_command(e, m); }
-  void operator()(const Ack& m) const { encode_ack(e, m); }
+  template <typename M>
+  void operator()(const M& m) const {
+    encode_message(e, m, TopicVisitor{}(m));
+  }
 };
 
 }  // namespace

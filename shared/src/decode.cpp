@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "keel/wire/codec.hpp"
+#include "keel/wire/message_fields.hpp"
 
 namespace keel::wire {
 namespace {
@@ -25,8 +26,6 @@ constexpr size_t kMaxDepth = 8;
 // Maps hold a handful of keys today; the bound leaves room to evolve while keeping the
 // key lookups cheap on hostile input.
 constexpr size_t kMaxMapEntries = 256;
-// More dimensions than any real tensor has.
-constexpr size_t kMaxShapeDims = 64;
 
 // The msgpack type of `o` with its article, to finish "field \"x\" is ...".
 std::string type_name(const msgpack::object& o) {
@@ -183,28 +182,8 @@ class MapReader {
     return *this;
   }
 
-  // An array value with at most `max_items` items; nullptr when absent or failed.
-  const msgpack::object_array* array(const char* key, size_t max_items) {
-    const msgpack::object* value = find(key, false);
-    if (!value) return nullptr;
-    if (value->type != msgpack::type::ARRAY) {
-      fail("field \"" + name(key) + "\" is " + type_name(*value) + ", expected an array");
-      return nullptr;
-    }
-    if (value->via.array.size > max_items) {
-      fail("field \"" + name(key) + "\" has " + std::to_string(value->via.array.size) +
-           " items, more than the limit of " + std::to_string(max_items));
-      return nullptr;
-    }
-    return &value->via.array;
-  }
-
-  template <typename T>
-  bool read_item(const char* key, uint32_t index, const msgpack::object& item, T& out) {
-    std::string why;
-    if (convert(item, out, why)) return true;
-    return fail("field \"" + name(key) + "[" + std::to_string(index) + "]\" " + why);
-  }
+  // The error string this reader and the readers of its nested maps share.
+  std::string& error() { return error_; }
 
  private:
   template <typename T>
@@ -220,71 +199,8 @@ class MapReader {
   const msgpack::object_map* map_ = nullptr;
 };
 
-std::string item_name(const char* key, uint32_t index) {
-  return std::string(key) + "[" + std::to_string(index) + "]";
-}
-
-void read_run(MapReader& r, std::string& error, RunDescription& m) {
-  r.optional("run_id", m.run_id).optional("model", m.model).optional("world_size", m.world_size);
-  if (const msgpack::object_array* layers = r.array("layers", kMaxLayers)) {
-    m.layers.resize(layers->size);
-    for (uint32_t i = 0; i < layers->size && r.ok(); ++i) {
-      LayerInfo& layer = m.layers[i];
-      MapReader lr(error, layers->ptr[i], item_name("layers", i));
-      lr.required("name", layer.name).optional("numel", layer.numel).optional("dtype", layer.dtype);
-      if (const msgpack::object_array* shape = lr.array("shape", kMaxShapeDims)) {
-        layer.shape.resize(shape->size);
-        for (uint32_t d = 0; d < shape->size && lr.ok(); ++d) {
-          lr.read_item("shape", d, shape->ptr[d], layer.shape[d]);
-        }
-      }
-      if (const msgpack::object_array* aliases = lr.array("aliases", kMaxAliases)) {
-        layer.aliases.resize(aliases->size);
-        for (uint32_t a = 0; a < aliases->size && lr.ok(); ++a) {
-          lr.read_item("aliases", a, aliases->ptr[a], layer.aliases[a]);
-        }
-      }
-    }
-  }
-  if (const msgpack::object_array* watches = r.array("watches", kMaxWatches)) {
-    m.watches.resize(watches->size);
-    for (uint32_t i = 0; i < watches->size && r.ok(); ++i) {
-      r.read_item("watches", i, watches->ptr[i], m.watches[i]);
-    }
-  }
-  if (const msgpack::object_array* buffers = r.array("buffers", kMaxLayers)) {
-    m.buffers.resize(buffers->size);
-    for (uint32_t i = 0; i < buffers->size && r.ok(); ++i) r.read_item("buffers", i, buffers->ptr[i], m.buffers[i]);
-  }
-  r.optional("keel_version", m.keel_version)
-      .optional("torch_version", m.torch_version)
-      .optional("device", m.device)
-      .optional("start_unix_ms", m.start_unix_ms);
-  if (const msgpack::object_array* policies = r.array("policies_on", kMaxPolicies)) {
-    m.policies_on.emplace(policies->size);
-    for (uint32_t i = 0; i < policies->size && r.ok(); ++i) {
-      r.read_item("policies_on", i, policies->ptr[i], (*m.policies_on)[i]);
-    }
-  }
-  r.optional("recording", m.recording).optional("sharded", m.sharded);
-  if (const msgpack::object_array* modules = r.array("modules", kMaxModules)) {
-    m.modules.resize(modules->size);
-    uint64_t next_free = 0;   // ascending and disjoint
-    for (uint32_t i = 0; i < modules->size && r.ok(); ++i) {
-      ModuleRange& module = m.modules[i];
-      MapReader mr(error, modules->ptr[i], item_name("modules", i));
-      mr.required("name", module.name).required("first", module.first).required("count", module.count);
-      if (!mr.ok()) return;
-      const uint64_t end = uint64_t{module.first} + module.count;
-      if (module.first < next_free || end > m.layers.size()) {
-        r.fail("modules[" + std::to_string(i) + "] (layers " + std::to_string(module.first) + " to " +
-               std::to_string(end) + ") overlaps the module before it or runs past the " +
-               std::to_string(m.layers.size()) + " layers");
-        return;
-      }
-      next_free = end;
-    }
-  }
+std::string item_name(const std::string& key, uint32_t index) {
+  return key + "[" + std::to_string(index) + "]";
 }
 
 // A bin of little-endian float32 (its size a multiple of 4, checked by the caller) into `out`.
@@ -303,192 +219,183 @@ void copy_floats(const msgpack::object& block, std::vector<float>& out) {
   }
 }
 
-// The per-layer block: popcount(mask) * layer_count little-endian float32, nothing more or less.
-void read_layer_block(MapReader& r, StepRecord& m) {
-  const msgpack::object* block = r.find("layers", true);
-  if (!block) return;
-  if (m.layer_count > kMaxLayers) {
-    r.fail("layer_count " + std::to_string(m.layer_count) + " exceeds the limit of " +
-           std::to_string(kMaxLayers) + " layers");
-    return;
+// What one float32 of a block stands for, to finish "expected 4 bytes per ...".
+const char* block_unit(FloatBlock block) {
+  switch (block) {
+    case FloatBlock::kLayers: return "layer value";
+    case FloatBlock::kModules: return "module value";
+    case FloatBlock::kBuffers: return "buffer";
+    case FloatBlock::kNone: break;
   }
-  if (block->type != msgpack::type::BIN) {
-    r.fail("field \"layers\" is " + type_name(*block) +
-           ", expected a binary block of little-endian float32");
-    return;
-  }
-  const int metrics = __builtin_popcount(m.metric_mask);
-  const uint64_t expected = static_cast<uint64_t>(metrics) * m.layer_count * sizeof(float);
-  if (block->via.bin.size != expected) {
-    r.fail("field \"layers\" holds " + std::to_string(block->via.bin.size) + " bytes, expected " +
-           std::to_string(expected) + " (" + std::to_string(metrics) + " metrics x " +
-           std::to_string(m.layer_count) + " layers x 4 bytes)");
-    return;
-  }
-  copy_floats(*block, m.layer_values);
+  return "value";
 }
 
-// The modules' rollup block: popcount(module_mask) * module_count little-endian float32.
-void read_module_block(MapReader& r, StepRecord& m) {
-  r.optional("module_mask", m.module_mask).optional("module_count", m.module_count);
-  const msgpack::object* block = r.find("module_values", m.module_mask != 0);
-  if (!block) return;
-  if (m.module_count > kMaxModules) {
-    r.fail("module_count " + std::to_string(m.module_count) + " exceeds the limit of " + std::to_string(kMaxModules));
-    return;
+template <typename T>
+void read_fields(MapReader& r, T& m);
+
+// Reads one field's value by its C++ type (message_fields.hpp says how each type travels).
+// `r` is the map holding the field; `name` is the field's full name for errors, with the
+// index of an array item ("layers[3]"), the way MapReader::name writes it.
+class ValueReader {
+ public:
+  ValueReader(MapReader& r, std::string& error) : r_(r), error_(error) {}
+
+  template <typename T>
+  void read(const Field<T>& f, const msgpack::object& o, const std::string& name, T& out) {
+    if constexpr (std::is_same_v<T, std::vector<float>>) {
+      read_block(f.block, o, name, out);
+    } else if constexpr (is_vector_v<T>) {
+      read_array(f, o, name, out);
+    } else if constexpr (is_optional_v<T>) {
+      if (o.type == msgpack::type::NIL && f.presence == Presence::kAlways) {
+        out.reset();
+        return;
+      }
+      typename T::value_type value{};
+      if constexpr (has_fields_v<typename T::value_type>) {
+        if (o.type != msgpack::type::MAP) {
+          fail(name, "is " + type_name(o) + (f.presence == Presence::kAlways ? ", expected nil or a map" : ", expected a map"));
+          return;
+        }
+      }
+      Field<typename T::value_type> inner{f.name, &value};
+      inner.max_items = f.max_items;
+      read(inner, o, name, value);
+      out = std::move(value);
+    } else if constexpr (has_fields_v<T>) {
+      MapReader nested(error_, o, name);
+      if (nested.ok()) read_fields(nested, out);
+    } else {
+      std::string why;
+      if (!convert(o, out, why)) fail(name, why);
+    }
   }
-  if (block->type != msgpack::type::BIN) {
-    r.fail("field \"module_values\" is " + type_name(*block) + ", expected a binary block of little-endian float32");
-    return;
+
+ private:
+  void fail(const std::string& name, const std::string& why) { r_.fail("field \"" + name + "\" " + why); }
+
+  template <typename T>
+  void read_array(const Field<T>& f, const msgpack::object& o, const std::string& name, T& out) {
+    if (o.type != msgpack::type::ARRAY) {
+      fail(name, "is " + type_name(o) + ", expected an array");
+      return;
+    }
+    if (o.via.array.size > f.max_items) {
+      fail(name, "has " + std::to_string(o.via.array.size) + " items, more than the limit of " +
+                     std::to_string(f.max_items));
+      return;
+    }
+    using Item = typename T::value_type;
+    out.resize(o.via.array.size);
+    for (uint32_t i = 0; i < o.via.array.size && r_.ok(); ++i) {
+      Field<Item> item{f.name, &out[i]};
+      read(item, o.via.array.ptr[i], item_name(name, i), out[i]);
+    }
   }
-  const uint64_t expected = static_cast<uint64_t>(__builtin_popcount(m.module_mask)) * m.module_count * sizeof(float);
-  if (block->via.bin.size != expected) {
-    r.fail("field \"module_values\" holds " + std::to_string(block->via.bin.size) + " bytes, expected " +
-           std::to_string(expected) + " (" + std::to_string(__builtin_popcount(m.module_mask)) + " metrics x " +
-           std::to_string(m.module_count) + " modules x 4 bytes)");
-    return;
+
+  void read_block(FloatBlock block, const msgpack::object& o, const std::string& name, std::vector<float>& out) {
+    if (o.type != msgpack::type::BIN) {
+      fail(name, "is " + type_name(o) + ", expected a binary block of little-endian float32");
+      return;
+    }
+    if (o.via.bin.size % sizeof(float) != 0) {
+      fail(name, "holds " + std::to_string(o.via.bin.size) + " bytes, expected 4 bytes per " + block_unit(block));
+      return;
+    }
+    copy_floats(o, out);
   }
-  copy_floats(*block, m.module_values);
+
+  MapReader& r_;
+  std::string& error_;
+};
+
+// Reads every field of `m`'s table from the map `r` reads: a missing required field, a value
+// of the wrong type or over its limit is an error; an unknown key is skipped.
+struct FieldReader {
+  MapReader& r;
+  std::string& error;
+  template <typename T>
+  void operator()(const Field<T>& f) const {
+    const msgpack::object* value = r.find(f.name, f.required);
+    if (!value) return;
+    ValueReader(r, error).read(f, *value, r.name(f.name), *f.value);
+  }
+};
+
+template <typename T>
+void read_fields(MapReader& r, T& m) {
+  for_each_field(m, FieldReader{r, r.error()});
 }
 
-// The buffers' block: one little-endian float32 per buffer of the run description.
-void read_buffer_block(MapReader& r, StepRecord& m) {
-  const msgpack::object* block = r.find("buffer_absmax", false);
-  if (!block) return;
-  if (block->type != msgpack::type::BIN) {
-    r.fail("field \"buffer_absmax\" is " + type_name(*block) + ", expected a binary block of little-endian float32");
-    return;
+// ---- What a table cannot say: how one field's value bounds another's --------------------
+
+// A run's modules are ascending and disjoint, each within its layers.
+void check_run(MapReader& r, const RunDescription& m) {
+  uint64_t next_free = 0;
+  for (size_t i = 0; i < m.modules.size(); ++i) {
+    const ModuleRange& module = m.modules[i];
+    const uint64_t end = uint64_t{module.first} + module.count;
+    if (module.first < next_free || end > m.layers.size()) {
+      r.fail("modules[" + std::to_string(i) + "] (layers " + std::to_string(module.first) + " to " +
+             std::to_string(end) + ") overlaps the module before it or runs past the " +
+             std::to_string(m.layers.size()) + " layers");
+      return;
+    }
+    next_free = end;
   }
-  if (block->via.bin.size % sizeof(float) != 0 || block->via.bin.size / sizeof(float) > kMaxLayers) {
-    r.fail("field \"buffer_absmax\" holds " + std::to_string(block->via.bin.size) +
-           " bytes, expected 4 bytes per buffer and at most " + std::to_string(kMaxLayers) + " buffers");
-    return;
-  }
-  copy_floats(*block, m.buffer_absmax);
+}
+
+// A block holds popcount(mask) * count float32, nothing more or less.
+void check_block(MapReader& r, const char* key, const std::vector<float>& block, uint32_t mask, uint32_t count,
+                 const char* counted) {
+  const int metrics = __builtin_popcount(mask);
+  const uint64_t expected = static_cast<uint64_t>(metrics) * count;
+  if (block.size() == expected) return;
+  r.fail("field \"" + std::string(key) + "\" holds " + std::to_string(block.size() * sizeof(float)) +
+         " bytes, expected " + std::to_string(expected * sizeof(float)) + " (" + std::to_string(metrics) +
+         " metrics x " + std::to_string(count) + " " + counted + " x 4 bytes)");
 }
 
 // A list of layer indices (frozen, unused): each must name a layer of the record.
-void read_layer_list(MapReader& r, const char* key, uint32_t layer_count, std::vector<uint32_t>& out) {
-  const msgpack::object_array* list = r.array(key, kMaxLayers);
-  if (!list) return;
-  out.resize(list->size);
-  for (uint32_t i = 0; i < list->size && r.ok(); ++i) {
-    if (r.read_item(key, i, list->ptr[i], out[i]) && out[i] >= layer_count) {
-      r.fail(std::string(key) + "[" + std::to_string(i) + "] = " + std::to_string(out[i]) +
-             " is not a layer (layer_count " + std::to_string(layer_count) + ")");
-    }
+void check_layer_list(MapReader& r, const char* key, const std::vector<uint32_t>& layers, uint32_t layer_count) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] < layer_count) continue;
+    r.fail(std::string(key) + "[" + std::to_string(i) + "] = " + std::to_string(layers[i]) +
+           " is not a layer (layer_count " + std::to_string(layer_count) + ")");
+    return;
   }
 }
 
-void read_step(MapReader& r, std::string& error, StepRecord& m) {
-  r.optional("run", m.run)
-      .optional("model", m.model)
-      .required("step", m.step)
-      .optional("loss", m.loss)
-      .optional("lr", m.lr)
-      .optional("grad_norm", m.grad_norm)
-      .optional("skipped", m.skipped)
-      .optional("skip_reason", m.skip_reason)
-      .optional("step_time_us", m.step_time_us)
-      .optional("probe_us", m.probe_us)
-      .optional("dropped", m.dropped)
-      .optional("probe_errors", m.probe_errors)
-      .optional("record_dropped", m.record_dropped)
-      .optional("stamp_unix_ns", m.stamp_unix_ns)
-      .required("metric_mask", m.metric_mask)
-      .required("layer_count", m.layer_count);
-  read_layer_block(r, m);
-  read_module_block(r, m);
-  read_buffer_block(r, m);
-  if (const msgpack::object* scaler = r.find("scaler", false)) {
-    if (scaler->type != msgpack::type::NIL) {
-      if (scaler->type != msgpack::type::MAP) {
-        r.fail("field \"scaler\" is " + type_name(*scaler) + ", expected nil or a map");
-        return;
-      }
-      ScalerState state;
-      MapReader sr(error, *scaler, "scaler");
-      sr.optional("scale", state.scale)
-          .optional("growth_tracker", state.growth_tracker)
-          .optional("found_inf", state.found_inf)
-          .optional("skipped_total", state.skipped_total);
-      m.scaler = state;
-    }
+void check_step(MapReader& r, const StepRecord& m) {
+  if (m.layer_count > kMaxLayers) {
+    r.fail("layer_count " + std::to_string(m.layer_count) + " exceeds the limit of " + std::to_string(kMaxLayers) +
+           " layers");
+    return;
   }
-  if (const msgpack::object_array* watches = r.array("watches", kMaxWatches)) {
-    m.watches.resize(watches->size);
-    for (uint32_t i = 0; i < watches->size && r.ok(); ++i) {
-      WatchStats& w = m.watches[i];
-      MapReader wr(error, watches->ptr[i], item_name("watches", i));
-      wr.required("name", w.name)
-          .optional("absmax", w.absmax)
-          .optional("rms", w.rms)
-          .optional("z", w.z)
-          .optional("nonfinite", w.nonfinite);
-    }
-  }
-  read_layer_list(r, "frozen", m.layer_count, m.frozen_layers);
-  read_layer_list(r, "unused", m.layer_count, m.unused_layers);
-  if (const msgpack::object_array* lrs = r.array("group_lrs", kMaxGroupLrs)) {
-    m.group_lrs.resize(lrs->size);
-    for (uint32_t i = 0; i < lrs->size && r.ok(); ++i) r.read_item("group_lrs", i, lrs->ptr[i], m.group_lrs[i]);
-  }
-  r.optional("cause", m.cause);
-}
-
-void read_event(MapReader& r, std::string& error, Event& m) {
-  r.optional("run", m.run)
-      .optional("model", m.model)
-      .required("step", m.step)
-      .required("kind", m.kind)
-      .optional("layer", m.layer)
-      .optional("detail", m.detail)
-      .optional("stamp_unix_ns", m.stamp_unix_ns);
-  if (const msgpack::object* cause = r.find("cause", false)) {
-    if (cause->type != msgpack::type::MAP) {
-      r.fail("field \"cause\" is " + type_name(*cause) + ", expected a map");
+  check_block(r, "layers", m.layer_values, m.metric_mask, m.layer_count, "layers");
+  if (m.module_mask != 0 && r.find("module_values", true)) {
+    if (m.module_count > kMaxModules) {
+      r.fail("module_count " + std::to_string(m.module_count) + " exceeds the limit of " + std::to_string(kMaxModules));
       return;
     }
-    Cause c;
-    MapReader cr(error, *cause, "cause");
-    cr.required("kind", c.kind)
-        .optional("op", c.op)
-        .optional("module", c.module)
-        .optional("evidence", c.evidence)
-        .optional("sentence", c.sentence);
-    m.cause = std::move(c);
+    check_block(r, "module_values", m.module_values, m.module_mask, m.module_count, "modules");
   }
+  if (m.buffer_absmax.size() > kMaxLayers) {
+    r.fail("field \"buffer_absmax\" holds " + std::to_string(m.buffer_absmax.size() * sizeof(float)) +
+           " bytes, expected 4 bytes per buffer and at most " + std::to_string(kMaxLayers) + " buffers");
+  }
+  check_layer_list(r, "frozen", m.frozen_layers, m.layer_count);
+  check_layer_list(r, "unused", m.unused_layers, m.layer_count);
 }
 
-void read_command(MapReader& r, Command& m) {
-  r.required("id", m.id)
-      .required("kind", m.kind)
-      .optional("count", m.count)
-      .optional("label", m.label)
-      .optional("policy", m.policy)
-      .optional("enable", m.enable)
-      .optional("at_step", m.at_step)
-      .optional("token", m.token);
-}
-
-void read_ack(MapReader& r, Ack& m) {
-  r.optional("run", m.run)
-      .optional("model", m.model)
-      .required("id", m.id)
-      .required("ok", m.ok)
-      .optional("step", m.step)
-      .optional("error", m.error)
-      .optional("path", m.path)
-      .optional("bytes", m.bytes)
-      .optional("count", m.count);
-}
-
-// Reads one message of type T: the common header, then the type's own fields.
-template <typename T, typename ReadBody>
-bool read_message(MapReader& r, Message& out, ReadBody read_body) {
+// Reads one message of type T: the common header, then the type's own fields, then what
+// relates them.
+template <typename T, typename Check>
+bool read_message(MapReader& r, Message& out, Check check) {
   T message;
-  r.required("rank", message.rank).required("seq", message.seq);
-  read_body(message);
+  for_each_header_field(message, FieldReader{r, r.error()});
+  read_fields(r, message);
+  if (r.ok()) check(message);
   // Nested readers share the error string, so this also sees their failures.
   if (!r.ok()) return false;
   out = std::move(message);
@@ -515,20 +422,19 @@ bool read_payload(const msgpack::object& root, DecodeResult& result) {
   if (!r.required("type", type).ok()) return false;
   Message& out = result.message;
   if (type == kTopicRun) {
-    return read_message<RunDescription>(r, out,
-                                        [&](RunDescription& m) { read_run(r, error, m); });
+    return read_message<RunDescription>(r, out, [&](const RunDescription& m) { check_run(r, m); });
   }
   if (type == kTopicStep) {
-    return read_message<StepRecord>(r, out, [&](StepRecord& m) { read_step(r, error, m); });
+    return read_message<StepRecord>(r, out, [&](const StepRecord& m) { check_step(r, m); });
   }
   if (type == kTopicEvent) {
-    return read_message<Event>(r, out, [&](Event& m) { read_event(r, error, m); });
+    return read_message<Event>(r, out, [](const Event&) {});
   }
   if (type == kTopicCommand) {
-    return read_message<Command>(r, out, [&](Command& m) { read_command(r, m); });
+    return read_message<Command>(r, out, [](const Command&) {});
   }
   if (type == kTopicAck) {
-    return read_message<Ack>(r, out, [&](Ack& m) { read_ack(r, m); });
+    return read_message<Ack>(r, out, [](const Ack&) {});
   }
   error = "unknown message type \"" + type.substr(0, 64) +
           "\" (expected run, step, event, cmd or ack)";

@@ -48,7 +48,7 @@ TEST(ClientFirst, KeelCliTailStartedBeforeAShortRunPrintsEveryStepAndEventOnce) 
   ChildProcess demo(demo_args(endpoint, kSteps, kNanStep));
   EXPECT_EQ(demo.wait_exit(), 0) << demo.output();
   // The probe has exited: whatever the tail will print has reached it.
-  tail.wait_for("\"type\":\"step\",\"step\":" + std::to_string(kSteps - 1) + ",", 20);
+  tail.wait_for("\"step\":" + std::to_string(kSteps - 1) + ",\"loss\"", 20);
   ASSERT_TRUE(tail.stop()) << "keel-cli tail did not finish";
 
   std::map<int64_t, int> steps_seen;

@@ -59,12 +59,12 @@ TEST(ControlGui, ClickOnSkipIsAcknowledgedAndTheStepIsSkippedByCommand) {
   ASSERT_EQ(std::sscanf(ack.c_str() + ack.find("at step "), "at step %lld", &step), 1) << ack;
   ASSERT_GE(step, 0);
 
-  const std::string record = tail.wait_for("\"type\":\"step\",\"step\":" + std::to_string(step) + ",", 30);
+  const std::string record = tail.wait_for("\"step\":" + std::to_string(step) + ",\"loss\"", 30);
   ASSERT_FALSE(record.empty()) << "no record of step " << step;
   EXPECT_NE(record.find("\"skipped\":true"), std::string::npos) << record;
   EXPECT_NE(record.find("\"skip_reason\":\"command\""), std::string::npos) << record;
   // The step after it is applied again: one click, one skip.
-  const std::string next = tail.wait_for("\"type\":\"step\",\"step\":" + std::to_string(step + 1) + ",", 30);
+  const std::string next = tail.wait_for("\"step\":" + std::to_string(step + 1) + ",\"loss\"", 30);
   EXPECT_NE(next.find("\"skipped\":false"), std::string::npos) << next;
 }
 

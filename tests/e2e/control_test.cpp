@@ -83,7 +83,7 @@ TEST(Control, SkipSentByKeelCliIsAcknowledgedAndShowsInTheTelemetry) {
   ASSERT_TRUE(wait_for(demo_rc, "\n", 120000)) << "keel-demo did not finish";
   EXPECT_EQ(read_file(demo_rc), "0\n") << read_file(demo_out);
   // The last record may still be on its way when the trainer exits.
-  tail.wait_for("\"type\":\"step\",\"step\":" + std::to_string(kSteps - 1) + ",", 20);
+  tail.wait_for("\"step\":" + std::to_string(kSteps - 1) + ",\"loss\"", 20);
   ASSERT_TRUE(tail.stop()) << "keel-cli tail did not finish";
 
   std::map<int64_t, nlohmann::json> steps;

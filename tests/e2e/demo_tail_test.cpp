@@ -56,7 +56,7 @@ TEST(DemoTail, InjectedNanIsReportedSkippedAndTrainingRecovers) {
                            "/keel_e2e_demo.txt";
   ASSERT_EQ(std::system(demo.c_str()), 0) << read_file(dir + "/keel_e2e_demo.txt");
   // The last record may still be on its way when the trainer exits.
-  tail.wait_for("\"type\":\"step\",\"step\":" + std::to_string(steps - 1) + ",", 20);
+  tail.wait_for("\"step\":" + std::to_string(steps - 1) + ",\"loss\"", 20);
   ASSERT_TRUE(tail.stop()) << "keel-cli tail did not finish";
 
   std::map<int64_t, nlohmann::json> steps_seen;

@@ -250,16 +250,19 @@ class Probe:
 
     @property
     def last_record(self) -> Dict[str, Any]:
-        """The last step's record, as published: step, loss, lr, grad_norm, skipped, skip_reason,
-        cause, ``layers`` (each measured metric's per-layer values, in ``layer_names`` order) and
-        ``watches`` (each watched tensor's absmax, rms, z and nonfinite count, by name)."""
+        """The last step's record, as published, under the names of PROTOCOL.md §3.3 (keel-cli's
+        JSON uses the same): step, loss, lr, grad_norm, skipped, skip_reason, cause, scaler (or
+        None), ``layers`` (each measured metric's per-layer values, in ``layer_names`` order),
+        ``watches`` (each watched tensor's absmax, rms, z and nonfinite count, by name), frozen
+        and unused (layer indices; also as ``frozen_layers`` and ``unused_layers``), and the
+        rest of the record's fields."""
         return self._core.last_record
 
     @property
     def last_events(self) -> List[Dict[str, Any]]:
-        """The events the last step raised (first non-finite layer, skip, dump, ...): step, kind,
-        layer, detail, and ``cause`` (kind, op, module, evidence, sentence: where an unsafe step's
-        NaN was born) or None."""
+        """The events the last step raised (first non-finite layer, skip, dump, ...), under the
+        names of PROTOCOL.md §3.4: step, kind, layer, detail, stamp_unix_ns, and ``cause`` (kind,
+        op, module, evidence, sentence: where an unsafe step's NaN was born) or None."""
         return self._core.last_events
 
     @property

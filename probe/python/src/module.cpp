@@ -14,7 +14,7 @@
 #include <string>
 
 #include "keel/probe/probe.hpp"
-#include "keel/wire/messages.hpp"
+#include "message_dicts.hpp"
 #include "python_model.hpp"
 #include "python_optimizer.hpp"
 
@@ -26,81 +26,8 @@ using keel::probe::StepOutcome;
 
 namespace {
 
-py::dict record_of(const keel::wire::StepRecord& r) {
-  py::dict out;
-  out["step"] = r.step;
-  out["loss"] = r.loss;
-  out["lr"] = r.lr;
-  out["group_lrs"] = r.group_lrs;
-  out["grad_norm"] = r.grad_norm;
-  out["skipped"] = r.skipped;
-  out["skip_reason"] = r.skip_reason;
-  out["cause"] = r.cause;
-  out["probe_us"] = r.probe_us;
-  out["probe_errors"] = r.probe_errors;
-  out["dropped"] = r.dropped;
-  out["frozen_layers"] = r.frozen_layers;
-  out["unused_layers"] = r.unused_layers;
-  if (r.scaler) {
-    py::dict scaler;
-    scaler["scale"] = r.scaler->scale;
-    scaler["growth_tracker"] = r.scaler->growth_tracker;
-    scaler["found_inf"] = r.scaler->found_inf;
-    out["scaler"] = scaler;
-  } else {
-    out["scaler"] = py::none();
-  }
-  // Per layer, metric by metric; a metric not measured this step is absent.
-  py::dict layers;
-  for (int m = 0; m < keel::wire::kLayerMetricCount; ++m) {
-    const auto metric = static_cast<keel::wire::LayerMetric>(m);
-    if (r.metric_block(metric) < 0) continue;
-    std::vector<float> values(r.layer_count);
-    for (uint32_t i = 0; i < r.layer_count; ++i) values[i] = r.layer_value(metric, i);
-    layers[keel::wire::layer_metric_name(metric)] = values;
-  }
-  out["layers"] = layers;
-  // The watched tensors' statistics (probe.watch), by name.
-  py::dict watches;
-  for (const auto& w : r.watches) {
-    py::dict stats;
-    stats["absmax"] = w.absmax;
-    stats["rms"] = w.rms;
-    stats["z"] = w.z;
-    stats["nonfinite"] = w.nonfinite;
-    watches[py::str(w.name)] = stats;
-  }
-  out["watches"] = watches;
-  return out;
-}
-
-py::dict event_of(const keel::wire::Event& e) {
-  py::dict out;
-  out["step"] = e.step;
-  out["kind"] = e.kind;
-  out["layer"] = e.layer;
-  out["detail"] = e.detail;
-  // Why the step was unsafe (first_nonfinite, spike): where its NaN was born, when traced.
-  if (e.cause) {
-    py::dict cause;
-    cause["kind"] = e.cause->kind;
-    cause["op"] = e.cause->op;
-    cause["module"] = e.cause->module;
-    cause["evidence"] = e.cause->evidence;
-    cause["sentence"] = e.cause->sentence;
-    out["cause"] = cause;
-  } else {
-    out["cause"] = py::none();
-  }
-  return out;
-}
-
-}  // namespace
-
-PYBIND11_MODULE(_probe, m) {
-  m.doc() = "keel's probe core (use keel.Probe)";
-  m.attr("built_with_torch") = TORCH_VERSION;
-
+// AttachError: the probe could not attach (keel/probe.py says what to do about it).
+void bind_attach_error(py::module_& m) {
   static py::exception<keel::probe::AttachError> attach_error(m, "AttachError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -109,7 +36,10 @@ PYBIND11_MODULE(_probe, m) {
       attach_error(e.what());
     }
   });
+}
 
+// Every ProbeOptions field, by its C++ name (keel/probe.py maps its keyword arguments onto them).
+void bind_options(py::module_& m) {
   py::class_<ProbeOptions> options(m, "ProbeOptions");
   options.def(py::init<>());
 #define KEEL_OPTION(field) options.def_readwrite(#field, &ProbeOptions::field)
@@ -151,7 +81,10 @@ PYBIND11_MODULE(_probe, m) {
   KEEL_OPTION(allow_unauthenticated_local);
   KEEL_OPTION(allow_unauthenticated_remote);
 #undef KEEL_OPTION
+}
 
+// What a step did and what it cost.
+void bind_outcomes(py::module_& m) {
   py::class_<StepOutcome>(m, "StepOutcome")
       .def_readonly("step", &StepOutcome::step)
       .def_readonly("applied", &StepOutcome::applied)
@@ -175,7 +108,9 @@ PYBIND11_MODULE(_probe, m) {
       .def_readonly("update_us", &ProbeTiming::update_us)
       .def_readonly("record_us", &ProbeTiming::record_us)
       .def_readonly("end_us", &ProbeTiming::end_us);
+}
 
+void bind_scaler(py::module_& m) {
   // The probe's own scaler, standing in for a torch.amp.GradScaler (keel/_amp.py).
   py::class_<keel::probe::GradScaler>(m, "GradScaler")
       .def(py::init([](double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval,
@@ -197,14 +132,18 @@ PYBIND11_MODULE(_probe, m) {
       .def_property_readonly("scale_value", &keel::probe::GradScaler::scale_value)
       .def_property_readonly("growth_tracker", &keel::probe::GradScaler::growth_tracker)
       .def_property_readonly("found_inf", &keel::probe::GradScaler::found_inf);
+}
 
+void bind_local_shards(py::module_& m) {
   // keel's leaves over a model's sharded parameters (keel/_local_shards.py makes the dict), and
   // the lending of each step's gradient parts to them.
   py::class_<keel::python::LocalShards, std::shared_ptr<keel::python::LocalShards>>(m, "LocalShards")
       .def(py::init<const py::dict&>(), py::arg("leaves"))
       .def("lend_gradients", &keel::python::LocalShards::lend_gradients)
       .def("take_gradients_back", &keel::python::LocalShards::take_gradients_back);
+}
 
+void bind_probe(py::module_& m) {
   py::class_<Probe>(m, "Probe")
       .def(py::init([](py::object model, py::object optimizer, const ProbeOptions& options,
                        std::shared_ptr<keel::python::LocalShards> shards) {
@@ -226,11 +165,11 @@ PYBIND11_MODULE(_probe, m) {
       .def("watch", &Probe::watch, py::arg("name"), py::arg("tensor"))
       .def("settle", &Probe::settle)
       .def_property_readonly("last_settled", &Probe::last_settled)
-      .def_property_readonly("last_record", [](const Probe& p) { return record_of(p.last_record()); })
+      .def_property_readonly("last_record", [](const Probe& p) { return keel::python::step_dict(p.last_record()); })
       .def_property_readonly("last_events",
                              [](const Probe& p) {
                                py::list out;
-                               for (const auto& e : p.last_events()) out.append(event_of(e));
+                               for (const auto& e : p.last_events()) out.append(keel::python::event_dict(e));
                                return out;
                              })
       .def_property_readonly("layer_names",
@@ -246,4 +185,17 @@ PYBIND11_MODULE(_probe, m) {
       .def_property_readonly("recording_path", &Probe::recording_path)
       .def_property_readonly("bound_endpoint", &Probe::bound_endpoint)
       .def_property_readonly("bound_command_endpoint", &Probe::bound_command_endpoint);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_probe, m) {
+  m.doc() = "keel's probe core (use keel.Probe)";
+  m.attr("built_with_torch") = TORCH_VERSION;
+  bind_attach_error(m);
+  bind_options(m);
+  bind_outcomes(m);
+  bind_scaler(m);
+  bind_local_shards(m);
+  bind_probe(m);
 }

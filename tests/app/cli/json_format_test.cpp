@@ -29,18 +29,20 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 TEST(JsonFormat, RunDescriptionHasEveryField) {
   const Json json = to_json(sample_run(), LayerNames{});
   EXPECT_EQ(keys_of(json),
-            (std::vector<std::string>{"type", "run", "model", "rank", "world_size", "seq", "layers",
-                                      "watches", "buffers", "device", "keel_version", "torch_version",
-                                      "start_unix_ms"}));
+            (std::vector<std::string>{"type", "rank", "seq", "run_id", "model", "world_size", "layers",
+                                      "watches", "buffers", "keel_version", "torch_version", "device",
+                                      "start_unix_ms", "policies_on", "recording", "modules", "sharded",
+                                      "run"}));
+  EXPECT_EQ(json["run_id"], "demo-run");
   EXPECT_EQ(json["type"], "run");
-  EXPECT_EQ(json["run"], "demo-run");
+  EXPECT_EQ(json["run"], "demo-run") << "the alias every other line is keyed by";
   EXPECT_EQ(json["model"], "");
   EXPECT_EQ(json["rank"], 0);
   EXPECT_EQ(json["world_size"], 2);
   EXPECT_EQ(json["seq"], 1);
   ASSERT_EQ(json["layers"].size(), 2u);
   EXPECT_EQ(keys_of(json["layers"][0]),
-            (std::vector<std::string>{"name", "shape", "numel", "dtype"}));
+            (std::vector<std::string>{"name", "shape", "numel", "dtype", "aliases"}));
   EXPECT_EQ(json["layers"][0]["name"], "fc1.weight");
   EXPECT_EQ(json["layers"][0]["shape"], Json::array({16, 8}));
   EXPECT_EQ(json["layers"][0]["numel"], 128);
@@ -53,14 +55,14 @@ TEST(JsonFormat, RunDescriptionHasEveryField) {
 
 TEST(JsonFormat, AShardedRunSaysSo) {
   wire::RunDescription run = sample_run();
-  EXPECT_FALSE(to_json(run, LayerNames{}).contains("sharded"));
+  EXPECT_EQ(to_json(run, LayerNames{})["sharded"], false);
   run.sharded = true;
   EXPECT_EQ(to_json(run, LayerNames{})["sharded"], true);
 }
 
 TEST(JsonFormat, EachParamGroupsLrIsPrintedWhenThereAreSeveral) {
   wire::StepRecord step = sample_step(7);
-  EXPECT_FALSE(to_json(step, LayerNames{}).contains("group_lrs"));
+  EXPECT_EQ(to_json(step, LayerNames{})["group_lrs"], Json::array());
   step.group_lrs = {1e-3, 1e-4};
   EXPECT_EQ(to_json(step, LayerNames{})["group_lrs"], Json::array({1e-3, 1e-4}));
 }
@@ -81,7 +83,7 @@ TEST(JsonFormat, ALayersAliasesArePrintedWhenItHasThem) {
   const Json json = to_json(run, LayerNames{});
   EXPECT_EQ(keys_of(json["layers"][1]), (std::vector<std::string>{"name", "shape", "numel", "dtype", "aliases"}));
   EXPECT_EQ(json["layers"][1]["aliases"], Json::array({"head.weight"}));
-  EXPECT_EQ(keys_of(json["layers"][0]), (std::vector<std::string>{"name", "shape", "numel", "dtype"}));
+  EXPECT_EQ(json["layers"][0]["aliases"], Json::array());
 }
 
 TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
@@ -95,10 +97,13 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
   step.watches = {{"logits", 12.5f, 3.0f, 4.25f, 0}};
   const Json json = to_json(step, names);
   EXPECT_EQ(keys_of(json),
-            (std::vector<std::string>{"type", "step", "run", "model", "rank", "seq", "loss", "lr",
+            (std::vector<std::string>{"type", "rank", "seq", "run", "model", "step", "loss", "lr",
                                       "grad_norm", "skipped", "skip_reason", "step_time_us",
-                                      "probe_us", "dropped", "probe_errors", "stamp_unix_ns",
-                                      "layers", "scaler", "watch", "buffers"}));
+                                      "probe_us", "dropped", "probe_errors", "record_dropped",
+                                      "stamp_unix_ns", "metric_mask", "layer_count", "layers",
+                                      "module_mask", "module_count", "module_values", "scaler",
+                                      "watches", "buffer_absmax", "frozen", "unused", "group_lrs",
+                                      "cause"}));
   EXPECT_EQ(json["type"], "step");
   EXPECT_EQ(json["step"], 7);
   EXPECT_EQ(json["run"], "") << "a probe older than the key names no run";
@@ -129,12 +134,12 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
   EXPECT_EQ(layer1["param_norm"], 2.0);
   EXPECT_EQ(layer1["update_ratio"], 2e-3);
 
-  ASSERT_EQ(json["watch"].size(), 1u);
-  EXPECT_EQ(keys_of(json["watch"][0]),
+  ASSERT_EQ(json["watches"].size(), 1u);
+  EXPECT_EQ(keys_of(json["watches"][0]),
             (std::vector<std::string>{"name", "absmax", "rms", "z", "nonfinite"}));
-  EXPECT_EQ(json["watch"][0]["name"], "logits");
-  EXPECT_EQ(json["watch"][0]["absmax"], 12.5);
-  EXPECT_EQ(json["watch"][0]["z"], 4.25);
+  EXPECT_EQ(json["watches"][0]["name"], "logits");
+  EXPECT_EQ(json["watches"][0]["absmax"], 12.5);
+  EXPECT_EQ(json["watches"][0]["z"], 4.25);
 }
 
 TEST(JsonFormat, BuffersAreNamedFromTheirRunsDescription) {
@@ -146,10 +151,10 @@ TEST(JsonFormat, BuffersAreNamedFromTheirRunsDescription) {
   wire::StepRecord step = sample_step(7);
   step.buffer_absmax = {0.5f, kInf, 2.0f};
   const Json json = to_json(step, names);
-  ASSERT_EQ(json["buffers"].size(), 3u);
-  EXPECT_EQ(json["buffers"][0], (Json{{"name", "bn.running_mean"}, {"absmax", 0.5}}));
-  EXPECT_EQ(json["buffers"][1], (Json{{"name", "bn.running_var"}, {"absmax", "inf"}}));
-  EXPECT_EQ(json["buffers"][2]["name"], "buffer2") << "more than the description named";
+  ASSERT_EQ(json["buffer_absmax"].size(), 3u);
+  EXPECT_EQ(json["buffer_absmax"][0], (Json{{"name", "bn.running_mean"}, {"absmax", 0.5}}));
+  EXPECT_EQ(json["buffer_absmax"][1], (Json{{"name", "bn.running_var"}, {"absmax", "inf"}}));
+  EXPECT_EQ(json["buffer_absmax"][2]["name"], "buffer2") << "more than the description named";
 }
 
 TEST(JsonFormat, LayerNamesFallBackWithoutADescriptionOfThatRank) {
@@ -224,12 +229,12 @@ TEST(JsonFormat, ARollupStepListsItsModulesAndNoLayers) {
   step.module_values = {kNan, 3.0f};
   const Json json = to_json(step, names);
   EXPECT_TRUE(json["layers"].empty()) << "no layer has a value at this step";
-  ASSERT_EQ(json["modules"].size(), 1u);
-  EXPECT_EQ(keys_of(json["modules"][0]), (std::vector<std::string>{"name", "grad_norm", "grad_nonfinite"}));
-  EXPECT_EQ(json["modules"][0]["name"], "blocks.0");
-  EXPECT_EQ(json["modules"][0]["grad_norm"], "nan");
-  EXPECT_EQ(json["modules"][0]["grad_nonfinite"], 3);
-  EXPECT_FALSE(to_json(sample_step(2), names).contains("modules")) << "a per-layer step has none";
+  ASSERT_EQ(json["module_values"].size(), 1u);
+  EXPECT_EQ(keys_of(json["module_values"][0]), (std::vector<std::string>{"name", "grad_norm", "grad_nonfinite"}));
+  EXPECT_EQ(json["module_values"][0]["name"], "blocks.0");
+  EXPECT_EQ(json["module_values"][0]["grad_norm"], "nan");
+  EXPECT_EQ(json["module_values"][0]["grad_nonfinite"], 3);
+  EXPECT_EQ(to_json(sample_step(2), names)["module_values"], Json::array()) << "a per-layer step has none";
 }
 
 TEST(JsonFormat, NonfiniteCountIsAnInteger) {
@@ -259,10 +264,10 @@ TEST(JsonFormat, NonFiniteNumbersBecomeStrings) {
   EXPECT_EQ(json["layers"][1]["grad_norm"], "-inf");
   EXPECT_EQ(json["layers"][0]["grad_absmax"], "inf");
   EXPECT_EQ(json["scaler"]["scale"], "inf");
-  EXPECT_EQ(json["watch"][0]["absmax"], "nan");
-  EXPECT_EQ(json["watch"][0]["rms"], "inf");
-  EXPECT_EQ(json["watch"][0]["z"], "-inf");
-  EXPECT_EQ(json["watch"][0]["nonfinite"], 5);
+  EXPECT_EQ(json["watches"][0]["absmax"], "nan");
+  EXPECT_EQ(json["watches"][0]["rms"], "inf");
+  EXPECT_EQ(json["watches"][0]["z"], "-inf");
+  EXPECT_EQ(json["watches"][0]["nonfinite"], 5);
   // The line is valid JSON (no bare NaN token) and reads back the same.
   EXPECT_EQ(Json::parse(to_json_line(step, LayerNames{})), json);
 }
@@ -298,8 +303,9 @@ TEST(JsonFormat, EventHasEveryField) {
   event.run = "gan";
   event.model = "critic";
   const Json json = to_json(event, LayerNames{});
-  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "kind", "step", "run", "model", "rank",
-                                                     "seq", "layer", "detail", "stamp_unix_ns"}));
+  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "rank", "seq", "run", "model", "step",
+                                                     "kind", "layer", "detail", "stamp_unix_ns", "cause"}));
+  EXPECT_TRUE(json["cause"].is_null());
   EXPECT_EQ(json["type"], "event");
   EXPECT_EQ(json["kind"], "first_nonfinite");
   EXPECT_EQ(json["step"], 1234);
@@ -329,8 +335,9 @@ TEST(JsonFormat, CommandHasEveryField) {
   command.policy = "skip_nonfinite";
   command.enable = true;
   const Json json = to_json(command, LayerNames{});
-  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "kind", "id", "rank", "seq",
-                                                     "count", "label", "policy", "enable"}));
+  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "rank", "seq", "id", "kind", "count",
+                                                     "label", "policy", "enable", "at_step", "token"}));
+  EXPECT_EQ(json["at_step"], -1);
   EXPECT_EQ(json["type"], "cmd");
   EXPECT_EQ(json["kind"], "policy");
   EXPECT_EQ(json["id"], 77);
@@ -354,7 +361,7 @@ TEST(JsonFormat, AckHasEveryField) {
   ack.run = "gan";
   ack.model = "generator";
   const Json json = to_json(ack, LayerNames{});
-  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "id", "run", "model", "rank", "seq",
+  EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "rank", "seq", "run", "model", "id",
                                                      "ok", "step", "error", "path", "bytes",
                                                      "count"}));
   EXPECT_EQ(json["type"], "ack");

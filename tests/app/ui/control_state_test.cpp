@@ -83,7 +83,7 @@ TEST(ControlState, ATimedOutCommandShowsItsLateAck) {
 
 TEST(ControlState, PoliciesAreUnknownUntilAnAckOrAnEventSays) {
   ControlState state;
-  for (const char* name : kPolicyNames) EXPECT_EQ(state.policy(name), PolicyState::kUnknown);
+  for (const char* name : wire::kPolicyNames) EXPECT_EQ(state.policy(name), PolicyState::kUnknown);
   state.submitted("policy skip_spike", 5, policy("skip_spike", true));
   EXPECT_EQ(state.policy("skip_spike"), PolicyState::kUnknown);
   state.update(answered(5, policy("skip_spike", true), CommandState::kAcknowledged, 7));

@@ -12,25 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "keel/wire/limits.hpp"
 #include "keel/wire/messages.hpp"
 
 namespace keel::wire {
 
 inline constexpr uint32_t kProtocolVersion = 1;
-// Upper bound of one payload; anything larger is rejected before parsing.
-inline constexpr size_t kMaxPayloadBytes = 64u << 20;
-// Upper bounds on counts inside a payload (layers, watches, string bytes).
-inline constexpr uint32_t kMaxLayers = 1u << 20;
-inline constexpr uint32_t kMaxWatches = 1024;
-// Most entries of a run description's policies_on.
-inline constexpr uint32_t kMaxPolicies = 64;
-// Other names of one layer's tensor in a run description (LayerInfo::aliases).
-inline constexpr uint32_t kMaxAliases = 64;
-// Modules a run description names for its step records' rollups (RunDescription::modules).
-inline constexpr uint32_t kMaxModules = 65536;
-// Param groups whose lr a step record carries (StepRecord::group_lrs).
-inline constexpr uint32_t kMaxGroupLrs = 1024;
-inline constexpr uint32_t kMaxStringBytes = 64u << 10;
 
 // Topic frames. Subscribers filter on these prefixes.
 inline constexpr const char* kTopicRun = "run";

@@ -1,7 +1,8 @@
 // keel wire messages: the plain structs that travel between a probe and its clients.
 //
 // What it is for: one vocabulary shared by the probe (publisher, command server) and the app
-// (receiver, keel-cli). The bytes are defined by codec.hpp and documented in shared/PROTOCOL.md.
+// (receiver, keel-cli). Which fields travel, under which keys, is each struct's table in
+// message_fields.hpp; the bytes are codec.hpp's and documented in shared/PROTOCOL.md.
 // Threads: plain values, no shared state; any thread may build, copy or read them.
 // Never: includes torch or ImGui, allocates behind the caller's back, or throws.
 #pragma once
