@@ -3,10 +3,13 @@
 # the built binaries, so that the front page cannot go stale: a renamed flag, a moved binary
 # or a command that stopped working fails here with the README line that broke.
 #
-# Usage: readme_commands_test.sh README BIN_DIR
+# Usage: readme_commands_test.sh README BIN_DIR PROGRAM...
 #   README   the README.md to read (the self-test hands it a broken copy)
 #   BIN_DIR  the build's bin/ folder; the commands run in a scratch folder where build/bin
 #            is that folder, so `build/bin/keel-demo ...` runs as written
+#   PROGRAM  the programs the README's commands need (keel-demo, keel-cli). A build that
+#            made a subset of the targets (scripts/test.sh --sanitize) lacks them: the test
+#            then exits 77, which ctest reports as skipped, not passed
 #
 # How each line runs:
 # - a line that ends in `&` is started in the background, as the reader's shell would, and
@@ -31,7 +34,11 @@ declare -A kSkipped=(
 
 readme="$1"
 bin_dir="$2"
+shift 2
 [[ -f "$readme" ]] || { echo "no README at '$readme'"; exit 1; }
+for program in "$@"; do
+  [[ -x "$program" ]] || { echo "skipped: $program is not built in this build"; exit 77; }
+done
 [[ -d "$bin_dir" ]] || { echo "no bin folder at '$bin_dir'"; exit 1; }
 readme_name="$(basename "$readme")"
 
