@@ -5,7 +5,7 @@ Usage: scripts/long_functions.py [--over N] [--fail] [--allow PATH:NAME ...] [DI
   --over N      list functions of more than N lines (default 100); a function's length runs
                 from the first line of its signature to its closing brace
   --fail        exit with status 1 when a listed function is not allowed (the ctest
-                House.NoProductionFunctionOver100Lines, tests/CMakeLists.txt)
+                House.NoProductionFunctionOver100Lines, tests/scripts/CMakeLists.txt)
   --allow P:N   a function that --fail tolerates: N as listed, in a file whose path ends in P
   DIR_OR_FILE   what to read (default: probe shared app under the repository root); C++ and
                 CUDA sources (.cpp .hpp .cu .cuh) and Python (.py)
@@ -255,6 +255,12 @@ def is_allowed(function, allowed):
     return any(path.endswith(suffix) and function.name == name for suffix, name in allowed)
 
 
+def shown_path(path, repository):
+    """The path from the repository's root for its own files; any other as it was found."""
+    absolute = os.path.abspath(path)
+    return os.path.relpath(absolute, repository) if absolute.startswith(repository + os.sep) else path
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--over", type=int, default=100, metavar="N")
@@ -277,7 +283,7 @@ def main(argv):
             else:
                 note = "  (too long)"
                 failing += 1
-        print(f"{f.lines:5d}  {os.path.relpath(f.path, repository)}:{f.first_line}  {f.name}{note}")
+        print(f"{f.lines:5d}  {shown_path(f.path, repository)}:{f.first_line}  {f.name}{note}")
     if args.fail and failing:
         print(f"{failing} function(s) over {args.over} lines: split each into helpers named for "
               f"what they do", file=sys.stderr)
