@@ -34,6 +34,8 @@ packages=(
   libimgui-dev libstb-dev libglfw3-dev
   libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   xvfb xauth xdotool fonts-dejavu-core libgl1-mesa-dri
+  # scripts/long_functions.py, which the house's test of function lengths runs
+  python3
 )
 # pip's torch goes into a virtual environment (Debian's python3 refuses system-wide pip
 # installs); Debian's python3 needs python3-venv for one.

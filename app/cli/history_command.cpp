@@ -79,30 +79,45 @@ class NewestSteps {
   std::optional<keel::wire::Message> in_force_;
 };
 
-}  // namespace
+// Prints the answer's messages as they are handed over (a table, or JSON lines), naming layers
+// by the descriptions among them, and says on stderr what it printed.
+class HistoryPrinter {
+ public:
+  HistoryPrinter(std::ostream& out, bool json) : out_(out), json_(json) {}
 
-int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& err) {
-  const std::string endpoint = options.endpoint.empty() ? keel::wire::kDefaultPubEndpoint : options.endpoint;
-  std::string command_endpoint = options.command_endpoint;
-  if (command_endpoint.empty()) command_endpoint = keel::wire::command_endpoint_for(endpoint);
-  if (command_endpoint.empty()) {
-    err << "keel-cli: " << endpoint
-        << " has no numeric port to derive the command endpoint from; give --command-endpoint\n";
-    return 1;
+  void operator()(const keel::wire::Message& message) {
+    if (const auto* run = std::get_if<keel::wire::RunDescription>(&message)) names_.learn(*run);
+    if (const auto* record = std::get_if<keel::wire::StepRecord>(&message)) {
+      if (printed_++ == 0) first_step_ = record->step;
+      last_step_ = record->step;
+    }
+    out_ << (json_ ? to_json_line(message, names_) + "\n" : table_.format(message, names_));
   }
 
-  LayerNames names;
-  TablePrinter table;
-  bool described = false;
-  int64_t printed = 0, first_step = 0, last_step = 0;
-  auto print = [&](const keel::wire::Message& message) {
-    if (const auto* run = std::get_if<keel::wire::RunDescription>(&message)) names.learn(*run);
-    if (const auto* record = std::get_if<keel::wire::StepRecord>(&message)) {
-      if (printed++ == 0) first_step = record->step;
-      last_step = record->step;
-    }
-    out << (options.json ? to_json_line(message, names) + "\n" : table.format(message, names));
-  };
+  // The summary line, once the probe's ack came: `received` steps and `events` events.
+  void summarize(std::ostream& err, int64_t received, int64_t events, const keel::wire::Ack& ack) const {
+    err << "keel-cli: " << printed_;
+    err << (printed_ < received ? " of the " + std::to_string(received) + " steps in" : " steps from");
+    err << " the probe's history";
+    if (printed_ > 0) err << " (" << first_step_ << ".." << last_step_ << ")";
+    if (events > 0) err << " and " << events << " events";
+    if (ack.count != received) err << "; the probe sent " << ack.count;
+    err << '\n';
+  }
+
+ private:
+  std::ostream& out_;
+  bool json_;
+  LayerNames names_;
+  TablePrinter table_;
+  int64_t printed_ = 0, first_step_ = 0, last_step_ = 0;
+};
+
+// Listens on the telemetry endpoint for the run description a probe sends every new
+// subscriber, and prints it, so that layers print by name; warns when none comes. False when
+// the endpoint cannot be subscribed to, having said why.
+bool print_run_description(const HistoryOptions& options, const std::string& endpoint, HistoryPrinter& print,
+                           std::ostream& err) {
   try {
     Subscriber subscriber({endpoint}, ClientAuth::from_options(options.auth));
     const Clock::time_point deadline = Clock::now() + duration_of(options.describe_wait_secs);
@@ -111,20 +126,20 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
       const auto* run = std::get_if<keel::wire::RunDescription>(&received.message);
       if (received.status != ReceiveStatus::kMessage || run == nullptr) continue;
       print(received.message);
-      described = true;
-      break;
+      return true;
     }
-    if (!described) {
-      err << "keel-cli: warning: no run description from " << endpoint << " within "
-          << seconds_text(options.describe_wait_secs) << " s; layers print by index";
-      if (!subscriber.refusal().empty()) err << " (refused: " << subscriber.refusal() << ")";
-      err << '\n';
-    }
+    err << "keel-cli: warning: no run description from " << endpoint << " within "
+        << seconds_text(options.describe_wait_secs) << " s; layers print by index";
+    if (!subscriber.refusal().empty()) err << " (refused: " << subscriber.refusal() << ")";
+    err << '\n';
+    return true;
   } catch (const std::exception& error) {
     err << "keel-cli: " << error.what() << '\n';
-    return 1;
+    return false;
   }
+}
 
+keel::wire::Command history_request() {
   keel::wire::Command command;
   command.rank = -1;
   command.id = 1;
@@ -134,6 +149,14 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
   // non-finite step, is most often older than the newest N steps: so the whole ring is asked
   // for, and its newest `count` steps are printed.
   command.count = kWholeRing;
+  return command;
+}
+
+// Prints the answer to `command` as it arrives (its newest options.count steps, then its
+// events) until the probe's ack; returns run_history's exit status.
+int print_history_answer(CommandSocket& socket, const keel::wire::Command& command, const HistoryOptions& options,
+                         const std::string& command_endpoint, HistoryPrinter& print, std::ostream& out,
+                         std::ostream& err) {
   const bool trimmed = options.count < kWholeRing;
   NewestSteps newest(options.count);
   bool flushed = false;
@@ -141,15 +164,11 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
     if (!flushed) newest.flush(print);
     flushed = true;
   };
-  const std::unique_ptr<CommandSocket> socket =
-      send_request(command_endpoint, options.auth, command, err);
-  if (!socket) return 1;
-
   // Silence, not the whole answer, is bounded: a large ring keeps arriving for a while.
   Clock::time_point deadline = Clock::now() + duration_of(options.timeout_secs);
   int64_t received = 0, events = 0;
   while (Clock::now() < deadline) {
-    ReceiveResult reply = socket->receive(wait_ms(deadline));
+    ReceiveResult reply = socket.receive(wait_ms(deadline));
     if (reply.status == ReceiveStatus::kDecodeError) {
       err << "keel-cli: warning: dropped an undecodable reply: " << reply.error << '\n';
       continue;
@@ -183,13 +202,7 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
       err << "keel-cli: the probe refused the history request: " << ack->error << '\n';
       return 1;
     }
-    err << "keel-cli: " << printed;
-    err << (printed < received ? " of the " + std::to_string(received) + " steps in" : " steps from");
-    err << " the probe's history";
-    if (printed > 0) err << " (" << first_step << ".." << last_step << ")";
-    if (events > 0) err << " and " << events << " events";
-    if (ack->count != received) err << "; the probe sent " << ack->count;
-    err << '\n';
+    print.summarize(err, received, events, *ack);
     return 0;
   }
   flush();
@@ -197,6 +210,25 @@ int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& 
   err << "keel-cli: no answer from " << command_endpoint << " for " << seconds_text(options.timeout_secs)
       << " s (after " << received << " steps)\n";
   return 2;
+}
+
+}  // namespace
+
+int run_history(const HistoryOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string endpoint = options.endpoint.empty() ? keel::wire::kDefaultPubEndpoint : options.endpoint;
+  std::string command_endpoint = options.command_endpoint;
+  if (command_endpoint.empty()) command_endpoint = keel::wire::command_endpoint_for(endpoint);
+  if (command_endpoint.empty()) {
+    err << "keel-cli: " << endpoint
+        << " has no numeric port to derive the command endpoint from; give --command-endpoint\n";
+    return 1;
+  }
+  HistoryPrinter print(out, options.json);
+  if (!print_run_description(options, endpoint, print, err)) return 1;
+  const keel::wire::Command command = history_request();
+  const std::unique_ptr<CommandSocket> socket = send_request(command_endpoint, options.auth, command, err);
+  if (!socket) return 1;
+  return print_history_answer(*socket, command, options, command_endpoint, print, out, err);
 }
 
 CliCommand add_history_command(CLI::App& app) {

@@ -42,13 +42,11 @@ struct Options {
   std::string heat_metric;
   int width = 1600, height = 1000;
   size_t memory_budget_mib = keel::app::ModelConfig{}.memory_budget >> 20;
+  bool verbose = false;
+  keel::app::ClientAuthOptions auth;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options options;
-  CLI::App cli{"keel: live training-stability dashboard for libtorch jobs"};
+void add_options(CLI::App& cli, Options& options) {
   cli.add_option("--connect", options.endpoints,
                  "probe endpoint to subscribe to (repeat for several ranks; default " +
                      std::string(keel::wire::kDefaultPubEndpoint) + ")");
@@ -62,8 +60,7 @@ int main(int argc, char** argv) {
   cli.add_option("--screenshot-after", options.screenshot_after_secs,
                  "with --screenshot: wait at least this many seconds after start")->check(CLI::NonNegativeNumber);
   cli.add_option("--select", options.select_layer, "select this layer once the run names it");
-  bool verbose = false;
-  cli.add_flag("--verbose", verbose,
+  cli.add_flag("--verbose", options.verbose,
                "log to stdout what the dashboard draws and does (control and heatmap geometry, selections, events, commands)");
   cli.add_option("--rank", options.rank, "show this rank's run (with one --connect per rank; default: the lowest)")
       ->check(CLI::NonNegativeNumber);
@@ -75,82 +72,119 @@ int main(int argc, char** argv) {
   cli.add_option("--heat-metric", options.heat_metric,
                  "start the heatmap and the ranks strip on this per-layer metric (default grad_norm)")
       ->check(CLI::IsMember(heat_metric_names));
-  keel::app::ClientAuthOptions auth_options;
-  keel::app::add_client_auth_options(cli, auth_options);
+  keel::app::add_client_auth_options(cli, options.auth);
   cli.add_option("--memory-budget", options.memory_budget_mib,
                  "MiB the dashboard may hold: its runs' history (a wide model keeps fewer recent steps at "
                  "full resolution), events and what waits to be drawn")
       ->check(CLI::Range(size_t{64}, size_t{1} << 20))->capture_default_str();
   cli.add_option("--width", options.width, "window width")->check(CLI::Range(320, 16384));
   cli.add_option("--height", options.height, "window height")->check(CLI::Range(240, 16384));
+}
+
+keel::app::AppCoreOptions core_options_for(const Options& options, keel::app::ui::FramePacer& pacer) {
+  const keel::app::ClientAuth auth = keel::app::ClientAuth::from_options(options.auth);
+  keel::app::AppCoreOptions core_options;
+  core_options.model.memory_budget = options.memory_budget_mib << 20;
+  // An eighth of the budget for what waits to be drawn, and for live messages kept while a
+  // file is read.
+  core_options.receiver.queue_bytes = core_options.model.memory_budget / 8;
+  core_options.replay_bytes = core_options.model.memory_budget / 16;
+  core_options.receiver.auth = auth;
+  core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
+  core_options.commands.auth = auth;
+  core_options.recordings = options.recordings;
+  return core_options;
+}
+
+// --screenshot: when to take it. Once the shown run has had data for a few frames (every
+// opened file read) and --screenshot-after has passed; or without data, once nothing can come
+// (refused) or after kScreenshotGiveUpSecs.
+class ScreenshotTiming {
+ public:
+  enum class Moment { kNotYet, kReady, kRefused, kGaveUp };
+
+  explicit ScreenshotTiming(double after_secs) : after_secs_(after_secs) {}
+
+  Moment after_frame(const keel::app::AppCore& core, const keel::app::ui::Dashboard& dashboard) {
+    const keel::app::RunModel* run =
+        keel::app::ui::Dashboard::shown_run(core.model(), dashboard.state().shown_rank());
+    // An opened file is shown whole: the screenshot waits until every file is read.
+    const auto& files = core.input().recordings;
+    const bool files_read =
+        std::all_of(files.begin(), files.end(), [](const keel::app::RecordingState& r) { return r.done; });
+    if (run && run->has_steps() && files_read) ++frames_with_data_;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (frames_with_data_ >= kFramesBeforeScreenshot && elapsed >= after_secs_) return Moment::kReady;
+    // A refused client gets nothing however long it waits: its screenshot shows why.
+    const auto& links = core.input().links;
+    const bool refused = !run && elapsed >= after_secs_ &&
+                         (std::any_of(links.begin(), links.end(),
+                                      [](const keel::app::EndpointState& link) {
+                                        return link.state == keel::app::LinkState::kRefused;
+                                      }) ||
+                          std::any_of(files.begin(), files.end(),
+                                      [](const keel::app::RecordingState& r) { return !r.error.empty(); }));
+    if (refused) return Moment::kRefused;
+    return elapsed > kScreenshotGiveUpSecs ? Moment::kGaveUp : Moment::kNotYet;
+  }
+
+ private:
+  double after_secs_;
+  Clock::time_point start_ = Clock::now();
+  int frames_with_data_ = 0;
+};
+
+// Writes the window to `path` and says so; returns the program's exit status: 0 with data,
+// 2 without, 1 when the file could not be written.
+int write_screenshot(keel::app::ui::Window& window, const std::string& path, ScreenshotTiming::Moment moment) {
+  int width = 0, height = 0;
+  window.framebuffer_size(width, height);
+  std::string error;
+  if (!keel::app::ui::write_framebuffer_png(width, height, path, error)) {
+    std::fprintf(stderr, "keel: %s\n", error.c_str());
+    return 1;
+  }
+  const bool ready = moment == ScreenshotTiming::Moment::kReady;
+  std::printf("keel: screenshot %s (%dx%d)%s\n", path.c_str(), width, height,
+              ready                                          ? ""
+              : moment == ScreenshotTiming::Moment::kRefused ? " without data: refused"
+                                                             : " without data: nothing arrived");
+  return ready ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App cli{"keel: live training-stability dashboard for libtorch jobs"};
+  add_options(cli, options);
   CLI11_PARSE(cli, argc, argv);
-  keel::app::ui::set_verbose_log(verbose);
+  keel::app::ui::set_verbose_log(options.verbose);
   if (options.endpoints.empty() && options.recordings.empty()) {
     options.endpoints.push_back(keel::wire::kDefaultPubEndpoint);
   }
 
   try {
     keel::app::ui::Window window("keel", options.width, options.height);
-    if (!options.screenshot_path.empty()) window.ignore_pointer();
+    const bool headless = !options.screenshot_path.empty();
+    if (headless) window.ignore_pointer();
     keel::app::ui::FramePacer pacer(window);
-    const keel::app::ClientAuth auth = keel::app::ClientAuth::from_options(auth_options);
-    keel::app::AppCoreOptions core_options;
-    core_options.model.memory_budget = options.memory_budget_mib << 20;
-    // An eighth of the budget for what waits to be drawn, and for live messages kept while a
-    // file is read.
-    core_options.receiver.queue_bytes = core_options.model.memory_budget / 8;
-    core_options.replay_bytes = core_options.model.memory_budget / 16;
-    core_options.receiver.auth = auth;
-    core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
-    core_options.commands.auth = auth;
-    core_options.recordings = options.recordings;
     // Declared after the window and the pacer: its threads are stopped before they go away.
-    keel::app::AppCore core(options.endpoints, core_options);
+    keel::app::AppCore core(options.endpoints, core_options_for(options, pacer));
     keel::app::ui::Dashboard dashboard;
     if (!options.select_layer.empty()) dashboard.request_select(options.select_layer);
     if (options.rank >= 0) dashboard.request_rank(options.rank);
     if (!options.heat_metric.empty()) dashboard.request_heat_metric(*keel::app::ui::heat_metric_named(options.heat_metric));
 
-    const Clock::time_point start = Clock::now();
-    int frames_with_data = 0;
+    ScreenshotTiming screenshot(options.screenshot_after_secs);
     while (!window.should_close()) {
       pacer.wait_for_next_frame();
       window.begin_frame();
       core.frame(dashboard);
       window.render();
-
-      if (!options.screenshot_path.empty()) {
-        const keel::app::RunModel* run =
-            keel::app::ui::Dashboard::shown_run(core.model(), dashboard.state().shown_rank());
-        // An opened file is shown whole: the screenshot waits until every file is read.
-        const auto& files = core.input().recordings;
-        const bool files_read = std::all_of(files.begin(), files.end(),
-                                            [](const keel::app::RecordingState& r) { return r.done; });
-        if (run && run->has_steps() && files_read) ++frames_with_data;
-        const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-        const bool ready = frames_with_data >= kFramesBeforeScreenshot &&
-                           elapsed >= options.screenshot_after_secs;
-        // A refused client gets nothing however long it waits: its screenshot shows why.
-        const auto& links = core.input().links;
-        const bool refused = !run && elapsed >= options.screenshot_after_secs &&
-                             (std::any_of(links.begin(), links.end(),
-                                          [](const keel::app::EndpointState& link) {
-                                            return link.state == keel::app::LinkState::kRefused;
-                                          }) ||
-                              std::any_of(files.begin(), files.end(),
-                                          [](const keel::app::RecordingState& r) { return !r.error.empty(); }));
-        if (ready || refused || elapsed > kScreenshotGiveUpSecs) {
-          int width = 0, height = 0;
-          window.framebuffer_size(width, height);
-          std::string error;
-          if (!keel::app::ui::write_framebuffer_png(width, height, options.screenshot_path, error)) {
-            std::fprintf(stderr, "keel: %s\n", error.c_str());
-            return 1;
-          }
-          std::printf("keel: screenshot %s (%dx%d)%s\n", options.screenshot_path.c_str(), width, height,
-                      ready ? "" : refused ? " without data: refused" : " without data: nothing arrived");
-          return ready ? 0 : 2;
-        }
+      if (headless) {
+        const ScreenshotTiming::Moment moment = screenshot.after_frame(core, dashboard);
+        if (moment != ScreenshotTiming::Moment::kNotYet) return write_screenshot(window, options.screenshot_path, moment);
       }
       window.present();
     }

@@ -21,6 +21,19 @@ const SeriesHistory& empty_series() {
 // becomes +-Inf, which the store flags rather than hides.
 float as_sample(double value) { return static_cast<float>(value); }
 
+// The largest of a step's buffer maxima; NaN when any is NaN, so that it shows.
+float largest_buffer_absmax(const std::vector<float>& buffer_absmax) {
+  float largest = 0;
+  for (float b : buffer_absmax) {
+    if (std::isnan(b) || std::isnan(largest)) {
+      largest = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      largest = std::max(largest, b);
+    }
+  }
+  return largest;
+}
+
 }  // namespace
 
 const char* gradient_state_name(GradientState state) {
@@ -208,11 +221,7 @@ void RunModel::note_seq(uint64_t seq, bool may_restart) {
 }
 
 bool RunModel::add_step(const wire::StepRecord& record) {
-  // A run not described yet learns its layers from records (so does one described without
-  // layers, as a hand-built description may be); once the description declares them, another
-  // layer count means values by index into another layout.
-  const size_t described_layers = description_.layers.size();
-  if (described_ && described_layers > 0 && record.layer_count != described_layers) {
+  if (!fits_layout(record)) {
     ++counters_.refused_records;
     return false;
   }
@@ -228,10 +237,28 @@ bool RunModel::add_step(const wire::StepRecord& record) {
     ++counters_.duplicate_steps;
     return false;
   }
+  note_gradient_states(record);
+  const bool layer_values = add_layer_values(record);
+  const bool rollup = add_rollup_if_described(record);
+  note_layer_detail(layer_values, rollup, step);
+  add_global_values(record);
+  add_watch_values(record);
+  note_latest(record);
+  return true;
+}
 
-  const size_t layer_count = record.layer_count;
+bool RunModel::fits_layout(const wire::StepRecord& record) const {
+  // A run not described yet learns its layers from records (so does one described without
+  // layers, as a hand-built description may be); once the description declares them, another
+  // layer count means values by index into another layout.
+  const size_t described_layers = description_.layers.size();
+  return !(described_ && described_layers > 0 && record.layer_count != described_layers);
+}
+
+void RunModel::note_gradient_states(const wire::StepRecord& record) {
   // A frozen or unused layer's gradient metrics are not this step's: no sample, rather than
   // a zero that reads as underflow. Its weight metrics still are.
+  const size_t layer_count = record.layer_count;
   gradient_states_.assign(std::max(gradient_states_.size(), layer_count), GradientState::kMeasured);
   for (uint32_t layer : record.unused_layers) {
     if (layer < layer_count) gradient_states_[layer] = GradientState::kUnused;
@@ -239,7 +266,12 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   for (uint32_t layer : record.frozen_layers) {
     if (layer < layer_count) gradient_states_[layer] = GradientState::kFrozen;
   }
-  bool layer_values = false;
+}
+
+bool RunModel::add_layer_values(const wire::StepRecord& record) {
+  const size_t layer_count = record.layer_count;
+  const int64_t step = record.step;
+  bool stored = false;
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     const bool gradient_metric = is_gradient_metric(static_cast<wire::LayerMetric>(m));
     const int block = record.metric_block(static_cast<wire::LayerMetric>(m));
@@ -262,20 +294,24 @@ bool RunModel::add_step(const wire::StepRecord& record) {
       latest_steps[i] = step;
     }
     add_module_values(m, step, values, available);
-    layer_values = true;
+    stored = true;
   }
-  // Module rollups: only of a run described with modules, whose layers they are.
-  bool rollup = false;
-  if (record.module_mask != 0 && described_) {
-    if (rollup_fits(record)) {
-      add_module_rollup(record);
-      rollup = true;
-    } else {
-      ++counters_.refused_rollups;
-    }
-  }
-  note_layer_detail(layer_values, rollup, step);
+  return stored;
+}
 
+bool RunModel::add_rollup_if_described(const wire::StepRecord& record) {
+  // Module rollups: only of a run described with modules, whose layers they are.
+  if (record.module_mask == 0 || !described_) return false;
+  if (!rollup_fits(record)) {
+    ++counters_.refused_rollups;
+    return false;
+  }
+  add_module_rollup(record);
+  return true;
+}
+
+void RunModel::add_global_values(const wire::StepRecord& record) {
+  const int64_t step = record.step;
   auto global = [&](GlobalSeries which) -> SeriesHistory& {
     return global_series_[static_cast<size_t>(which)];
   };
@@ -288,29 +324,25 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   // A block that does not match the described buffers is another layout's: not plotted.
   if (!record.buffer_absmax.empty() &&
       (description_.buffers.empty() || record.buffer_absmax.size() == description_.buffers.size())) {
-    float largest = 0;
-    for (float b : record.buffer_absmax) {
-      if (std::isnan(b) || std::isnan(largest)) {
-        largest = std::numeric_limits<float>::quiet_NaN();
-      } else {
-        largest = std::max(largest, b);
-      }
-    }
-    global(GlobalSeries::kBufferAbsmax).append(step, largest);
+    global(GlobalSeries::kBufferAbsmax).append(step, largest_buffer_absmax(record.buffer_absmax));
   }
+}
 
+void RunModel::add_watch_values(const wire::StepRecord& record) {
   for (const wire::WatchStats& watch : record.watches) {
     const size_t index = watch_index(watch.name);
     if (index == kNotWatched) continue;
     SeriesHistory* series = &watch_series_[index * kWatchMetricCount];
-    series[static_cast<int>(WatchMetric::kAbsmax)].append(step, watch.absmax);
-    series[static_cast<int>(WatchMetric::kRms)].append(step, watch.rms);
-    series[static_cast<int>(WatchMetric::kZ)].append(step, watch.z);
-    series[static_cast<int>(WatchMetric::kNonfinite)].append(step,
-                                                            static_cast<float>(watch.nonfinite));
+    series[static_cast<int>(WatchMetric::kAbsmax)].append(record.step, watch.absmax);
+    series[static_cast<int>(WatchMetric::kRms)].append(record.step, watch.rms);
+    series[static_cast<int>(WatchMetric::kZ)].append(record.step, watch.z);
+    series[static_cast<int>(WatchMetric::kNonfinite)].append(record.step,
+                                                             static_cast<float>(watch.nonfinite));
   }
+}
 
-  latest_.step = step;
+void RunModel::note_latest(const wire::StepRecord& record) {
+  latest_.step = record.step;
   latest_.loss = record.loss;
   latest_.lr = record.lr;
   latest_.group_lrs = record.group_lrs;
@@ -327,10 +359,9 @@ bool RunModel::add_step(const wire::StepRecord& record) {
   counters_.probe_errors = record.probe_errors;
 
   if (record.stamp_unix_ns > 0) {
-    stamps_.emplace_back(step, record.stamp_unix_ns);
+    stamps_.emplace_back(record.step, record.stamp_unix_ns);
     if (stamps_.size() > kRateWindow) stamps_.pop_front();
   }
-  return true;
 }
 
 bool RunModel::add_event(const wire::Event& event) {

@@ -304,6 +304,22 @@ class RunModel {
   bool rollup_fits(const wire::StepRecord& record) const;
   // Stores a rollup record's module values: its modules' folds, then up the tree.
   void add_module_rollup(const wire::StepRecord& record);
+  // add_step()'s parts, in the order it calls them. Whether the record's layer count is its
+  // described layout's (or the run has none yet).
+  bool fits_layout(const wire::StepRecord& record) const;
+  // gradient_states_ from the record's frozen and unused layers.
+  void note_gradient_states(const wire::StepRecord& record);
+  // Appends each layer metric the record holds to its layer series and modules. Whether it
+  // held any.
+  bool add_layer_values(const wire::StepRecord& record);
+  // Stores the record's module rollup when the run is described and it fits. Whether it did.
+  bool add_rollup_if_described(const wire::StepRecord& record);
+  // The loss, learning rate, grad norm, timings, loss scale and largest buffer value.
+  void add_global_values(const wire::StepRecord& record);
+  // Each watched tensor's statistics (a new name gets series, up to kMaxWatches).
+  void add_watch_values(const wire::StepRecord& record);
+  // latest_, the probe's counters and the stamps steps_per_second() is measured over.
+  void note_latest(const wire::StepRecord& record);
   // Tracks the per-layer cadence (layer_detail_every()).
   void note_layer_detail(bool layer_values, bool rollup, int64_t step);
   static size_t event_bytes(const wire::Event& event);

@@ -127,8 +127,15 @@ class SeriesHistory {
     size_t capacity_limit = 0;  // most closed buckets this level can ever hold
   };
 
+  // Calls emit(column, summary, first_step, last_step) for each column of `grid`, in order:
+  // in coarse mode (for_each_coarse_column) when the narrowest column holds a base bucket,
+  // else in fine mode (for_each_fine_column); see the query guarantee above.
   template <typename Emit>
   void for_each_column(const ColumnGrid& grid, Emit&& emit) const;
+  template <typename Emit>
+  void for_each_coarse_column(const ColumnGrid& grid, Emit& emit) const;
+  template <typename Emit>
+  void for_each_fine_column(const ColumnGrid& grid, Emit& emit) const;
   void append_recent(int64_t step, float value);
   void close_buckets(int64_t last_offset, int64_t offset);
   void coarsen();

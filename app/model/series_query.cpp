@@ -32,68 +32,77 @@ inline __attribute__((always_inline)) void fold_recent(const float* slots, size_
 
 template <typename Emit>
 void SeriesHistory::for_each_column(const ColumnGrid& grid, Emit&& emit) const {
-  const int columns = grid.columns();
   if (empty()) {
-    for (int c = 0; c < columns; ++c) emit(c, SummaryBuilder{}, grid.start(c), grid.start(c) - 1);
-    return;
+    for (int c = 0; c < grid.columns(); ++c) emit(c, SummaryBuilder{}, grid.start(c), grid.start(c) - 1);
+  } else if (grid.min_column_steps() >= bucket_steps()) {
+    for_each_coarse_column(grid, emit);
+  } else {
+    for_each_fine_column(grid, emit);
   }
+}
+
+// Coarse mode: whole buckets of one level per column.
+template <typename Emit>
+void SeriesHistory::for_each_coarse_column(const ColumnGrid& grid, Emit& emit) const {
+  const int columns = grid.columns();
   const int64_t origin = origin_step_;
   const int64_t min_width = grid.min_column_steps();
-
-  if (min_width >= bucket_steps()) {
-    // Coarse mode: the coarsest level whose buckets fit in the narrowest column, so each
-    // column is 1 to 5 whole buckets, and each bucket belongs to the column of its first step.
-    size_t k = 0;
-    while (k + 1 < levels_.size() && (int64_t{1} << (base_shift_ + 2 * (k + 1))) <= min_width) ++k;
-    const int shift = base_shift_ + 2 * static_cast<int>(k);
-    const Level& level = levels_[k];
-    // Closed buckets come from the vectors, the open one (the newest) from open_summary().
-    const int64_t closed = static_cast<int64_t>(level.lo.size());
-    const int64_t open = open_index(k);
-    const SummaryBuilder open_bucket = open_summary(k);
-    const int64_t n = open + 1;
-    const float* lo = level.lo.data();
-    const float* hi = level.hi.data();
-    const uint8_t* flags = level.flags.data();
-    // First bucket starting at or after `step`.
-    auto first_starting_at = [&](int64_t step) {
-      const int64_t offset = step - origin;
-      if (offset <= 0) return int64_t{0};
-      return std::min(n, (offset + (int64_t{1} << shift) - 1) >> shift);
-    };
-    // Column 0 also takes the bucket that straddles the range's first step.
-    const int64_t first_offset = grid.first_step() - origin;
-    int64_t begin = first_offset <= 0 ? 0 : std::min(n, first_offset >> shift);
-    for (int c = 0; c < columns; ++c) {
-      const int64_t end = first_starting_at(grid.start(c + 1));
-      float column_lo = std::numeric_limits<float>::infinity();
-      float column_hi = -std::numeric_limits<float>::infinity();
-      uint32_t column_flags = 0;
-      const int64_t closed_end = std::min(end, closed);
-      for (int64_t j = begin; j < closed_end; ++j) {
-        column_lo = lo[j] < column_lo ? lo[j] : column_lo;
-        column_hi = hi[j] > column_hi ? hi[j] : column_hi;
-        column_flags |= flags[j];
-      }
-      SummaryBuilder builder;
-      builder.lo = column_lo;
-      builder.hi = column_hi;
-      builder.flags = column_flags;
-      if (begin <= open && open < end) {
-        builder.add_bucket(open_bucket.lo, open_bucket.hi, open_bucket.flags);
-      }
-      if (begin < end) {
-        emit(c, builder, origin + (begin << shift), origin + (end << shift) - 1);
-      } else {
-        emit(c, builder, grid.start(c), grid.start(c) - 1);
-      }
-      begin = std::max(begin, end);
+  // The coarsest level whose buckets fit in the narrowest column, so each column is 1 to 5
+  // whole buckets, and each bucket belongs to the column of its first step.
+  size_t k = 0;
+  while (k + 1 < levels_.size() && (int64_t{1} << (base_shift_ + 2 * (k + 1))) <= min_width) ++k;
+  const int shift = base_shift_ + 2 * static_cast<int>(k);
+  const Level& level = levels_[k];
+  // Closed buckets come from the vectors, the open one (the newest) from open_summary().
+  const int64_t closed = static_cast<int64_t>(level.lo.size());
+  const int64_t open = open_index(k);
+  const SummaryBuilder open_bucket = open_summary(k);
+  const int64_t n = open + 1;
+  const float* lo = level.lo.data();
+  const float* hi = level.hi.data();
+  const uint8_t* flags = level.flags.data();
+  // First bucket starting at or after `step`.
+  auto first_starting_at = [&](int64_t step) {
+    const int64_t offset = step - origin;
+    if (offset <= 0) return int64_t{0};
+    return std::min(n, (offset + (int64_t{1} << shift) - 1) >> shift);
+  };
+  // Column 0 also takes the bucket that straddles the range's first step.
+  const int64_t first_offset = grid.first_step() - origin;
+  int64_t begin = first_offset <= 0 ? 0 : std::min(n, first_offset >> shift);
+  for (int c = 0; c < columns; ++c) {
+    const int64_t end = first_starting_at(grid.start(c + 1));
+    float column_lo = std::numeric_limits<float>::infinity();
+    float column_hi = -std::numeric_limits<float>::infinity();
+    uint32_t column_flags = 0;
+    const int64_t closed_end = std::min(end, closed);
+    for (int64_t j = begin; j < closed_end; ++j) {
+      column_lo = lo[j] < column_lo ? lo[j] : column_lo;
+      column_hi = hi[j] > column_hi ? hi[j] : column_hi;
+      column_flags |= flags[j];
     }
-    return;
+    SummaryBuilder builder;
+    builder.lo = column_lo;
+    builder.hi = column_hi;
+    builder.flags = column_flags;
+    if (begin <= open && open < end) {
+      builder.add_bucket(open_bucket.lo, open_bucket.hi, open_bucket.flags);
+    }
+    if (begin < end) {
+      emit(c, builder, origin + (begin << shift), origin + (end << shift) - 1);
+    } else {
+      emit(c, builder, grid.start(c), grid.start(c) - 1);
+    }
+    begin = std::max(begin, end);
   }
+}
 
-  // Fine mode: raw samples inside the recent window, base buckets overlapping the column
-  // before it.
+// Fine mode: raw samples inside the recent window, base buckets overlapping the column
+// before it.
+template <typename Emit>
+void SeriesHistory::for_each_fine_column(const ColumnGrid& grid, Emit& emit) const {
+  const int columns = grid.columns();
+  const int64_t origin = origin_step_;
   const Level& base = levels_[0];
   const int64_t closed = static_cast<int64_t>(base.lo.size());
   const int64_t open = open_index(0);

@@ -122,17 +122,20 @@ void CommandClient::channel_failed(Loop& loop, const std::string& why) {
 
 void CommandClient::serve_once(Loop& loop) {
   if (options_.before_each_turn) options_.before_each_turn();
-  auto& sockets = loop.sockets;
-  auto& sending = loop.sending;
-  auto& items = loop.items;
-  auto& polled = loop.polled;
+  send_submitted(loop);
+  wait_for_replies(loop);
+  take_acks(loop);
+  expire_silent(loop);
+}
+
+void CommandClient::send_submitted(Loop& loop) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    sending.swap(outbox_);
+    loop.sending.swap(outbox_);
   }
-  for (Outgoing& outgoing : sending) {
+  for (Outgoing& outgoing : loop.sending) {
     std::string error;
-    std::unique_ptr<CommandSocket>& socket = sockets[outgoing.command_endpoint];
+    std::unique_ptr<CommandSocket>& socket = loop.sockets[outgoing.command_endpoint];
     if (!socket) {
       try {
         socket = std::make_unique<CommandSocket>(outgoing.command_endpoint, options_.auth);
@@ -141,40 +144,44 @@ void CommandClient::serve_once(Loop& loop) {
       }
     }
     if (socket) socket->send(outgoing.command, error);
-    if (!socket) sockets.erase(outgoing.command_endpoint);
-    const double timeout_secs =
-        outgoing.command.kind == wire::command_kind::kDump ? options_.dump_timeout_secs : options_.timeout_secs;
+    if (!socket) loop.sockets.erase(outgoing.command_endpoint);
     std::lock_guard<std::mutex> lock(mutex_);
     if (!error.empty()) {
       finish(outgoing.id, CommandState::kRefused, nullptr, "not sent: " + error);
     } else if (statuses_.count(outgoing.id) != 0) {
       deadlines_[outgoing.id] =
           Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(timeout_secs));
+                             std::chrono::duration<double>(timeout_secs_of(outgoing.command)));
     }
   }
-  sending.clear();
+  loop.sending.clear();
+}
 
-  items.clear();
-  polled.clear();
-  for (auto& [endpoint, socket] : sockets) {
-    items.push_back(zmq::pollitem_t{socket->socket().handle(), 0, ZMQ_POLLIN, 0});
-    polled.push_back(socket.get());
+void CommandClient::wait_for_replies(Loop& loop) {
+  loop.items.clear();
+  loop.polled.clear();
+  for (auto& [endpoint, socket] : loop.sockets) {
+    loop.items.push_back(zmq::pollitem_t{socket->socket().handle(), 0, ZMQ_POLLIN, 0});
+    loop.polled.push_back(socket.get());
   }
-  if (items.empty()) {
+  if (loop.items.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
   } else {
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
+      zmq::poll(loop.items.data(), loop.items.size(), std::chrono::milliseconds(kPollMs));
     } catch (const zmq::error_t& error) {
       if (error.num() != EINTR) throw;   // to run(), which recovers
     }
   }
-  for (CommandSocket* socket : polled) socket->read_handshake_events();
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (!(items[i].revents & ZMQ_POLLIN)) continue;
+  for (CommandSocket* socket : loop.polled) socket->read_handshake_events();
+}
+
+void CommandClient::take_acks(Loop& loop) {
+  for (size_t i = 0; i < loop.items.size(); ++i) {
+    if (!(loop.items[i].revents & ZMQ_POLLIN)) continue;
+    CommandSocket& socket = *loop.polled[i];
     while (true) {
-      ReceiveResult reply = polled[i]->receive(0);
+      ReceiveResult reply = socket.receive(0);
       if (reply.status == ReceiveStatus::kTimeout || reply.status == ReceiveStatus::kInterrupted) {
         break;
       }
@@ -183,27 +190,33 @@ void CommandClient::serve_once(Loop& loop) {
                             : nullptr;
       if (ack == nullptr) continue;  // not an answer to a command of ours
       std::lock_guard<std::mutex> lock(mutex_);
-      uint64_t id = ack->id;
-      if (id == 0) {
-        // The probe could not read the command it refuses; it is ours if exactly one of
-        // ours to that endpoint is unanswered.
-        int unanswered = 0;
-        for (const auto& [pending_id, deadline] : deadlines_) {
-          if (statuses_[pending_id].command_endpoint == polled[i]->endpoint()) {
-            ++unanswered;
-            id = pending_id;
-          }
-        }
-        if (unanswered != 1) continue;
-      }
-      const auto found = statuses_.find(id);
-      if (found == statuses_.end() || found->second.command_endpoint != polled[i]->endpoint()) {
+      const std::optional<uint64_t> id = ack->id != 0 ? ack->id : only_unanswered(socket.endpoint());
+      if (!id) continue;
+      const auto found = statuses_.find(*id);
+      if (found == statuses_.end() || found->second.command_endpoint != socket.endpoint()) {
         continue;
       }
-      finish(id, ack->ok ? CommandState::kAcknowledged : CommandState::kRefused, ack, ack->error);
+      finish(*id, ack->ok ? CommandState::kAcknowledged : CommandState::kRefused, ack, ack->error);
     }
   }
+}
 
+std::optional<uint64_t> CommandClient::only_unanswered(const std::string& command_endpoint) {
+  // The probe could not read the command it refuses; it is ours if exactly one of ours to
+  // that endpoint is unanswered.
+  int unanswered = 0;
+  uint64_t id = 0;
+  for (const auto& [pending_id, deadline] : deadlines_) {
+    if (statuses_[pending_id].command_endpoint == command_endpoint) {
+      ++unanswered;
+      id = pending_id;
+    }
+  }
+  if (unanswered != 1) return std::nullopt;
+  return id;
+}
+
+void CommandClient::expire_silent(Loop& loop) {
   std::lock_guard<std::mutex> lock(mutex_);
   const Clock::time_point now = Clock::now();
   std::vector<uint64_t> expired;
@@ -212,20 +225,22 @@ void CommandClient::serve_once(Loop& loop) {
   }
   for (uint64_t id : expired) {
     const CommandStatus& status = statuses_[id];
-    const auto socket = sockets.find(status.command_endpoint);
-    if (socket != sockets.end() && !socket->second->refusal().empty()) {
+    const auto socket = loop.sockets.find(status.command_endpoint);
+    if (socket != loop.sockets.end() && !socket->second->refusal().empty()) {
       finish(id, CommandState::kRefused, nullptr, "not delivered: refused: " + socket->second->refusal());
       continue;
     }
-    const double timeout_secs =
-        status.command.kind == wire::command_kind::kDump ? options_.dump_timeout_secs : options_.timeout_secs;
     finish(id, CommandState::kTimedOut, nullptr,
-           "no answer within " + seconds_text(timeout_secs) +
+           "no answer within " + seconds_text(timeout_secs_of(status.command)) +
                "; it may still be applied later, it is not resent" +
                (options_.auth.users_own ? "; or the run is not yours: its probe takes commands only with its "
                                           "owner's key, and refuses yours at the handshake"
                                         : ""));
   }
+}
+
+double CommandClient::timeout_secs_of(const keel::wire::Command& command) const {
+  return command.kind == wire::command_kind::kDump ? options_.dump_timeout_secs : options_.timeout_secs;
 }
 
 }  // namespace keel::app

@@ -76,6 +76,20 @@ class CommandClient {
   void run();
   // One turn of the thread: sends what was submitted, takes acks, times out the silent.
   void serve_once(Loop& loop);
+  // serve_once()'s parts, in order. The outbox's commands sent, each with its deadline (or
+  // refused when its socket could not be made or it could not be sent).
+  void send_submitted(Loop& loop);
+  // Polls every socket for at most kPollMs (sleeps as long when there is none).
+  void wait_for_replies(Loop& loop);
+  // The acks that came, each finishing the command it answers.
+  void take_acks(Loop& loop);
+  // Commands past their deadline: refused when their probe refused the handshake, else timed out.
+  void expire_silent(Loop& loop);
+  // The one command to `command_endpoint` still unanswered, if exactly one is: whose an
+  // ack with id 0 (a command the probe could not read) is. Called with mutex_ held.
+  std::optional<uint64_t> only_unanswered(const std::string& command_endpoint);
+  // How long `command` waits for its ack: options_.timeout_secs, or dump_timeout_secs for a dump.
+  double timeout_secs_of(const keel::wire::Command& command) const;
   // A turn failed (a socket error): its sockets are dropped and the commands in flight end
   // as timed out, saying why; the thread goes on with fresh sockets.
   void channel_failed(Loop& loop, const std::string& why);

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <imgui.h>
+
 #include "model/model.hpp"
 #include "model/value_summary.hpp"
 #include "ui/app_state.hpp"
@@ -36,6 +38,22 @@ class RanksView {
   void draw(const Model& model, const RunModel& shown, AppState& state);
 
  private:
+  // Where the strip is drawn: its image's corners, rows (ranks, then the job's) and layers.
+  struct Strip {
+    ImVec2 min, max;
+    float row_px = 0;
+    size_t rows = 0, layers = 0;
+  };
+
+  // The metric and, once some rank went non-finite, which one first (logged once).
+  void draw_title(const Model& model, const AppState& state);
+  // Remakes the cells, the image and its texture when what they show changed (CellsKey);
+  // `strip_px` is the strip's width, over which a NaN cell is widened to kMinNonfinitePx.
+  void update_cells(const Model& model, const RunModel& shown, const AppState& state, float strip_px);
+  // Each row's image, its label, and a frame around the shown rank's.
+  void draw_rows(const Model& model, const RunModel& shown, const Strip& strip);
+  // The tooltip of the cell under the mouse; a click shows its rank and selects its layer.
+  void hover_cell(const Model& model, const RunModel& shown, AppState& state, const Strip& strip);
   void log_once(std::string& logged, const std::string& text);
 
   // What the cells were made from: the model's revision (ranks, runs and values), the metric,

@@ -134,16 +134,10 @@ void draw_memory(const Model& model, const RunModel& run) {
   ImGui::EndTooltip();
 }
 
-}  // namespace
-
-void draw_status_bar(const FrameInput& input, const Model& model, const RunModel* run,
-                     std::vector<std::string>* open_requests) {
-  const std::vector<EndpointState>& links = input.links;
-  const uint64_t queue_dropped = input.queue_dropped;
-  uint64_t decode_errors = 0;
+// Each endpoint's link state in colour, its address, and on hover what it has received.
+void draw_links(const std::vector<EndpointState>& links) {
   for (size_t i = 0; i < links.size(); ++i) {
     const EndpointState& link = links[i];
-    decode_errors += link.decode_errors;
     if (i > 0) ImGui::SameLine();
     ImGui::TextColored(state_colour(link.state), "%s", link_state_name(link.state));
     if (ImGui::IsItemHovered()) {
@@ -160,102 +154,112 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
     ImGui::SameLine();
     ImGui::TextUnformatted(link.endpoint.c_str());
   }
-  draw_recordings(input.recordings, !links.empty());
+}
 
-  separator();
-  if (!run) {
-    // A file that cannot be read is why nothing shows: said in full.
-    const auto unreadable = std::find_if(input.recordings.begin(), input.recordings.end(),
-                                         [](const RecordingState& r) { return !r.error.empty(); });
-    if (unreadable != input.recordings.end()) {
-      ImGui::TextColored(state_colour(LinkState::kRefused), "%s", unreadable->error.c_str());
-      return;
-    }
-    if (links.empty()) {
-      ImGui::TextDisabled("reading the recording");
-      return;
-    }
-    // A refused link is why nothing arrives: said in full where the user looks first.
-    const auto refused = std::find_if(links.begin(), links.end(),
-                                      [](const EndpointState& link) { return link.state == LinkState::kRefused; });
-    if (refused != links.end()) {
-      ImGui::TextColored(state_colour(LinkState::kRefused), "%s", refused->refusal.c_str());
-    } else {
-      ImGui::TextDisabled("waiting for a trainer");
-    }
+// No run to show yet: why, in full where the user looks first.
+void draw_why_no_run(const FrameInput& input) {
+  // A file that cannot be read is why nothing shows.
+  const auto unreadable = std::find_if(input.recordings.begin(), input.recordings.end(),
+                                       [](const RecordingState& r) { return !r.error.empty(); });
+  if (unreadable != input.recordings.end()) {
+    ImGui::TextColored(state_colour(LinkState::kRefused), "%s", unreadable->error.c_str());
     return;
   }
-  std::string run_id = run->run_id().empty() ? "(attached mid-run)" : run->run_id();
-  // Several probes of one job (a GAN's two models) differ by model: it names the run first.
-  if (!run->model().empty()) run_id = run->model() + " (" + run_id + ")";
-  if (run->segment() == 1) {
-    ImGui::Text("run %s", run_id.c_str());
-  } else {
-    // Started again under the same run_id: this start's steps, not the earlier one's.
-    std::string title = "run " + run_id + ", segment " + std::to_string(run->segment());
-    if (run->has_steps()) title += " from step " + std::to_string(run->first_step());
-    ImGui::TextUnformatted(title.c_str());
-    if (ImGui::IsItemHovered()) {
-      ImGui::SetTooltip("The job was started again under the same run_id (a new start time),\n"
-                        "resumed from a checkpoint: its steps are shown from where it resumed.\n"
-                        "The earlier start's history is kept as segment %d (within the dashboard's run limit).",
-                        run->segment() - 1);
-    }
+  const std::vector<EndpointState>& links = input.links;
+  if (links.empty()) {
+    ImGui::TextDisabled("reading the recording");
+    return;
   }
-  offer_recording(*run, input.recordings, open_requests);
-  separator();
+  // A refused link is why nothing arrives.
+  const auto refused = std::find_if(links.begin(), links.end(),
+                                    [](const EndpointState& link) { return link.state == LinkState::kRefused; });
+  if (refused != links.end()) {
+    ImGui::TextColored(state_colour(LinkState::kRefused), "%s", refused->refusal.c_str());
+  } else {
+    ImGui::TextDisabled("waiting for a trainer");
+  }
+}
+
+void draw_run_title(const RunModel& run) {
+  std::string run_id = run.run_id().empty() ? "(attached mid-run)" : run.run_id();
+  // Several probes of one job (a GAN's two models) differ by model: it names the run first.
+  if (!run.model().empty()) run_id = run.model() + " (" + run_id + ")";
+  if (run.segment() == 1) {
+    ImGui::Text("run %s", run_id.c_str());
+    return;
+  }
+  // Started again under the same run_id: this start's steps, not the earlier one's.
+  std::string title = "run " + run_id + ", segment " + std::to_string(run.segment());
+  if (run.has_steps()) title += " from step " + std::to_string(run.first_step());
+  ImGui::TextUnformatted(title.c_str());
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip("The job was started again under the same run_id (a new start time),\n"
+                      "resumed from a checkpoint: its steps are shown from where it resumed.\n"
+                      "The earlier start's history is kept as segment %d (within the dashboard's run limit).",
+                      run.segment() - 1);
+  }
+}
+
+void draw_ranks(const Model& model, const RunModel& run) {
   std::string ranks;
   for (int32_t rank : model.ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
-  ImGui::Text("ranks %s of %d", ranks.c_str(), run->description().world_size);
-  separator();
-  const LatestStep& latest = run->latest_step();
-  ImGui::Text("step %lld", static_cast<long long>(latest.step));
-  separator();
-  if (const std::string cadence = layer_cadence(*run); !cadence.empty()) {
-    ImGui::TextDisabled("%s", cadence.c_str());
-    if (ImGui::IsItemHovered()) {
-      ImGui::SetTooltip("A model this wide is sent per layer only every few steps (and every unsafe step);\n"
-                        "the steps between carry each of its %zu modules' worst layer. Folded module rows\n"
-                        "have every step; a layer's row and plots the per-layer steps (newest: step %lld).",
-                        run->description().modules.size(), static_cast<long long>(run->last_layer_values_step()));
-    }
-    separator();
+  ImGui::Text("ranks %s of %d", ranks.c_str(), run.description().world_size);
+}
+
+// A model too wide to send every layer every step: how often it does, with its separator.
+void draw_layer_cadence(const RunModel& run) {
+  const std::string cadence = layer_cadence(run);
+  if (cadence.empty()) return;
+  ImGui::TextDisabled("%s", cadence.c_str());
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip("A model this wide is sent per layer only every few steps (and every unsafe step);\n"
+                      "the steps between carry each of its %zu modules' worst layer. Folded module rows\n"
+                      "have every step; a layer's row and plots the per-layer steps (newest: step %lld).",
+                      run.description().modules.size(), static_cast<long long>(run.last_layer_values_step()));
   }
-  ImGui::Text("%.1f steps/s", run->steps_per_second());
   separator();
-  const RunCounters& counters = run->counters();
+}
+
+// Everything lost on the way from the probe, in warning colour when anything was, and on
+// hover where each was lost.
+void draw_losses(const FrameInput& input, const Model& model, const RunModel& run) {
+  uint64_t decode_errors = 0;
+  for (const EndpointState& link : input.links) decode_errors += link.decode_errors;
+  const uint64_t queue_dropped = input.queue_dropped;
+  const RunCounters& counters = run.counters();
+  const ModelCounters& refusals = model.counters();
   const uint64_t lost = counters.probe_dropped + counters.seq_missing + queue_dropped;
   // Bad: bytes no decoder took, records refused because their layers were not their run's
   // (module values too, for their modules),
   // and messages beyond sane limits (too many layers, a rank outside the job).
-  const uint64_t refused =
-      model.counters().refused_records + model.counters().refused_rollups + model.counters().refused_insane;
+  const uint64_t refused = refusals.refused_records + refusals.refused_rollups + refusals.refused_insane;
   const ImVec4 loss_colour = lost + decode_errors + refused > 0 ? ImVec4(0.95f, 0.7f, 0.2f, 1.0f)
                                                                 : ImGui::GetStyleColorVec4(ImGuiCol_Text);
   ImGui::TextColored(loss_colour, "dropped %llu  gaps %llu  bad %llu",
                      static_cast<unsigned long long>(counters.probe_dropped + queue_dropped),
                      static_cast<unsigned long long>(counters.seq_gaps),
                      static_cast<unsigned long long>(decode_errors + refused));
-  if (ImGui::IsItemHovered()) {
-    ImGui::BeginTooltip();
-    ImGui::Text("dropped by the probe: %llu", static_cast<unsigned long long>(counters.probe_dropped));
-    ImGui::Text("dropped by this app (UI behind): %llu", static_cast<unsigned long long>(queue_dropped));
-    ImGui::Text("sequence gaps: %llu (%llu messages missing)",
-                static_cast<unsigned long long>(counters.seq_gaps),
-                static_cast<unsigned long long>(counters.seq_missing));
-    ImGui::Text("undecodable messages: %llu", static_cast<unsigned long long>(decode_errors));
-    ImGui::Text("records refused (layer count not their run's): %llu",
-                static_cast<unsigned long long>(model.counters().refused_records));
-    ImGui::Text("module values refused (module count not their run's): %llu",
-                static_cast<unsigned long long>(model.counters().refused_rollups));
-    ImGui::Text("messages refused (beyond sane limits): %llu",
-                static_cast<unsigned long long>(model.counters().refused_insane));
-    if (!model.counters().last_refusal.empty()) ImGui::Text("  the last: %s", model.counters().last_refusal.c_str());
-    ImGui::EndTooltip();
-  }
-  separator();
-  draw_memory(model, *run);
-  separator();
+  if (!ImGui::IsItemHovered()) return;
+  ImGui::BeginTooltip();
+  ImGui::Text("dropped by the probe: %llu", static_cast<unsigned long long>(counters.probe_dropped));
+  ImGui::Text("dropped by this app (UI behind): %llu", static_cast<unsigned long long>(queue_dropped));
+  ImGui::Text("sequence gaps: %llu (%llu messages missing)",
+              static_cast<unsigned long long>(counters.seq_gaps),
+              static_cast<unsigned long long>(counters.seq_missing));
+  ImGui::Text("undecodable messages: %llu", static_cast<unsigned long long>(decode_errors));
+  ImGui::Text("records refused (layer count not their run's): %llu",
+              static_cast<unsigned long long>(refusals.refused_records));
+  ImGui::Text("module values refused (module count not their run's): %llu",
+              static_cast<unsigned long long>(refusals.refused_rollups));
+  ImGui::Text("messages refused (beyond sane limits): %llu",
+              static_cast<unsigned long long>(refusals.refused_insane));
+  if (!refusals.last_refusal.empty()) ImGui::Text("  the last: %s", refusals.last_refusal.c_str());
+  ImGui::EndTooltip();
+}
+
+// The probe's time per step, over the step's wall time when the probe measured it, and
+// whether the newest step was skipped.
+void draw_probe_cost(const LatestStep& latest) {
   if (latest.step_time_us > 0) {
     ImGui::Text("probe %.2f%% (%.0f us of %.1f ms)", 100.0 * latest.probe_us / latest.step_time_us,
                 latest.probe_us, latest.step_time_us / 1000.0);
@@ -266,18 +270,49 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
     separator();
     ImGui::TextColored(ImVec4(1.0f, 0.63f, 0.13f, 1.0f), "skipped (%s)", latest.skip_reason.c_str());
   }
-  // Shown only once the probe has failed: what failed is in the events (probe_error).
-  const uint64_t probe_errors = model.probe_errors(run->run_id());
-  if (probe_errors > 0) {
-    separator();
-    ImGui::TextColored(ImVec4(1.0f, 0.3f, 0.3f, 1.0f), "probe errors %llu", static_cast<unsigned long long>(probe_errors));
-    if (ImGui::IsItemHovered()) {
-      ImGui::SetTooltip("keel itself failed in %llu step(s) of this run, summed over its ranks.\n"
-                        "Each is a probe_error event saying what failed and what the step did:\n"
-                        "the update applied as libtorch would, or with a loss scaler skipped as an overflow.",
-                        static_cast<unsigned long long>(probe_errors));
-    }
+}
+
+// Shown only once the probe has failed: what failed is in the events (probe_error).
+void draw_probe_errors(const Model& model, const RunModel& run) {
+  const uint64_t probe_errors = model.probe_errors(run.run_id());
+  if (probe_errors == 0) return;
+  separator();
+  ImGui::TextColored(ImVec4(1.0f, 0.3f, 0.3f, 1.0f), "probe errors %llu", static_cast<unsigned long long>(probe_errors));
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip("keel itself failed in %llu step(s) of this run, summed over its ranks.\n"
+                      "Each is a probe_error event saying what failed and what the step did:\n"
+                      "the update applied as libtorch would, or with a loss scaler skipped as an overflow.",
+                      static_cast<unsigned long long>(probe_errors));
   }
+}
+
+}  // namespace
+
+void draw_status_bar(const FrameInput& input, const Model& model, const RunModel* run,
+                     std::vector<std::string>* open_requests) {
+  draw_links(input.links);
+  draw_recordings(input.recordings, !input.links.empty());
+  separator();
+  if (!run) {
+    draw_why_no_run(input);
+    return;
+  }
+  draw_run_title(*run);
+  offer_recording(*run, input.recordings, open_requests);
+  separator();
+  draw_ranks(model, *run);
+  separator();
+  ImGui::Text("step %lld", static_cast<long long>(run->latest_step().step));
+  separator();
+  draw_layer_cadence(*run);
+  ImGui::Text("%.1f steps/s", run->steps_per_second());
+  separator();
+  draw_losses(input, model, *run);
+  separator();
+  draw_memory(model, *run);
+  separator();
+  draw_probe_cost(run->latest_step());
+  draw_probe_errors(model, *run);
 }
 
 }  // namespace keel::app::ui
