@@ -103,11 +103,10 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
 void Probe::Impl::begin_step() {
   // Events that have not gone out yet (raised after the last record, or with a record that
   // failed to go out) go with this step's.
-  events_.erase(events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(events_published_));
-  events_published_ = 0;
+  events_.drop_published();
   report_finished_dumps();
   report_subscription_resets();
-  report_record_drops();
+  recording_.report_drops(events_, record_step_);
   report_refusals();
   // Before anything reads the policies: a command changes them from this step on. Answered
   // now rather than after the step: the decision is made, and the round trip stays within
@@ -362,15 +361,15 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.cause = cause_ ? cause_->cause.kind : std::string();
     raise_events(outcome, r.stats_ok);
     record_.dropped = publisher_ ? publisher_->dropped() : 0;
-    record_.probe_errors = probe_errors_;
-    record_.record_dropped = recorder_ ? recorder_->dropped() : 0;
+    record_.probe_errors = events_.probe_errors();
+    record_.record_dropped = recording_.dropped();
     record_.stamp_unix_ns = unix_ns();
     record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_ + hook_us_;
     if (publisher_) {
-      for (size_t e = events_published_; e < events_.size(); ++e) publisher_->publish(events_[e]);
+      events_.publish_unpublished(*publisher_);
       publisher_->publish(record_);
     }
-    events_published_ = events_.size();
+    events_.mark_published();
   } catch (const std::exception& e) {
     report_probe_error("publishing the step's record", e.what(), "its record is lost; its events go with the next");
   }

@@ -114,8 +114,9 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       reducer_(params_, options_.measure_in_backward, swapped_parameters(*model_, params_)),
       order_(params_, swapped_parameters(*model_, params_)),
       layout_(parameters.params, parameter_sequence(*model_, optimizer_.get())),
+      description_(describe_run(parameters, options_)),
+      events_(options_.rank, description_.run_id, description_.model),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
-  description_ = describe_run(parameters, options_);
   try {
     plan_buffers(float_buffers_of(*model_));
   } catch (const std::exception&) {
@@ -129,9 +130,9 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
   check_layer_detail(options_);
   use_user_keys_by_default(options_);
   check_command_security(options_);
-  start_recording();
+  recording_.start(options_, description_);
   remove_stale_dumps();
-  if (!options_.endpoint.empty() || recorder_) {
+  if (!options_.endpoint.empty() || recording_.recorder()) {
     PublisherOptions po;
     po.endpoint = options_.endpoint;
     po.queue_capacity = options_.queue_capacity;
@@ -144,8 +145,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       po.allowed_client_keys = options_.allowed_client_keys;
     }
     po.history_intents = history_intents_;
-    if (recorder_) {
-      FlightRecorder* recorder = recorder_.get();
+    if (FlightRecorder* recorder = recording_.recorder()) {
       po.tap = [recorder](const wire::Message& message, const FlightRecorder::Payload& payload) {
         recorder->record(message, payload);
       };
@@ -191,11 +191,8 @@ Probe::Impl::~Impl() {
     settle_pending();
     dumps_.writer->finish();
     events_.clear();
-    events_published_ = 0;
     report_finished_dumps();
-    if (publisher_) {
-      for (const auto& e : events_) publisher_->publish(e);
-    }
+    if (publisher_) events_.publish_unpublished(*publisher_);
   } catch (const std::exception&) {
     // Ending the job must not throw; the dump itself is on disk (or its failure is lost).
   }
@@ -215,7 +212,6 @@ Probe::Impl::~Impl() {
 Probe::~Probe() = default;
 
 uint64_t Probe::Impl::dropped() const { return publisher_ ? publisher_->dropped() : 0; }
-std::string Probe::Impl::recording_path() const { return recorder_ ? recorder_->path() : std::string(); }
 std::string Probe::Impl::bound_endpoint() const { return publisher_ ? publisher_->bound_endpoint() : std::string(); }
 std::string Probe::Impl::bound_command_endpoint() const {
   return control_.commands ? control_.commands->bound_endpoint() : std::string();

@@ -11,7 +11,6 @@
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -35,24 +34,16 @@
 #include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
 #include "origin/rerun_point.hpp"
-#include "record/flight_recorder.hpp"
+#include "probe_clock.hpp"
 #include "rank_verdict.hpp"
+#include "run_recording.hpp"
 #include "spike_detector.hpp"
 #include "step_cause.hpp"
+#include "step_events.hpp"
 #include "step_health.hpp"
 #include "reduce/watch_reducer.hpp"
 
 namespace keel::probe {
-
-using Clock = std::chrono::steady_clock;
-
-// Wall-clock time for records and events, in ns since the Unix epoch.
-inline int64_t unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 // Which of `params` the model says a wrapper swaps the data of (TrainedModel::data_swapped):
 // empty when none does.
@@ -103,10 +94,10 @@ class Probe::Impl {
   const StepOutcome& last_settled() const { return last_settled_; }
   const wire::StepRecord& last_record() const { return record_; }
   const wire::RunDescription& description() const { return description_; }
-  const std::vector<wire::Event>& last_events() const { return events_; }
+  const std::vector<wire::Event>& last_events() const { return events_.all(); }
   const ProbeTiming& last_timing() const { return timing_; }
   uint64_t dropped() const;
-  std::string recording_path() const;
+  std::string recording_path() const { return recording_.path(); }
   std::string bound_endpoint() const;
   std::string bound_command_endpoint() const;
 
@@ -151,10 +142,9 @@ class Probe::Impl {
   torch::Tensor verdict_words_;
   RankVerdict agreed_;
   wire::RunDescription description_;
+  StepEvents events_;   // after description_: they name its run and model
   // Before publisher_: destroyed after it, so the publisher's last drain is still recorded.
-  std::unique_ptr<FlightRecorder> recorder_;
-  // Why the run is not recorded, when record_dir asked for it: told once, at the first step.
-  std::string recording_failure_;
+  RunRecording recording_;
   std::string stale_dumps_note_;   // remove_stale_dumps()'s, until the first step says it
   std::unique_ptr<Publisher> publisher_;
   // The history requests its clients announced, which the probe's end waits for (exit_flush.hpp).
@@ -225,13 +215,8 @@ class Probe::Impl {
   // A deferred step's scaler update was lost (its settling failed): the next step's loss was
   // scaled by a value the host does not know, so that step ends as the scaler's overflow.
   bool scaler_out_of_step_ = false;
-  uint64_t probe_errors_ = 0;
   uint64_t subscription_resets_seen_ = 0;
-  uint64_t record_dropped_seen_ = 0;
-  std::optional<Clock::time_point> last_record_dropped_event_;
   wire::StepRecord record_;
-  std::vector<wire::Event> events_;
-  size_t events_published_ = 0;       // events_[0, this) went out with a record already
   int64_t record_step_ = 0;           // the step the record and events being made are of
   StepOutcome last_settled_ = [] {
     StepOutcome none;
@@ -396,12 +381,16 @@ class Probe::Impl {
   double layer_value(wire::LayerMetric metric, size_t layer, bool applied) const;
   // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
   void raise_events(const StepOutcome& outcome, bool measured);
+  // An event (StepEvents::add), and a failure inside the probe (StepEvents::add_probe_error),
+  // of the step being recorded unless `step` says otherwise.
   void add_event(const std::string& kind, const std::string& layer, const std::string& detail,
-                 std::optional<int64_t> step = std::nullopt);
-  // A failure inside the probe: counted (the record's probe_errors) and told as a
-  // "probe_error" event: `what` failed with `error`, and `consequence` says what the step did.
+                 std::optional<int64_t> step = std::nullopt) {
+    events_.add(step.value_or(record_step_), kind, layer, detail);
+  }
   void report_probe_error(const std::string& what, const std::string& error, const std::string& consequence,
-                          std::optional<int64_t> step = std::nullopt);
+                          std::optional<int64_t> step = std::nullopt) {
+    events_.add_probe_error(step.value_or(record_step_), what, error, consequence);
+  }
   // What a step whose probe failed did, for its probe_error event.
   static std::string consequence_of(const StepOutcome& outcome);
   void apply_commands();
@@ -417,10 +406,6 @@ class Probe::Impl {
   // (dump/stale_partial_dumps.hpp); stale_dumps_note_ says what for the first step's event.
   void remove_stale_dumps();
   void report_subscription_resets();
-  // Starts the flight recorder (probe_record.cpp); recording_failure_ says why when it cannot.
-  void start_recording();
-  // "record_dropped" events: the recording could not start, or lost records since the last.
-  void report_record_drops();
   // auth_refused events for the clients the command and telemetry sockets refused.
   void report_refusals();
 };
