@@ -104,7 +104,7 @@ void Probe::Impl::begin_step() {
   // Events that have not gone out yet (raised after the last record, or with a record that
   // failed to go out) go with this step's.
   events_.drop_published();
-  report_finished_dumps();
+  dumps_.report_finished(events_, record_step_);
   report_subscription_resets();
   recording_.report_drops(events_, record_step_);
   report_refusals();
@@ -279,7 +279,7 @@ Probe::Impl::DumpDue Probe::Impl::dump_due(const Reduction& r, bool take_request
   // The state the gradients were computed on, before this step's update touches it.
   const bool gradients_start = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
   if (options_.dump_on_nonfinite && (gradients_start || buffers_start) &&
-      (!dumps_.last_auto_step || record_step_ - *dumps_.last_auto_step >= options_.dump_nonfinite_every)) {
+      dumps_.automatic_allowed(record_step_)) {
     due.automatic = gradients_start ? RankVerdict::AutoDump::kNonfinite : RankVerdict::AutoDump::kNonfiniteBuffer;
   }
   due.command = take_requested && control_.dump_requested;
@@ -288,11 +288,14 @@ Probe::Impl::DumpDue Probe::Impl::dump_due(const Reduction& r, bool take_request
 
 void Probe::Impl::take_due_dump(const DumpDue& due) {
   if (!due.command && due.automatic == RankVerdict::AutoDump::kNone) return;
-  if (due.automatic != RankVerdict::AutoDump::kNone) dumps_.last_auto_step = record_step_;
+  if (due.automatic != RankVerdict::AutoDump::kNone) dumps_.took_automatic(record_step_);
   // With a sharded job's agreement a command another rank took is this rank's too, with no
   // request of its own to answer.
   const std::optional<DumpRequest> request = due.command ? control_.dump_requested : std::nullopt;
-  take_dump(due.command ? "command" : dump_reason_of(due.automatic), request);
+  const CheckpointDumps::Subject subject{*model_, *optimizer_, description_, publisher_.get(), control_.commands.get()};
+  CheckpointDumps::AgreeOnDump agree;
+  if (skip_agreement_) agree = [this](const std::string& refusal) { return agree_on_dump(refusal); };
+  dumps_.take(record_step_, due.command ? "command" : dump_reason_of(due.automatic), request, subject, agree, events_);
   if (request) control_.dump_requested.reset();
 }
 

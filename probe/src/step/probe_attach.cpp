@@ -131,7 +131,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
   use_user_keys_by_default(options_);
   check_command_security(options_);
   recording_.start(options_, description_);
-  remove_stale_dumps();
+  dumps_.remove_stale();
   if (!options_.endpoint.empty() || recording_.recorder()) {
     PublisherOptions po;
     po.endpoint = options_.endpoint;
@@ -170,7 +170,6 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
     }
     control_.commands = std::make_unique<CommandServer>(co);
   }
-  dumps_.writer = std::make_unique<CheckpointWriter>();
   step_ = options_.first_step;
   record_.rank = options_.rank;
   record_.run = description_.run_id;
@@ -189,9 +188,9 @@ Probe::Impl::~Impl() {
   // reported it, and there is no next step.
   try {
     settle_pending();
-    dumps_.writer->finish();
+    dumps_.finish();
     events_.clear();
-    report_finished_dumps();
+    dumps_.report_finished(events_, record_step_);
     if (publisher_) events_.publish_unpublished(*publisher_);
   } catch (const std::exception&) {
     // Ending the job must not throw; the dump itself is on disk (or its failure is lost).

@@ -1,11 +1,6 @@
 // Probe::Impl's control side: commands from the dashboard (taken and answered at the step
-// boundary), checkpoint dumps and their results, subscription resets and refused clients, each
-// turned into events of the step they are seen in.
-#include <cstdio>
-#include <filesystem>
-
-#include "dump/checkpoint_capture.hpp"
-#include "dump/stale_partial_dumps.hpp"
+// boundary; a dump asked for is taken by CheckpointDumps), subscription resets and refused
+// clients, each turned into events of the step they are seen in.
 #include "probe_impl.hpp"
 #include "layout/run_description.hpp"
 
@@ -69,11 +64,11 @@ std::optional<wire::Ack> Probe::Impl::apply_command(const PendingCommand& pendin
       ack.error = "a dump is already requested at step " + std::to_string(step_);
       return ack;
     }
-    if (!dumps_.writer->accepts(CheckpointWriter::Admission::kWhenIdle)) {
+    if (!dumps_.writer_idle()) {
       ack.error = "a dump is still being written; ask again once its acknowledgement arrives";
       return ack;
     }
-    if (std::string refusal = dump_refusal(); !refusal.empty()) {
+    if (std::string refusal = dumps_.refusal(); !refusal.empty()) {
       ack.error = std::move(refusal);
       return ack;
     }
@@ -118,110 +113,6 @@ bool Probe::Impl::set_policy(const std::string& name, bool enable) {
   description_.policies_on = policies_on(options_);
   control_.describe_due = true;
   return true;
-}
-
-// Named after the step whose state it holds (a deferred step's dump is taken a step later,
-// with that step's update skipped on the device: the same weights).
-void Probe::Impl::take_dump(const std::string& reason, const std::optional<DumpRequest>& request) {
-  DumpReason why;
-  why.step = record_step_;
-  why.reason = reason;
-  // Every rank dumps the same step (an all-reduced NaN reaches them all): the rank tells them apart.
-  if (options_.world_size > 1) why.rank = options_.rank;
-  why.model = options_.model;
-  if (request) {
-    why.label = request->label;
-    why.command_id = request->command_id;
-  }
-  CheckpointJob job;
-  job.token = ++dumps_.next_token;
-  job.step = record_step_;
-  // Resolved now, on the training thread: the path the ack and the events report is where the
-  // dump goes even if the trainer changes directory before the writer thread gets to it.
-  job.dir = absolute_dir(options_.dump_dir);
-  job.name = checkpoint_name(why);
-  CommandServer* commands = control_.commands.get();
-  const uint64_t ticket = request ? request->ticket : 0;
-  const uint64_t command_id = why.command_id;
-  job.on_written = [commands, ticket, command_id](const CheckpointResult& result) {
-    if (commands == nullptr || ticket == 0) return;
-    wire::Ack ack;
-    ack.id = command_id;
-    ack.ok = result.ok;
-    ack.step = result.ok ? result.step : -1;
-    ack.path = result.path;
-    ack.bytes = result.bytes;
-    ack.error = result.error;
-    commands->reply(ticket, ack);
-  };
-  job.min_free_bytes = options_.dump_min_free_bytes;
-  // The automatic dump at a blow-up's first step waits behind a dump still being written
-  // rather than being lost: its state cannot be taken again later.
-  const auto admission = request ? CheckpointWriter::Admission::kWhenIdle : CheckpointWriter::Admission::kBehindOne;
-  std::string error = dump_refusal();
-  if (error.empty() && !dumps_.writer->accepts(admission)) error = "a dump is still being written";
-  // A sharded model's state_dict() is a collective: taken by every rank, or by none.
-  if (skip_agreement_) error = agree_on_dump(error);
-  if (error.empty()) {
-    try {
-      const auto telemetry = publisher_ ? publisher_->history() : std::vector<KeptMessage>{};
-      job.files = capture_checkpoint(*model_, *optimizer_, description_, telemetry, why);
-    } catch (const std::exception& e) {
-      error = std::string("cannot serialise the model or optimizer: ") + e.what();
-    }
-  }
-  if (error.empty() && dumps_.writer->submit(job, admission)) {
-    ++dumps_.taken;
-    return;
-  }
-  if (error.empty()) error = "a dump is still being written";
-  add_event("dump_failed", "", "dump (" + reason + ") at step " + std::to_string(record_step_) + " not taken: " + error);
-  CheckpointResult failed;
-  failed.step = record_step_;
-  failed.error = error;
-  failed.path = (std::filesystem::path(job.dir) / job.name).string();
-  job.on_written(failed);
-}
-
-std::string Probe::Impl::dump_refusal() const {
-  if (dumps_.taken < options_.dump_max_count) return "";
-  return "this probe has taken the " + std::to_string(options_.dump_max_count) +
-         " dumps it may (ProbeOptions::dump_max_count)";
-}
-
-void Probe::Impl::remove_stale_dumps() {
-  const StaleDumps stale = remove_stale_partial_dumps(absolute_dir(options_.dump_dir));
-  if (stale.removed.empty() && stale.failed.empty()) return;
-  std::string note;
-  if (!stale.removed.empty()) {
-    note = "removed " + std::to_string(stale.removed.size()) + " partial dump(s) of " +
-           std::to_string(stale.bytes) + " bytes left in " + absolute_dir(options_.dump_dir) +
-           " by trainers that are gone (killed while dumping): " + stale.removed.front();
-    if (stale.removed.size() > 1) note += " and " + std::to_string(stale.removed.size() - 1) + " more";
-  }
-  if (!stale.failed.empty()) {
-    note += std::string(note.empty() ? "" : "; ") + "could not remove " + std::to_string(stale.failed.size()) +
-            " stale partial dump(s): " + stale.failed.front();
-  }
-  stale_dumps_note_ = note;
-}
-
-void Probe::Impl::report_finished_dumps() {
-  if (!stale_dumps_note_.empty()) {
-    add_event("dumps_cleaned", "", stale_dumps_note_);
-    stale_dumps_note_.clear();
-  }
-  if (!dumps_.writer->poll(dumps_.results)) return;
-  for (const CheckpointResult& r : dumps_.results) {
-    if (r.ok) {
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%.2f", r.write_secs);
-      add_event("dump", "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)", r.step);
-    } else {
-      --dumps_.taken;
-      add_event("dump_failed", "", r.error, r.step);
-    }
-  }
 }
 
 // A refused client is told only that the handshake failed (ZeroMQ says no more); the run

@@ -22,7 +22,6 @@
 
 #include "layout/backward_order.hpp"
 #include "reduce/buffer_reducer.hpp"
-#include "dump/checkpoint_writer.hpp"
 #include "transport/command_server.hpp"
 #include "transport/history_intents.hpp"
 #include "reduce/deferred_scalar.hpp"
@@ -34,6 +33,7 @@
 #include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
 #include "origin/rerun_point.hpp"
+#include "checkpoint_dumps.hpp"
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "run_recording.hpp"
@@ -145,17 +145,11 @@ class Probe::Impl {
   StepEvents events_;   // after description_: they name its run and model
   // Before publisher_: destroyed after it, so the publisher's last drain is still recorded.
   RunRecording recording_;
-  std::string stale_dumps_note_;   // remove_stale_dumps()'s, until the first step says it
   std::unique_ptr<Publisher> publisher_;
   // The history requests its clients announced, which the probe's end waits for (exit_flush.hpp).
   std::shared_ptr<HistoryIntents> history_intents_ = std::make_shared<HistoryIntents>();
   // The remote control (probe_control.cpp): the commands taken at each step boundary, the
   // acks they are owed, and the skips and dump they asked for.
-  struct DumpRequest {
-    uint64_t ticket = 0;
-    uint64_t command_id = 0;
-    std::string label;
-  };
   struct Control {
     std::unique_ptr<CommandServer> commands;
     std::vector<PendingCommand> taken;                 // reused: no allocation while idle
@@ -170,19 +164,9 @@ class Probe::Impl {
     std::optional<Clock::time_point> last_command_dump;
     std::vector<AuthRefusal> refusals;                 // reused
   };
-  // The dumps: their writer, what it finished since the last step, and what the caps count.
-  struct Dumps {
-    std::unique_ptr<CheckpointWriter> writer;
-    std::vector<CheckpointResult> results;             // reused
-    std::optional<int64_t> last_auto_step;
-    uint64_t next_token = 0;
-    // On disk or still with the writer, failures not counted (ProbeOptions::dump_max_count):
-    // two dumps in the writer at once must not pass the cap between them.
-    int64_t taken = 0;
-  };
   Control control_;
   // After control_: destroyed first, it may still answer a dump's command while finishing.
-  Dumps dumps_;
+  CheckpointDumps dumps_{options_};
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
@@ -396,15 +380,6 @@ class Probe::Impl {
   void apply_commands();
   std::optional<wire::Ack> apply_command(const PendingCommand& pending);
   bool set_policy(const std::string& name, bool enable);
-  void take_dump(const std::string& reason, const std::optional<DumpRequest>& request);
-  // Why no dump may be taken now, whatever asks for it; empty when one may.
-  std::string dump_refusal() const;
-  // "dump" and "dump_failed" events for the dumps written since the last step, and once, the
-  // "dumps_cleaned" event of remove_stale_dumps().
-  void report_finished_dumps();
-  // At attach: removes the partial dumps in dump_dir whose writer process is gone
-  // (dump/stale_partial_dumps.hpp); stale_dumps_note_ says what for the first step's event.
-  void remove_stale_dumps();
   void report_subscription_resets();
   // auth_refused events for the clients the command and telemetry sockets refused.
   void report_refusals();
