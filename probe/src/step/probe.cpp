@@ -107,15 +107,9 @@ void Probe::Impl::begin_step() {
   dumps_.report_finished(events_, record_step_);
   report_subscription_resets();
   recording_.report_drops(events_, record_step_);
-  report_refusals();
-  // Before anything reads the policies: a command changes them from this step on. Answered
-  // now rather than after the step: the decision is made, and the round trip stays within
-  // one step interval.
-  apply_commands();
-  if (control_.commands && !control_.acks.empty()) {
-    for (const auto& [ticket, ack] : control_.acks) control_.commands->reply(ticket, ack);
-    control_.acks.clear();
-  }
+  control_.report_refusals(publisher_.get(), events_, record_step_);
+  // Before anything reads the policies: a command changes them from this step on.
+  control_.take_commands(RemoteControl::Run{step_, options_, description_, dumps_, events_, publisher_.get()});
 }
 
 bool Probe::Impl::gradient_pass_due() const {
@@ -254,12 +248,8 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
 }
 
 void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
-  // A step scheduled by an at_step skip is taken off the schedule whether or not a "next
-  // updates" skip also covers it: either way it is skipped once.
-  const bool scheduled_skip = !control_.scheduled_skips.empty() && control_.scheduled_skips.erase(step_) > 0;
-  if (control_.skips_left > 0 || scheduled_skip) {
+  if (control_.skips(step_)) {
     // A remote skip holds whatever the gradients look like: the user asked for no update.
-    if (control_.skips_left > 0) --control_.skips_left;
     outcome.applied = false;
     outcome.skip_reason = "command";
   } else if (r.scaler_found_inf) {
@@ -282,7 +272,7 @@ Probe::Impl::DumpDue Probe::Impl::dump_due(const Reduction& r, bool take_request
       dumps_.automatic_allowed(record_step_)) {
     due.automatic = gradients_start ? RankVerdict::AutoDump::kNonfinite : RankVerdict::AutoDump::kNonfiniteBuffer;
   }
-  due.command = take_requested && control_.dump_requested;
+  due.command = take_requested && control_.dump_requested();
   return due;
 }
 
@@ -291,12 +281,12 @@ void Probe::Impl::take_due_dump(const DumpDue& due) {
   if (due.automatic != RankVerdict::AutoDump::kNone) dumps_.took_automatic(record_step_);
   // With a sharded job's agreement a command another rank took is this rank's too, with no
   // request of its own to answer.
-  const std::optional<DumpRequest> request = due.command ? control_.dump_requested : std::nullopt;
-  const CheckpointDumps::Subject subject{*model_, *optimizer_, description_, publisher_.get(), control_.commands.get()};
+  const std::optional<DumpRequest> request = due.command ? control_.dump_requested() : std::nullopt;
+  const CheckpointDumps::Subject subject{*model_, *optimizer_, description_, publisher_.get(), control_.commands()};
   CheckpointDumps::AgreeOnDump agree;
   if (skip_agreement_) agree = [this](const std::string& refusal) { return agree_on_dump(refusal); };
   dumps_.take(record_step_, due.command ? "command" : dump_reason_of(due.automatic), request, subject, agree, events_);
-  if (request) control_.dump_requested.reset();
+  if (request) control_.dump_taken();
 }
 
 void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested, bool buffers_start) {

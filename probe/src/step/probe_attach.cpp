@@ -168,7 +168,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       co.history = [publisher] { return publisher->history(); };
       co.event_history = [publisher] { return publisher->event_history(); };
     }
-    control_.commands = std::make_unique<CommandServer>(co);
+    control_.listen(co);
   }
   step_ = options_.first_step;
   record_.rank = options_.rank;
@@ -202,9 +202,9 @@ Probe::Impl::~Impl() {
   // the conversion to milliseconds.
   const double limit_secs =
       std::isfinite(options_.exit_flush_secs) ? std::clamp(options_.exit_flush_secs, 0.0, 3600.0) : 0.0;
-  const auto deadline = wait_for_clients(options_.endpoint, *publisher_, control_.commands.get(), *history_intents_,
+  const auto deadline = wait_for_clients(options_.endpoint, *publisher_, control_.commands(), *history_intents_,
                                          std::chrono::milliseconds(static_cast<int64_t>(limit_secs * 1000)));
-  if (control_.commands) control_.commands->finish(deadline);
+  control_.finish(deadline);
   publisher_->finish(deadline);
 }
 
@@ -213,7 +213,7 @@ Probe::~Probe() = default;
 uint64_t Probe::Impl::dropped() const { return publisher_ ? publisher_->dropped() : 0; }
 std::string Probe::Impl::bound_endpoint() const { return publisher_ ? publisher_->bound_endpoint() : std::string(); }
 std::string Probe::Impl::bound_command_endpoint() const {
-  return control_.commands ? control_.commands->bound_endpoint() : std::string();
+  return control_.commands() ? control_.commands()->bound_endpoint() : std::string();
 }
 
 void Probe::use_scaler(GradScaler* scaler) { impl_->use_scaler(scaler); }

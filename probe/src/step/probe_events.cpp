@@ -1,6 +1,6 @@
-// Probe::Impl's events: what a step whose probe failed did (for its probe_error), and the
-// events a measured step raises (first non-finite gradient, watched tensor or buffer, spike,
-// skip). They are kept and published by StepEvents (step_events.hpp).
+// Probe::Impl's events: what a step whose probe failed did (for its probe_error), the events a
+// measured step raises (first non-finite gradient, watched tensor or buffer, spike, skip), and
+// the telemetry subscribers' reset. They are kept and published by StepEvents (step_events.hpp).
 #include <cmath>
 #include <cstdio>
 
@@ -73,6 +73,17 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     }
     add_event("skip", "", "update skipped: " + why);
   }
+}
+
+void Probe::Impl::report_subscription_resets() {
+  if (!publisher_) return;
+  const uint64_t resets = publisher_->subscription_resets();
+  if (resets == subscription_resets_seen_) return;
+  subscription_resets_seen_ = resets;
+  add_event("telemetry_reset", "",
+            "telemetry subscribers held more than " + std::to_string(PublisherOptions{}.max_subscriptions) +
+                " subscriptions (a client subscribing without bound): every telemetry connection was closed (" +
+                std::to_string(resets) + " time(s) so far); clients reconnect, and what was sent meanwhile shows as a gap");
 }
 
 }  // namespace keel::probe

@@ -1,13 +1,27 @@
-// Probe::Impl: the probe's state and the stages of its step, shared by the files that define
-// its members: probe_attach.cpp (the options checked, the plan, the sockets, the public
-// Probe's forwarding), probe.cpp (the step: reduce, decide, apply, record), probe_events.cpp
-// (the events a step raises), probe_buffers.cpp (the model's buffers watched),
-// probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later),
-// probe_control.cpp (commands from the dashboard, dumps, subscription resets),
-// probe_layout.cpp (the model changed after attach: its layers planned again) and
-// probe_agreement.cpp (a sharded job's ranks agree on each step's verdict).
-// Its state is private: the public Probe reaches it through the accessors of the public part,
-// and the remote control's state and the dumps' are one part each (Control, Dumps).
+// Probe::Impl: the owner of the probe's stages, and the step that runs them in order.
+//
+// Stages with a header of their own (each says what it owns, its threads, what it never does):
+//   stage            state it owns                                     thread       never
+//   StepEvents       the events not yet published and the last         training     blocks, syncs
+//   (step_events)    record's; the count of the probe's own failures
+//   RunRecording     the flight recorder (its writer thread), why the  training;    writes or waits
+//   (run_recording)  run is not recorded, the losses told              its thread   on the disk
+//   CheckpointDumps  the dump writer (its thread), finished results,   training;    writes a file or
+//   (checkpoint_     the automatic dump's step, the dump_max_count     its thread   waits for the
+//    dumps)          count, the stale-dump note                                     writer
+//   RemoteControl    the command server (its thread), commands taken   training;    waits for a client,
+//   (remote_control) and acks owed, skips left and scheduled, the      command      allocates while
+//                    dump asked for, refused clients                   thread       no command comes
+// Still Impl's own members, in the files that define them: layout (probe_layout.cpp,
+// probe_buffers.cpp: the model followed, its layers and buffers planned again), reduce and
+// decide (probe.cpp: the step's plan, its reductions, the verdict, the dump due;
+// probe_agreement.cpp: a sharded job's ranks agree on it; probe_origin.cpp: the closure's
+// re-run), apply (probe.cpp: the optimizer's step, the scaler's update, the update pass),
+// record (probe.cpp: the step record and its values; probe_events.cpp: the events a step
+// raises), the deferred step of a CUDA device (probe_deferred.cpp: decided there, settled a
+// step later) and attaching (probe_attach.cpp: the options checked, the sockets, the public
+// Probe's forwarding).
+// Its state is private: the public Probe reaches it through the accessors of the public part.
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
 
@@ -15,14 +29,12 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "layout/backward_order.hpp"
 #include "reduce/buffer_reducer.hpp"
-#include "transport/command_server.hpp"
 #include "transport/history_intents.hpp"
 #include "reduce/deferred_scalar.hpp"
 #include "keel/probe/optimizer_adapter.hpp"
@@ -36,6 +48,7 @@
 #include "checkpoint_dumps.hpp"
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
+#include "remote_control.hpp"
 #include "run_recording.hpp"
 #include "spike_detector.hpp"
 #include "step_cause.hpp"
@@ -148,23 +161,9 @@ class Probe::Impl {
   std::unique_ptr<Publisher> publisher_;
   // The history requests its clients announced, which the probe's end waits for (exit_flush.hpp).
   std::shared_ptr<HistoryIntents> history_intents_ = std::make_shared<HistoryIntents>();
-  // The remote control (probe_control.cpp): the commands taken at each step boundary, the
-  // acks they are owed, and the skips and dump they asked for.
-  struct Control {
-    std::unique_ptr<CommandServer> commands;
-    std::vector<PendingCommand> taken;                 // reused: no allocation while idle
-    std::vector<std::pair<uint64_t, wire::Ack>> acks;  // answered at this step's boundary
-    // A command (describe, policy) asked for the run's description to go out: sent once per
-    // step boundary however many asked, so a burst of them cannot crowd the records out of
-    // the publisher's queue.
-    bool describe_due = false;
-    int64_t skips_left = 0;                            // "skip" updates still to skip, from step_
-    std::set<int64_t> scheduled_skips;                 // steps an at_step "skip" named (bounded)
-    std::optional<DumpRequest> dump_requested;         // by command, taken at this step
-    std::optional<Clock::time_point> last_command_dump;
-    std::vector<AuthRefusal> refusals;                 // reused
-  };
-  Control control_;
+  // The remote control (remote_control.hpp): the commands taken at each step boundary, and the
+  // skips and dump they asked for.
+  RemoteControl control_;
   // After control_: destroyed first, it may still answer a dump's command while finishing.
   CheckpointDumps dumps_{options_};
   SpikeDetector spike_;
@@ -377,12 +376,7 @@ class Probe::Impl {
   }
   // What a step whose probe failed did, for its probe_error event.
   static std::string consequence_of(const StepOutcome& outcome);
-  void apply_commands();
-  std::optional<wire::Ack> apply_command(const PendingCommand& pending);
-  bool set_policy(const std::string& name, bool enable);
   void report_subscription_resets();
-  // auth_refused events for the clients the command and telemetry sockets refused.
-  void report_refusals();
 };
 
 }  // namespace keel::probe
