@@ -44,11 +44,11 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   // After it: the settled step was of the old layers. A model planned on the CPU has its
   // tensors checked by the gradient walk, which reads them anyway (LayoutCheckInWalk).
   follow_layout(/*tensors_in_walk=*/reducer_.all_on_cpu() && gradient_pass_due());
-  follow_buffers();
+  buffers_.follow(*model_, description_, publisher_.get(), events_, record_step_);
   StepPlan plan = plan_step();
   uint64_t grad_passes_before = reducer_.grad_passes();
   times.planned = Clock::now();
-  enqueue_buffers();
+  buffers_.enqueue(events_, record_step_);
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
   if (closure_ == nullptr && deferrable_device(plan, loss) >= 0) {
@@ -71,9 +71,9 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     hook_us_ += hooks_us;
   }
   classify_layers(plan, grad_passes_before);
-  collect_buffers();
+  buffers_.collect(events_, record_step_);
   decide(reduction, outcome);
-  DumpDue dump = dump_due(reduction, /*take_requested=*/true, buffers_turn_nonfinite());
+  DumpDue dump = dump_due(reduction, /*take_requested=*/true, buffers_.turn_nonfinite());
   if (skip_agreement_) agree_with_ranks(reduction, outcome, dump);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
   take_due_dump(dump);
@@ -341,7 +341,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
         report_probe_error("reading the watched tensors", e.what(), "not measured this step");
       }
     }
-    record_.buffer_absmax = buffer_absmax_;
+    record_.buffer_absmax = buffers_.absmax();
     if (scaler_ && scaler_->enabled()) {
       // The step's own overflow: a deferred step's settles when the next step has begun, and
       // the caller's unscale_() of that next step may have found its own by then.

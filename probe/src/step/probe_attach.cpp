@@ -118,11 +118,10 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       events_(options_.rank, description_.run_id, description_.model),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
   try {
-    plan_buffers(float_buffers_of(*model_));
+    buffers_.plan(float_buffers_of(*model_), *model_, description_);
   } catch (const std::exception&) {
     // Attaching must not fail for a check of buffers: none are watched, and the next step
-    // tries again (follow_buffers), counted if it fails there.
-    buffers_ = ModelBuffers{};
+    // tries again (WatchedBuffers::follow), counted if it fails there.
   }
   reducer_.measure_updates_of(optimizer_.get());
   check_rank(options_);

@@ -183,7 +183,7 @@ void Probe::Impl::recover_deferred_step(const std::exception& e, PendingStep& p,
   failed.lost_mask = plan.mask;
   failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
   std::vector<wire::WatchStats> none;
-  collect_buffers();   // enqueued before this step's passes, so not lost with them
+  buffers_.collect(events_, record_step_);   // enqueued before this step's passes, so not lost with them
   classify_layers(p.plan, grad_passes_before);
   record(p.plan, failed, outcome, times, &none);
   last_settled_ = outcome;
@@ -272,8 +272,8 @@ void Probe::Impl::settle_pending() {
       watched.clear();
     }
   }
-  collect_buffers();
-  const bool buffers_start = buffers_turn_nonfinite();
+  buffers_.collect(events_, record_step_);
+  const bool buffers_start = buffers_.turn_nonfinite();
   record(p.plan, r, outcome, p.times, &watched);
   last_settled_ = outcome;
   // Buffers that turned non-finite in this step's forward pass are not the device verdict's

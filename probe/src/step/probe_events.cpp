@@ -45,12 +45,8 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
   watch_nonfinite_last_step_ = watch_nonfinite;
 
   // Buffers not measured this step say nothing: the run of non-finite buffers neither starts nor ends.
-  if (!buffer_absmax_.empty()) {
-    const int first = first_nonfinite_buffer();
-    if (first >= 0 && !buffer_nonfinite_last_step_) {
-      add_event("nonfinite_buffer", watched_buffers_.names[static_cast<size_t>(first)], describe_nonfinite_buffers());
-    }
-    buffer_nonfinite_last_step_ = first >= 0;
+  if (const int first = buffers_.take_turned_nonfinite(); first >= 0) {
+    add_event("nonfinite_buffer", buffers_.watched().names[static_cast<size_t>(first)], buffers_.describe_nonfinite());
   }
 
   // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.

@@ -12,8 +12,11 @@
 //   RemoteControl    the command server (its thread), commands taken   training;    waits for a client,
 //   (remote_control) and acks owed, skips left and scheduled, the      command      allocates while
 //                    dump asked for, refused clients                   thread       no command comes
-// Still Impl's own members, in the files that define them: layout (probe_layout.cpp,
-// probe_buffers.cpp: the model followed, its layers and buffers planned again), reduce and
+//   WatchedBuffers   the model's float buffers as planned, those       training     fails the step
+//   (watched_        watched, their pass and this step's max |b|,
+//    buffers)        the buffers' identities, the last step's NaN/Inf
+// Still Impl's own members, in the files that define them: layout (probe_layout.cpp: the
+// model followed, its layers planned again), reduce and
 // decide (probe.cpp: the step's plan, its reductions, the verdict, the dump due;
 // probe_agreement.cpp: a sharded job's ranks agree on it; probe_origin.cpp: the closure's
 // re-run), apply (probe.cpp: the optimizer's step, the scaler's update, the update pass),
@@ -34,14 +37,12 @@
 #include <vector>
 
 #include "layout/backward_order.hpp"
-#include "reduce/buffer_reducer.hpp"
 #include "transport/history_intents.hpp"
 #include "reduce/deferred_scalar.hpp"
 #include "keel/probe/optimizer_adapter.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/probe/trained_model.hpp"
 #include "reduce/layer_reducer.hpp"
-#include "layout/model_buffers.hpp"
 #include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
 #include "origin/rerun_point.hpp"
@@ -54,6 +55,7 @@
 #include "step_cause.hpp"
 #include "step_events.hpp"
 #include "step_health.hpp"
+#include "watched_buffers.hpp"
 #include "reduce/watch_reducer.hpp"
 
 namespace keel::probe {
@@ -133,20 +135,7 @@ class Probe::Impl {
   // devices, types or shapes.
   bool tensors_left_to_walk_ = false;
   WatchReducer watches_;
-  // The model's floating-point buffers as they were planned (followed every step, like the
-  // parameters); those watched among them (finite when planned: a buffer that holds NaN/Inf
-  // from the start, an attention mask of -inf, is one by design), their pass, and this step's
-  // max |b| of each watched one once collected (empty: not measured). A buffer turning
-  // non-finite is an event and a dump, never a skip: the forward pass wrote it, and skipping
-  // the update cannot undo that.
-  ModelBuffers buffers_;
-  ModelBuffers watched_buffers_;
-  BufferReducer buffer_reducer_;
-  std::vector<float> buffer_absmax_;
-  // The floating buffers' identities (parameter_sequence) as buffers_ were planned, and as
-  // they are this step (reused; follow_layout's walk fills it for follow_buffers).
-  std::vector<const void*> planned_buffer_sequence_, buffer_sequence_;
-  bool buffer_nonfinite_last_step_ = false;
+  WatchedBuffers buffers_;   // the model's floating-point buffers, followed and measured
   GradScaler* scaler_ = nullptr;
   // A sharded job's ranks agree on each step's verdict through it (probe_agreement.cpp); empty
   // when the rank decides alone. verdict_words_: the words handed to it (reused), agreed_: what
@@ -287,22 +276,6 @@ class Probe::Impl {
   // The slow part of follow_layout: what changed, and the layers planned again for it.
   void follow_changed_layout();
   void replan(const ModelParameters& now, const std::string& what);
-  // Plans the buffers to watch among `all` (one pass over them, read at once: at attach and
-  // when the set changes). Throws what the pass throws, with nothing changed.
-  void plan_buffers(ModelBuffers all);
-  // The model's float buffers now: a changed set is planned again and re-described.
-  void follow_buffers();
-  // This step's buffer pass: started before the gradients' (so a device runs both at once),
-  // read into buffer_absmax_ before the step is recorded. A failure is counted and leaves
-  // the buffers unmeasured; it never touches the step.
-  void enqueue_buffers();
-  void collect_buffers();
-  // The first watched buffer (model order) whose max |b| this step is NaN/Inf, or -1.
-  int first_nonfinite_buffer() const;
-  // Whether this step's buffers hold a NaN/Inf and the last recorded step's did not.
-  bool buffers_turn_nonfinite() const;
-  // The nonfinite_buffer event's detail: which buffers, NaN or Inf, and what a skip cannot do.
-  std::string describe_nonfinite_buffers() const;
   // What the step measures, from the cadence and the policies; its frozen and unused layers
   // come after the gradient pass (classify_layers).
   StepPlan plan_step() const;
