@@ -1,5 +1,5 @@
 // Probe::Impl's step on the host: reduce, decide, apply, measure the update, record. Attaching
-// is probe_attach.cpp, the step's events probe_events.cpp, the buffers probe_buffers.cpp.
+// is probe_attach.cpp, the step's events probe_events.cpp, the buffers WatchedBuffers.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

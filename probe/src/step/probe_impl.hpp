@@ -16,14 +16,13 @@
 //   (watched_        watched, their pass and this step's max |b|,
 //    buffers)        the buffers' identities, the last step's NaN/Inf
 // Still Impl's own members, in the files that define them: layout (probe_layout.cpp: the
-// model followed, its layers planned again), reduce and
-// decide (probe.cpp: the step's plan, its reductions, the verdict, the dump due;
-// probe_agreement.cpp: a sharded job's ranks agree on it; probe_origin.cpp: the closure's
-// re-run), apply (probe.cpp: the optimizer's step, the scaler's update, the update pass),
-// record (probe.cpp: the step record and its values; probe_events.cpp: the events a step
-// raises), the deferred step of a CUDA device (probe_deferred.cpp: decided there, settled a
-// step later) and attaching (probe_attach.cpp: the options checked, the sockets, the public
-// Probe's forwarding).
+// model followed, its layers planned again), reduce and decide (probe.cpp: the step's plan,
+// its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
+// on it; probe_origin.cpp: the closure's re-run), apply (probe.cpp: the optimizer's step, the
+// scaler's update, the update pass), record (probe.cpp: the step record and its values;
+// probe_events.cpp: the events a step raises), the deferred step of a CUDA device
+// (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp:
+// the options checked, the sockets, the public Probe's forwarding).
 // Its state is private: the public Probe reaches it through the accessors of the public part.
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
@@ -269,7 +268,7 @@ class Probe::Impl {
   void begin_step();
   // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
   // layout is planned again and re-described, weights written since the last step make the
-  // weight snapshot stale. Its walk of the modules also reads the buffers for follow_buffers.
+  // weight snapshot stale. Its walk of the modules also reads the buffers for WatchedBuffers::follow.
   // `tensors_in_walk`: when the same tensors are in the same places, each one's device, type,
   // shape and values are left to this step's gradient walk (tensors_left_to_walk_).
   void follow_layout(bool tensors_in_walk);
