@@ -97,7 +97,7 @@ struct ResNet50NormsImpl : torch::nn::Module {
 TORCH_MODULE(ResNet50Norms);
 
 // The probe's per-step buffer check as the step runs it: the model's float buffers listed and
-// compared with the plan (follow_buffers), then max |b| of each measured and read. Median of
+// compared with the plan (WatchedBuffers::follow), then max |b| of each measured and read. Median of
 // `rounds` batches of 100, in us per check.
 double buffer_check_us(int rounds, size_t& buffers) {
   ResNet50Norms model;

@@ -1,5 +1,5 @@
 // Probe::Impl's step on the host: reduce, decide, apply, measure the update, record. Attaching
-// is probe_attach.cpp, the step's events probe_events.cpp, the buffers probe_buffers.cpp.
+// is probe_attach.cpp, the step's events probe_events.cpp, the buffers WatchedBuffers.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,11 +44,11 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   // After it: the settled step was of the old layers. A model planned on the CPU has its
   // tensors checked by the gradient walk, which reads them anyway (LayoutCheckInWalk).
   follow_layout(/*tensors_in_walk=*/reducer_.all_on_cpu() && gradient_pass_due());
-  follow_buffers();
+  buffers_.follow(*model_, description_, publisher_.get(), events_, record_step_);
   StepPlan plan = plan_step();
   uint64_t grad_passes_before = reducer_.grad_passes();
   times.planned = Clock::now();
-  enqueue_buffers();
+  buffers_.enqueue(events_, record_step_);
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
   if (closure_ == nullptr && deferrable_device(plan, loss) >= 0) {
@@ -71,9 +71,9 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     hook_us_ += hooks_us;
   }
   classify_layers(plan, grad_passes_before);
-  collect_buffers();
+  buffers_.collect(events_, record_step_);
   decide(reduction, outcome);
-  DumpDue dump = dump_due(reduction, /*take_requested=*/true, buffers_turn_nonfinite());
+  DumpDue dump = dump_due(reduction, /*take_requested=*/true, buffers_.turn_nonfinite());
   if (skip_agreement_) agree_with_ranks(reduction, outcome, dump);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, consequence_of(outcome));
   take_due_dump(dump);
@@ -103,20 +103,13 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
 void Probe::Impl::begin_step() {
   // Events that have not gone out yet (raised after the last record, or with a record that
   // failed to go out) go with this step's.
-  events_.erase(events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(events_published_));
-  events_published_ = 0;
-  report_finished_dumps();
+  events_.drop_published();
+  dumps_.report_finished(events_, record_step_);
   report_subscription_resets();
-  report_record_drops();
-  report_refusals();
-  // Before anything reads the policies: a command changes them from this step on. Answered
-  // now rather than after the step: the decision is made, and the round trip stays within
-  // one step interval.
-  apply_commands();
-  if (control_.commands && !control_.acks.empty()) {
-    for (const auto& [ticket, ack] : control_.acks) control_.commands->reply(ticket, ack);
-    control_.acks.clear();
-  }
+  recording_.report_drops(events_, record_step_);
+  control_.report_refusals(publisher_.get(), events_, record_step_);
+  // Before anything reads the policies: a command changes them from this step on.
+  control_.take_commands(RemoteControl::Run{step_, options_, description_, dumps_, events_, publisher_.get()});
 }
 
 bool Probe::Impl::gradient_pass_due() const {
@@ -255,12 +248,8 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
 }
 
 void Probe::Impl::decide(const Reduction& r, StepOutcome& outcome) {
-  // A step scheduled by an at_step skip is taken off the schedule whether or not a "next
-  // updates" skip also covers it: either way it is skipped once.
-  const bool scheduled_skip = !control_.scheduled_skips.empty() && control_.scheduled_skips.erase(step_) > 0;
-  if (control_.skips_left > 0 || scheduled_skip) {
+  if (control_.skips(step_)) {
     // A remote skip holds whatever the gradients look like: the user asked for no update.
-    if (control_.skips_left > 0) --control_.skips_left;
     outcome.applied = false;
     outcome.skip_reason = "command";
   } else if (r.scaler_found_inf) {
@@ -280,21 +269,24 @@ Probe::Impl::DumpDue Probe::Impl::dump_due(const Reduction& r, bool take_request
   // The state the gradients were computed on, before this step's update touches it.
   const bool gradients_start = r.stats_ok && health_.blown_up() && !nonfinite_last_step_;
   if (options_.dump_on_nonfinite && (gradients_start || buffers_start) &&
-      (!dumps_.last_auto_step || record_step_ - *dumps_.last_auto_step >= options_.dump_nonfinite_every)) {
+      dumps_.automatic_allowed(record_step_)) {
     due.automatic = gradients_start ? RankVerdict::AutoDump::kNonfinite : RankVerdict::AutoDump::kNonfiniteBuffer;
   }
-  due.command = take_requested && control_.dump_requested;
+  due.command = take_requested && control_.dump_requested();
   return due;
 }
 
 void Probe::Impl::take_due_dump(const DumpDue& due) {
   if (!due.command && due.automatic == RankVerdict::AutoDump::kNone) return;
-  if (due.automatic != RankVerdict::AutoDump::kNone) dumps_.last_auto_step = record_step_;
+  if (due.automatic != RankVerdict::AutoDump::kNone) dumps_.took_automatic(record_step_);
   // With a sharded job's agreement a command another rank took is this rank's too, with no
   // request of its own to answer.
-  const std::optional<DumpRequest> request = due.command ? control_.dump_requested : std::nullopt;
-  take_dump(due.command ? "command" : dump_reason_of(due.automatic), request);
-  if (request) control_.dump_requested.reset();
+  const std::optional<DumpRequest> request = due.command ? control_.dump_requested() : std::nullopt;
+  const CheckpointDumps::Subject subject{*model_, *optimizer_, description_, publisher_.get(), control_.commands()};
+  CheckpointDumps::AgreeOnDump agree;
+  if (skip_agreement_) agree = [this](const std::string& refusal) { return agree_on_dump(refusal); };
+  dumps_.take(record_step_, due.command ? "command" : dump_reason_of(due.automatic), request, subject, agree, events_);
+  if (request) control_.dump_taken();
 }
 
 void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested, bool buffers_start) {
@@ -349,7 +341,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
         report_probe_error("reading the watched tensors", e.what(), "not measured this step");
       }
     }
-    record_.buffer_absmax = buffer_absmax_;
+    record_.buffer_absmax = buffers_.absmax();
     if (scaler_ && scaler_->enabled()) {
       // The step's own overflow: a deferred step's settles when the next step has begun, and
       // the caller's unscale_() of that next step may have found its own by then.
@@ -362,15 +354,15 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.cause = cause_ ? cause_->cause.kind : std::string();
     raise_events(outcome, r.stats_ok);
     record_.dropped = publisher_ ? publisher_->dropped() : 0;
-    record_.probe_errors = probe_errors_;
-    record_.record_dropped = recorder_ ? recorder_->dropped() : 0;
+    record_.probe_errors = events_.probe_errors();
+    record_.record_dropped = recording_.dropped();
     record_.stamp_unix_ns = unix_ns();
     record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_ + hook_us_;
     if (publisher_) {
-      for (size_t e = events_published_; e < events_.size(); ++e) publisher_->publish(events_[e]);
+      events_.publish_unpublished(*publisher_);
       publisher_->publish(record_);
     }
-    events_published_ = events_.size();
+    events_.mark_published();
   } catch (const std::exception& e) {
     report_probe_error("publishing the step's record", e.what(), "its record is lost; its events go with the next");
   }

@@ -114,14 +114,14 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       reducer_(params_, options_.measure_in_backward, swapped_parameters(*model_, params_)),
       order_(params_, swapped_parameters(*model_, params_)),
       layout_(parameters.params, parameter_sequence(*model_, optimizer_.get())),
+      description_(describe_run(parameters, options_)),
+      events_(options_.rank, description_.run_id, description_.model),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
-  description_ = describe_run(parameters, options_);
   try {
-    plan_buffers(float_buffers_of(*model_));
+    buffers_.plan(float_buffers_of(*model_), *model_, description_);
   } catch (const std::exception&) {
     // Attaching must not fail for a check of buffers: none are watched, and the next step
-    // tries again (follow_buffers), counted if it fails there.
-    buffers_ = ModelBuffers{};
+    // tries again (WatchedBuffers::follow), counted if it fails there.
   }
   reducer_.measure_updates_of(optimizer_.get());
   check_rank(options_);
@@ -129,9 +129,9 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
   check_layer_detail(options_);
   use_user_keys_by_default(options_);
   check_command_security(options_);
-  start_recording();
-  remove_stale_dumps();
-  if (!options_.endpoint.empty() || recorder_) {
+  recording_.start(options_, description_);
+  dumps_.remove_stale();
+  if (!options_.endpoint.empty() || recording_.recorder()) {
     PublisherOptions po;
     po.endpoint = options_.endpoint;
     po.queue_capacity = options_.queue_capacity;
@@ -144,8 +144,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       po.allowed_client_keys = options_.allowed_client_keys;
     }
     po.history_intents = history_intents_;
-    if (recorder_) {
-      FlightRecorder* recorder = recorder_.get();
+    if (FlightRecorder* recorder = recording_.recorder()) {
       po.tap = [recorder](const wire::Message& message, const FlightRecorder::Payload& payload) {
         recorder->record(message, payload);
       };
@@ -168,9 +167,8 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       co.history = [publisher] { return publisher->history(); };
       co.event_history = [publisher] { return publisher->event_history(); };
     }
-    control_.commands = std::make_unique<CommandServer>(co);
+    control_.listen(co);
   }
-  dumps_.writer = std::make_unique<CheckpointWriter>();
   step_ = options_.first_step;
   record_.rank = options_.rank;
   record_.run = description_.run_id;
@@ -189,13 +187,10 @@ Probe::Impl::~Impl() {
   // reported it, and there is no next step.
   try {
     settle_pending();
-    dumps_.writer->finish();
+    dumps_.finish();
     events_.clear();
-    events_published_ = 0;
-    report_finished_dumps();
-    if (publisher_) {
-      for (const auto& e : events_) publisher_->publish(e);
-    }
+    dumps_.report_finished(events_, record_step_);
+    if (publisher_) events_.publish_unpublished(*publisher_);
   } catch (const std::exception&) {
     // Ending the job must not throw; the dump itself is on disk (or its failure is lost).
   }
@@ -206,19 +201,18 @@ Probe::Impl::~Impl() {
   // the conversion to milliseconds.
   const double limit_secs =
       std::isfinite(options_.exit_flush_secs) ? std::clamp(options_.exit_flush_secs, 0.0, 3600.0) : 0.0;
-  const auto deadline = wait_for_clients(options_.endpoint, *publisher_, control_.commands.get(), *history_intents_,
+  const auto deadline = wait_for_clients(options_.endpoint, *publisher_, control_.commands(), *history_intents_,
                                          std::chrono::milliseconds(static_cast<int64_t>(limit_secs * 1000)));
-  if (control_.commands) control_.commands->finish(deadline);
+  control_.finish(deadline);
   publisher_->finish(deadline);
 }
 
 Probe::~Probe() = default;
 
 uint64_t Probe::Impl::dropped() const { return publisher_ ? publisher_->dropped() : 0; }
-std::string Probe::Impl::recording_path() const { return recorder_ ? recorder_->path() : std::string(); }
 std::string Probe::Impl::bound_endpoint() const { return publisher_ ? publisher_->bound_endpoint() : std::string(); }
 std::string Probe::Impl::bound_command_endpoint() const {
-  return control_.commands ? control_.commands->bound_endpoint() : std::string();
+  return control_.commands() ? control_.commands()->bound_endpoint() : std::string();
 }
 
 void Probe::use_scaler(GradScaler* scaler) { impl_->use_scaler(scaler); }

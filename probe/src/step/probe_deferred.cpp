@@ -25,7 +25,7 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   const bool scaler_active = scaler_ != nullptr && scaler_->enabled();
   if (scaler_active && (scaler_->unscaled() || scaler_out_of_step_)) return -1;
   if (options_.dump_on_nonfinite && !options_.skip_on_nonfinite) return -1;
-  if (control_.dump_requested) return -1;
+  if (control_.dump_requested()) return -1;
   // Weight norms without the update pass take a pass of their own, which waits; and the one
   // update pass, enqueued after the step, measures only layers it rebuilds on the device (a
   // layer another backend takes, frozen ones included, needs its snapshot before the step).
@@ -61,11 +61,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
   p.plan = plan;
   p.times = times;
   read_lrs(*optimizer_, p.lr, p.group_lrs);
-  const bool scheduled_skip = !control_.scheduled_skips.empty() && control_.scheduled_skips.erase(step_) > 0;
-  if (control_.skips_left > 0 || scheduled_skip) {
-    if (control_.skips_left > 0) --control_.skips_left;
-    p.command_skip = true;
-  }
+  p.command_skip = control_.skips(step_);
   bool stepped = p.command_skip;
   bool in_user_step = false;   // the user's optimizer's own exceptions are theirs: they propagate
   if (scaler_ != nullptr && scaler_->enabled()) p.scaler = scaler_;
@@ -187,7 +183,7 @@ void Probe::Impl::recover_deferred_step(const std::exception& e, PendingStep& p,
   failed.lost_mask = plan.mask;
   failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
   std::vector<wire::WatchStats> none;
-  collect_buffers();   // enqueued before this step's passes, so not lost with them
+  buffers_.collect(events_, record_step_);   // enqueued before this step's passes, so not lost with them
   classify_layers(p.plan, grad_passes_before);
   record(p.plan, failed, outcome, times, &none);
   last_settled_ = outcome;
@@ -276,8 +272,8 @@ void Probe::Impl::settle_pending() {
       watched.clear();
     }
   }
-  collect_buffers();
-  const bool buffers_start = buffers_turn_nonfinite();
+  buffers_.collect(events_, record_step_);
+  const bool buffers_start = buffers_.turn_nonfinite();
   record(p.plan, r, outcome, p.times, &watched);
   last_settled_ = outcome;
   // Buffers that turned non-finite in this step's forward pass are not the device verdict's

@@ -1,35 +1,12 @@
-// Probe::Impl's events: how one is added and published with its step, probe failures counted
-// and told, and the events a measured step raises (first non-finite gradient, watched tensor
-// or buffer, spike, skip).
+// Probe::Impl's events: what a step whose probe failed did (for its probe_error), the events a
+// measured step raises (first non-finite gradient, watched tensor or buffer, spike, skip), and
+// the telemetry subscribers' reset. They are kept and published by StepEvents (step_events.hpp).
 #include <cmath>
 #include <cstdio>
 
 #include "probe_impl.hpp"
 
 namespace keel::probe {
-
-void Probe::Impl::add_event(const std::string& kind, const std::string& layer, const std::string& detail,
-                            std::optional<int64_t> step) {
-  wire::Event e;
-  e.rank = options_.rank;
-  e.run = description_.run_id;
-  e.model = description_.model;
-  e.step = step.value_or(record_step_);
-  e.kind = kind;
-  e.layer = layer;
-  e.detail = detail;
-  e.stamp_unix_ns = unix_ns();
-  events_.push_back(std::move(e));
-}
-
-void Probe::Impl::report_probe_error(const std::string& what, const std::string& error,
-                                     const std::string& consequence, std::optional<int64_t> step) {
-  ++probe_errors_;
-  // Bounded: an exception's text can be anything (a CUDA message, a tensor's repr).
-  constexpr size_t kMaxError = 400;
-  const std::string shown = error.size() > kMaxError ? error.substr(0, kMaxError) + "..." : error;
-  add_event("probe_error", "", "keel failed " + what + ": " + shown + "; " + consequence, step);
-}
 
 std::string Probe::Impl::consequence_of(const StepOutcome& outcome) {
   if (outcome.applied) return "update applied as libtorch would";
@@ -52,7 +29,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     }
     const bool named = health_.layer != StepHealth::kNoLayer && !loss_first;
     add_event("first_nonfinite", cause_ ? cause_->layer : named ? names_[health_.layer] : std::string(), detail);
-    if (cause_) events_.back().cause = cause_->cause;
+    if (cause_) events_.last().cause = cause_->cause;
   }
   if (measured) nonfinite_last_step_ = health_.blown_up();
 
@@ -68,12 +45,8 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
   watch_nonfinite_last_step_ = watch_nonfinite;
 
   // Buffers not measured this step say nothing: the run of non-finite buffers neither starts nor ends.
-  if (!buffer_absmax_.empty()) {
-    const int first = first_nonfinite_buffer();
-    if (first >= 0 && !buffer_nonfinite_last_step_) {
-      add_event("nonfinite_buffer", watched_buffers_.names[static_cast<size_t>(first)], describe_nonfinite_buffers());
-    }
-    buffer_nonfinite_last_step_ = first >= 0;
+  if (const int first = buffers_.take_turned_nonfinite(); first >= 0) {
+    add_event("nonfinite_buffer", buffers_.watched().names[static_cast<size_t>(first)], buffers_.describe_nonfinite());
   }
 
   // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.
@@ -85,7 +58,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
               std::string(text) + (outcome.skip_reason == "spike" ? "update skipped"
                                    : options_.skip_on_spike ? "update not applied: " + outcome.skip_reason
                                                             : "policy skip_spike off: update applied"));
-    if (cause_) events_.back().cause = cause_->cause;
+    if (cause_) events_.last().cause = cause_->cause;
   }
   if (!outcome.applied) {
     std::string why = outcome.skip_reason;
@@ -96,6 +69,17 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     }
     add_event("skip", "", "update skipped: " + why);
   }
+}
+
+void Probe::Impl::report_subscription_resets() {
+  if (!publisher_) return;
+  const uint64_t resets = publisher_->subscription_resets();
+  if (resets == subscription_resets_seen_) return;
+  subscription_resets_seen_ = resets;
+  add_event("telemetry_reset", "",
+            "telemetry subscribers held more than " + std::to_string(PublisherOptions{}.max_subscriptions) +
+                " subscriptions (a client subscribing without bound): every telemetry connection was closed (" +
+                std::to_string(resets) + " time(s) so far); clients reconnect, and what was sent meanwhile shows as a gap");
 }
 
 }  // namespace keel::probe

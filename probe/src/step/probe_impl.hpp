@@ -1,58 +1,63 @@
-// Probe::Impl: the probe's state and the stages of its step, shared by the files that define
-// its members: probe_attach.cpp (the options checked, the plan, the sockets, the public
-// Probe's forwarding), probe.cpp (the step: reduce, decide, apply, record), probe_events.cpp
-// (the events a step raises), probe_buffers.cpp (the model's buffers watched),
-// probe_deferred.cpp (the deferred step of a CUDA device: decided there, settled a step later),
-// probe_control.cpp (commands from the dashboard, dumps, subscription resets),
-// probe_layout.cpp (the model changed after attach: its layers planned again) and
-// probe_agreement.cpp (a sharded job's ranks agree on each step's verdict).
-// Its state is private: the public Probe reaches it through the accessors of the public part,
-// and the remote control's state and the dumps' are one part each (Control, Dumps).
+// Probe::Impl: the owner of the probe's stages, and the step that runs them in order.
+//
+// Stages with a header of their own (each says what it owns, its threads, what it never does):
+//   stage            state it owns                                     thread       never
+//   StepEvents       the events not yet published and the last         training     blocks, syncs
+//   (step_events)    record's; the count of the probe's own failures
+//   RunRecording     the flight recorder (its writer thread), why the  training;    writes or waits
+//   (run_recording)  run is not recorded, the losses told              its thread   on the disk
+//   CheckpointDumps  the dump writer (its thread), finished results,   training;    writes a file or
+//   (checkpoint_     the automatic dump's step, the dump_max_count     its thread   waits for the
+//    dumps)          count, the stale-dump note                                     writer
+//   RemoteControl    the command server (its thread), commands taken   training;    waits for a client,
+//   (remote_control) and acks owed, skips left and scheduled, the      command      allocates while
+//                    dump asked for, refused clients                   thread       no command comes
+//   WatchedBuffers   the model's float buffers as planned, those       training     fails the step
+//   (watched_        watched, their pass and this step's max |b|,
+//    buffers)        the buffers' identities, the last step's NaN/Inf
+// Still Impl's own members, in the files that define them: layout (probe_layout.cpp: the
+// model followed, its layers planned again), reduce and decide (probe.cpp: the step's plan,
+// its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
+// on it; probe_origin.cpp: the closure's re-run), apply (probe.cpp: the optimizer's step, the
+// scaler's update, the update pass), record (probe.cpp: the step record and its values;
+// probe_events.cpp: the events a step raises), the deferred step of a CUDA device
+// (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp:
+// the options checked, the sockets, the public Probe's forwarding).
+// Its state is private: the public Probe reaches it through the accessors of the public part.
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "layout/backward_order.hpp"
-#include "reduce/buffer_reducer.hpp"
-#include "dump/checkpoint_writer.hpp"
-#include "transport/command_server.hpp"
 #include "transport/history_intents.hpp"
 #include "reduce/deferred_scalar.hpp"
 #include "keel/probe/optimizer_adapter.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/probe/trained_model.hpp"
 #include "reduce/layer_reducer.hpp"
-#include "layout/model_buffers.hpp"
 #include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
 #include "origin/rerun_point.hpp"
-#include "record/flight_recorder.hpp"
+#include "checkpoint_dumps.hpp"
+#include "probe_clock.hpp"
 #include "rank_verdict.hpp"
+#include "remote_control.hpp"
+#include "run_recording.hpp"
 #include "spike_detector.hpp"
 #include "step_cause.hpp"
+#include "step_events.hpp"
 #include "step_health.hpp"
+#include "watched_buffers.hpp"
 #include "reduce/watch_reducer.hpp"
 
 namespace keel::probe {
-
-using Clock = std::chrono::steady_clock;
-
-// Wall-clock time for records and events, in ns since the Unix epoch.
-inline int64_t unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-inline double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 // Which of `params` the model says a wrapper swaps the data of (TrainedModel::data_swapped):
 // empty when none does.
@@ -103,10 +108,10 @@ class Probe::Impl {
   const StepOutcome& last_settled() const { return last_settled_; }
   const wire::StepRecord& last_record() const { return record_; }
   const wire::RunDescription& description() const { return description_; }
-  const std::vector<wire::Event>& last_events() const { return events_; }
+  const std::vector<wire::Event>& last_events() const { return events_.all(); }
   const ProbeTiming& last_timing() const { return timing_; }
   uint64_t dropped() const;
-  std::string recording_path() const;
+  std::string recording_path() const { return recording_.path(); }
   std::string bound_endpoint() const;
   std::string bound_command_endpoint() const;
 
@@ -129,20 +134,7 @@ class Probe::Impl {
   // devices, types or shapes.
   bool tensors_left_to_walk_ = false;
   WatchReducer watches_;
-  // The model's floating-point buffers as they were planned (followed every step, like the
-  // parameters); those watched among them (finite when planned: a buffer that holds NaN/Inf
-  // from the start, an attention mask of -inf, is one by design), their pass, and this step's
-  // max |b| of each watched one once collected (empty: not measured). A buffer turning
-  // non-finite is an event and a dump, never a skip: the forward pass wrote it, and skipping
-  // the update cannot undo that.
-  ModelBuffers buffers_;
-  ModelBuffers watched_buffers_;
-  BufferReducer buffer_reducer_;
-  std::vector<float> buffer_absmax_;
-  // The floating buffers' identities (parameter_sequence) as buffers_ were planned, and as
-  // they are this step (reused; follow_layout's walk fills it for follow_buffers).
-  std::vector<const void*> planned_buffer_sequence_, buffer_sequence_;
-  bool buffer_nonfinite_last_step_ = false;
+  WatchedBuffers buffers_;   // the model's floating-point buffers, followed and measured
   GradScaler* scaler_ = nullptr;
   // A sharded job's ranks agree on each step's verdict through it (probe_agreement.cpp); empty
   // when the rank decides alone. verdict_words_: the words handed to it (reused), agreed_: what
@@ -151,48 +143,17 @@ class Probe::Impl {
   torch::Tensor verdict_words_;
   RankVerdict agreed_;
   wire::RunDescription description_;
+  StepEvents events_;   // after description_: they name its run and model
   // Before publisher_: destroyed after it, so the publisher's last drain is still recorded.
-  std::unique_ptr<FlightRecorder> recorder_;
-  // Why the run is not recorded, when record_dir asked for it: told once, at the first step.
-  std::string recording_failure_;
-  std::string stale_dumps_note_;   // remove_stale_dumps()'s, until the first step says it
+  RunRecording recording_;
   std::unique_ptr<Publisher> publisher_;
   // The history requests its clients announced, which the probe's end waits for (exit_flush.hpp).
   std::shared_ptr<HistoryIntents> history_intents_ = std::make_shared<HistoryIntents>();
-  // The remote control (probe_control.cpp): the commands taken at each step boundary, the
-  // acks they are owed, and the skips and dump they asked for.
-  struct DumpRequest {
-    uint64_t ticket = 0;
-    uint64_t command_id = 0;
-    std::string label;
-  };
-  struct Control {
-    std::unique_ptr<CommandServer> commands;
-    std::vector<PendingCommand> taken;                 // reused: no allocation while idle
-    std::vector<std::pair<uint64_t, wire::Ack>> acks;  // answered at this step's boundary
-    // A command (describe, policy) asked for the run's description to go out: sent once per
-    // step boundary however many asked, so a burst of them cannot crowd the records out of
-    // the publisher's queue.
-    bool describe_due = false;
-    int64_t skips_left = 0;                            // "skip" updates still to skip, from step_
-    std::set<int64_t> scheduled_skips;                 // steps an at_step "skip" named (bounded)
-    std::optional<DumpRequest> dump_requested;         // by command, taken at this step
-    std::optional<Clock::time_point> last_command_dump;
-    std::vector<AuthRefusal> refusals;                 // reused
-  };
-  // The dumps: their writer, what it finished since the last step, and what the caps count.
-  struct Dumps {
-    std::unique_ptr<CheckpointWriter> writer;
-    std::vector<CheckpointResult> results;             // reused
-    std::optional<int64_t> last_auto_step;
-    uint64_t next_token = 0;
-    // On disk or still with the writer, failures not counted (ProbeOptions::dump_max_count):
-    // two dumps in the writer at once must not pass the cap between them.
-    int64_t taken = 0;
-  };
-  Control control_;
+  // The remote control (remote_control.hpp): the commands taken at each step boundary, and the
+  // skips and dump they asked for.
+  RemoteControl control_;
   // After control_: destroyed first, it may still answer a dump's command while finishing.
-  Dumps dumps_;
+  CheckpointDumps dumps_{options_};
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
@@ -225,13 +186,8 @@ class Probe::Impl {
   // A deferred step's scaler update was lost (its settling failed): the next step's loss was
   // scaled by a value the host does not know, so that step ends as the scaler's overflow.
   bool scaler_out_of_step_ = false;
-  uint64_t probe_errors_ = 0;
   uint64_t subscription_resets_seen_ = 0;
-  uint64_t record_dropped_seen_ = 0;
-  std::optional<Clock::time_point> last_record_dropped_event_;
   wire::StepRecord record_;
-  std::vector<wire::Event> events_;
-  size_t events_published_ = 0;       // events_[0, this) went out with a record already
   int64_t record_step_ = 0;           // the step the record and events being made are of
   StepOutcome last_settled_ = [] {
     StepOutcome none;
@@ -312,29 +268,13 @@ class Probe::Impl {
   void begin_step();
   // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
   // layout is planned again and re-described, weights written since the last step make the
-  // weight snapshot stale. Its walk of the modules also reads the buffers for follow_buffers.
+  // weight snapshot stale. Its walk of the modules also reads the buffers for WatchedBuffers::follow.
   // `tensors_in_walk`: when the same tensors are in the same places, each one's device, type,
   // shape and values are left to this step's gradient walk (tensors_left_to_walk_).
   void follow_layout(bool tensors_in_walk);
   // The slow part of follow_layout: what changed, and the layers planned again for it.
   void follow_changed_layout();
   void replan(const ModelParameters& now, const std::string& what);
-  // Plans the buffers to watch among `all` (one pass over them, read at once: at attach and
-  // when the set changes). Throws what the pass throws, with nothing changed.
-  void plan_buffers(ModelBuffers all);
-  // The model's float buffers now: a changed set is planned again and re-described.
-  void follow_buffers();
-  // This step's buffer pass: started before the gradients' (so a device runs both at once),
-  // read into buffer_absmax_ before the step is recorded. A failure is counted and leaves
-  // the buffers unmeasured; it never touches the step.
-  void enqueue_buffers();
-  void collect_buffers();
-  // The first watched buffer (model order) whose max |b| this step is NaN/Inf, or -1.
-  int first_nonfinite_buffer() const;
-  // Whether this step's buffers hold a NaN/Inf and the last recorded step's did not.
-  bool buffers_turn_nonfinite() const;
-  // The nonfinite_buffer event's detail: which buffers, NaN or Inf, and what a skip cannot do.
-  std::string describe_nonfinite_buffers() const;
   // What the step measures, from the cadence and the policies; its frozen and unused layers
   // come after the gradient pass (classify_layers).
   StepPlan plan_step() const;
@@ -396,33 +336,19 @@ class Probe::Impl {
   double layer_value(wire::LayerMetric metric, size_t layer, bool applied) const;
   // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
   void raise_events(const StepOutcome& outcome, bool measured);
+  // An event (StepEvents::add), and a failure inside the probe (StepEvents::add_probe_error),
+  // of the step being recorded unless `step` says otherwise.
   void add_event(const std::string& kind, const std::string& layer, const std::string& detail,
-                 std::optional<int64_t> step = std::nullopt);
-  // A failure inside the probe: counted (the record's probe_errors) and told as a
-  // "probe_error" event: `what` failed with `error`, and `consequence` says what the step did.
+                 std::optional<int64_t> step = std::nullopt) {
+    events_.add(step.value_or(record_step_), kind, layer, detail);
+  }
   void report_probe_error(const std::string& what, const std::string& error, const std::string& consequence,
-                          std::optional<int64_t> step = std::nullopt);
+                          std::optional<int64_t> step = std::nullopt) {
+    events_.add_probe_error(step.value_or(record_step_), what, error, consequence);
+  }
   // What a step whose probe failed did, for its probe_error event.
   static std::string consequence_of(const StepOutcome& outcome);
-  void apply_commands();
-  std::optional<wire::Ack> apply_command(const PendingCommand& pending);
-  bool set_policy(const std::string& name, bool enable);
-  void take_dump(const std::string& reason, const std::optional<DumpRequest>& request);
-  // Why no dump may be taken now, whatever asks for it; empty when one may.
-  std::string dump_refusal() const;
-  // "dump" and "dump_failed" events for the dumps written since the last step, and once, the
-  // "dumps_cleaned" event of remove_stale_dumps().
-  void report_finished_dumps();
-  // At attach: removes the partial dumps in dump_dir whose writer process is gone
-  // (dump/stale_partial_dumps.hpp); stale_dumps_note_ says what for the first step's event.
-  void remove_stale_dumps();
   void report_subscription_resets();
-  // Starts the flight recorder (probe_record.cpp); recording_failure_ says why when it cannot.
-  void start_recording();
-  // "record_dropped" events: the recording could not start, or lost records since the last.
-  void report_record_drops();
-  // auth_refused events for the clients the command and telemetry sockets refused.
-  void report_refusals();
 };
 
 }  // namespace keel::probe

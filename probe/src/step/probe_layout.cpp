@@ -33,8 +33,8 @@ void Probe::Impl::follow_layout(bool tensors_in_walk) {
   tensors_left_to_walk_ = false;
   try {
     optimizer_->begin_step();
-    // One walk of the modules for the parameters and the buffers (follow_buffers reads it).
-    parameter_sequence(*model_, optimizer_.get(), sequence_, &buffer_sequence_);
+    // One walk of the modules for the parameters and the buffers (WatchedBuffers::follow reads it).
+    parameter_sequence(*model_, optimizer_.get(), sequence_, &buffers_.sequence());
     if (layout_.same_sequence(sequence_, params_.size())) {
       // Only while the layers are planned: a step that cannot reach the walk must try again here.
       if (tensors_in_walk && layout_error_.empty()) {

@@ -80,15 +80,16 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
     rerun_point_.restore();
     // The buffers that held a NaN or Inf when planned are so by design (a mask's -inf).
     std::vector<at::Tensor> by_design;
-    for (const torch::Tensor& b : buffers_.tensors) {
-      const auto& watched = watched_buffers_.tensors;
+    for (const torch::Tensor& b : buffers_.all().tensors) {
+      const auto& watched = buffers_.watched().tensors;
       const bool is_watched = std::any_of(watched.begin(), watched.end(),
                                           [&](const torch::Tensor& w) { return w.is_same(b); });
       if (!is_watched) by_design.push_back(b);
     }
     OriginTracer::NamedTensors parameters, buffers;
     for (size_t i = 0; i < params_.size(); ++i) parameters.emplace_back(names_[i], params_[i]);
-    for (size_t i = 0; i < buffers_.tensors.size(); ++i) buffers.emplace_back(buffers_.names[i], buffers_.tensors[i]);
+    const ModelBuffers& all = buffers_.all();
+    for (size_t i = 0; i < all.tensors.size(); ++i) buffers.emplace_back(all.names[i], all.tensors[i]);
     OriginTracer tracer(parameters, buffers, std::move(by_design));
     rerunning_ = true;
     struct Done {

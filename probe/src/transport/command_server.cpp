@@ -19,14 +19,14 @@ struct CommandServer::Socket {
 namespace {
 // How long the thread sleeps in poll when idle: bounds how late an ack leaves after the
 // training thread answered (the round-trip target is one step plus 5 ms).
-constexpr std::chrono::milliseconds kPollInterval{2};
+constexpr std::chrono::milliseconds kCommandPollInterval{2};
 // ZeroMQ drops a peer that sends a larger frame before we ever see it, so an abusive client
 // cannot make us buffer megabytes; between kMaxCommandBytes and this, we answer with an error.
 constexpr int64_t kMaxFrameBytes = 1 << 20;
 // Frames read of one request; the rest are drained and ignored (a request has 3).
 constexpr size_t kMaxFrames = 8;
 // Without finish()'s deadline, how long queued acks may still reach their clients.
-constexpr int kLingerMs = 200;
+constexpr int kAckLingerMs = 200;
 // How long a history reply's client may take nothing before the reply is cut short (its ack
 // says how many steps it got). The command thread serves everyone else meanwhile.
 constexpr std::chrono::milliseconds kHistoryStallTimeout{1000};
@@ -103,7 +103,7 @@ CommandServer::CommandServer(CommandServerOptions options)
                                             options_.refusal_report_interval);
       guard_->guard(s);
     }
-    s.set(zmq::sockopt::linger, kLingerMs);
+    s.set(zmq::sockopt::linger, kAckLingerMs);
     s.set(zmq::sockopt::maxmsgsize, kMaxFrameBytes);
     // An ack for a client that has gone away fails visibly instead of queueing forever.
     s.set(zmq::sockopt::router_mandatory, 1);
@@ -118,7 +118,7 @@ CommandServer::CommandServer(CommandServerOptions options)
   thread_ = std::thread([this] { run(); });
 }
 
-CommandServer::~CommandServer() { finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(kLingerMs)); }
+CommandServer::~CommandServer() { finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(kAckLingerMs)); }
 
 void CommandServer::finish(std::chrono::steady_clock::time_point deadline) {
   if (finished_) return;
@@ -379,7 +379,7 @@ void CommandServer::run() {
     try {
       zmq::pollitem_t items[3] = {{static_cast<void*>(s), 0, ZMQ_POLLIN, 0}};
       const size_t polled = 1 + (guard_ ? guard_->poll_items(items + 1) : 0);
-      zmq::poll(items, polled, kPollInterval);
+      zmq::poll(items, polled, kCommandPollInterval);
       if (guard_) guard_->service();
       receive_all();
       send_replies();

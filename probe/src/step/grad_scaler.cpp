@@ -1,8 +1,10 @@
+// GradScaler as the probe's step drives it: the scale and its update, on the host and deferred on
+// a device, and the verdicts the step hands it (keel/probe/grad_scaler.hpp). Its use alone with
+// a libtorch optimizer (unscale_, step) is the C++ front's: front/grad_scaler_libtorch.cpp.
 #include "keel/probe/grad_scaler.hpp"
 
 #include <cmath>
 #include <stdexcept>
-#include <vector>
 
 namespace keel::probe {
 
@@ -56,49 +58,6 @@ bool GradScaler::settle_device_update() {
   return device_found_inf_;
 }
 
-void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
-  if (!options_.enabled) return;
-  // A deferred step's update of the scale not yet settled: this step's loss was scaled by its
-  // result, not by the host's value. Read it now (a wait; reading found_inf below is one too).
-  if (device_update_pending_) settle_device_update();
-  if (unscaled_) return;
-  torch::NoGradGuard no_grad;
-  const float inv_scale = inv_scale_value();
-  bool found_inf = false;
-  std::vector<torch::Tensor> cuda_grads;
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& param : group.params()) {
-      auto& grad = param.mutable_grad();
-      if (!grad.defined()) continue;
-      if (grad.is_cuda()) {
-        cuda_grads.push_back(grad);
-        continue;
-      }
-      grad.mul_(inv_scale);
-      if (!found_inf && !torch::isfinite(grad).all().item<bool>()) found_inf = true;
-    }
-  }
-  if (!cuda_grads.empty()) {
-    const auto device = cuda_grads.front().device();
-    auto found = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device));
-    auto inv = torch::full({1}, inv_scale, torch::TensorOptions().dtype(torch::kFloat).device(device));
-    // ATen's fused unscale takes fp32, fp64 and fp16 only (bf16 throws "not implemented", seen
-    // on an H100): other gradients are unscaled one by one, their check folded into `found`.
-    std::vector<torch::Tensor> fused;
-    for (auto& grad : cuda_grads) {
-      if (grad.scalar_type() == torch::kFloat || grad.scalar_type() == torch::kDouble || grad.scalar_type() == torch::kHalf) {
-        fused.push_back(grad);
-      } else {
-        grad.mul_(inv);
-        found.add_(torch::isfinite(grad).logical_not().any().to(torch::kFloat).reshape({1}));
-      }
-    }
-    if (!fused.empty()) at::_amp_foreach_non_finite_check_and_unscale_(fused, found, inv);
-    found_inf = found_inf || found.item<float>() != 0.0f;
-  }
-  mark_unscaled(found_inf);
-}
-
 void GradScaler::load_state(float scale, int32_t growth_tracker) {
   if (device_update_pending_) throw std::logic_error("keel: GradScaler::load_state with a device update to settle");
   scale_ = scale;
@@ -147,17 +106,6 @@ void GradScaler::mark_probe_failed() {
 void GradScaler::take_agreed_verdict(bool found_inf, bool probe_failed) {
   mark_unscaled(found_inf);
   probe_failed_ = probe_failed;
-}
-
-bool GradScaler::step(torch::optim::Optimizer& optimizer) {
-  if (!options_.enabled) {
-    optimizer.step();
-    return true;
-  }
-  unscale_(optimizer);
-  if (found_inf_) return false;
-  optimizer.step();
-  return true;
 }
 
 void GradScaler::update() {
