@@ -1,5 +1,6 @@
 # The probe's layering, checked on its sources (cmake -P, with -DPROBE_SRC=<repo>/probe/src):
-#   transport <- dump,   transport <- layout,   cuda <- reduce,   everything <- step
+#   transport <- dump,   cuda <- reduce,   everything <- step
+# layout/ stands on keel/wire alone (the policies it describes are keel/wire/vocabulary.hpp's).
 # origin/ (the tracer of where a NaN was born, and the state a re-run starts from) stands alone,
 # and so does record/ (the flight recorder: keel_wire only, fed by the publisher through a tap).
 # The transport (publisher, command server, their CURVE guard) includes no torch, so it builds
@@ -23,7 +24,7 @@ set(probe_folders transport dump reduce layout step cuda origin record front)
 set(allowed_transport transport)
 set(allowed_dump dump transport)
 set(allowed_reduce reduce cuda)
-set(allowed_layout layout transport)
+set(allowed_layout layout)
 set(allowed_step step transport dump reduce layout cuda origin record)
 set(allowed_origin origin)
 set(allowed_record record)

@@ -8,8 +8,8 @@
 
 #include <torch/version.h>
 
-#include "transport/command_server.hpp"
 #include "keel/wire/codec.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "keel_version.hpp"
 #include "module_ranges.hpp"
 
@@ -53,9 +53,9 @@ std::string default_run_id() {
 
 std::vector<std::string> policies_on(const ProbeOptions& options) {
   std::vector<std::string> on;
-  if (options.skip_on_nonfinite) on.push_back(kPolicySkipNonfinite);
-  if (options.skip_on_spike) on.push_back(kPolicySkipSpike);
-  if (options.dump_on_nonfinite) on.push_back(kPolicyDumpNonfinite);
+  if (options.skip_on_nonfinite) on.push_back(wire::policy::kSkipNonfinite);
+  if (options.skip_on_spike) on.push_back(wire::policy::kSkipSpike);
+  if (options.dump_on_nonfinite) on.push_back(wire::policy::kDumpNonfinite);
   return on;
 }
 

@@ -5,6 +5,7 @@
 
 #include "dump/checkpoint_capture.hpp"
 #include "dump/stale_partial_dumps.hpp"
+#include "keel/wire/vocabulary.hpp"
 
 namespace keel::probe {
 
@@ -65,7 +66,7 @@ void CheckpointDumps::take(int64_t step, const std::string& reason, const std::o
     return;
   }
   if (error.empty()) error = "a dump is still being written";
-  events.add(step, "dump_failed", "", "dump (" + reason + ") at step " + std::to_string(step) + " not taken: " + error);
+  events.add(step, wire::event_kind::kDumpFailed, "", "dump (" + reason + ") at step " + std::to_string(step) + " not taken: " + error);
   CheckpointResult failed;
   failed.step = step;
   failed.error = error;
@@ -102,7 +103,7 @@ void CheckpointDumps::remove_stale() {
 
 void CheckpointDumps::report_finished(StepEvents& events, int64_t step) {
   if (!stale_note_.empty()) {
-    events.add(step, "dumps_cleaned", "", stale_note_);
+    events.add(step, wire::event_kind::kDumpsCleaned, "", stale_note_);
     stale_note_.clear();
   }
   if (!writer_->poll(results_)) return;
@@ -110,10 +111,10 @@ void CheckpointDumps::report_finished(StepEvents& events, int64_t step) {
     if (r.ok) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.2f", r.write_secs);
-      events.add(r.step, "dump", "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)");
+      events.add(r.step, wire::event_kind::kDump, "", "wrote " + r.path + " (" + std::to_string(r.bytes) + " bytes, " + secs + " s)");
     } else {
       --taken_;
-      events.add(r.step, "dump_failed", "", r.error);
+      events.add(r.step, wire::event_kind::kDumpFailed, "", r.error);
     }
   }
 }

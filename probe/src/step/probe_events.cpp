@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "keel/wire/vocabulary.hpp"
 #include "probe_impl.hpp"
 
 namespace keel::probe {
@@ -28,7 +29,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
                 "skipping on its own would leave the replicas apart";
     }
     const bool named = health_.layer != StepHealth::kNoLayer && !loss_first;
-    add_event("first_nonfinite", cause_ ? cause_->layer : named ? names_[health_.layer] : std::string(), detail);
+    add_event(wire::event_kind::kFirstNonfinite, cause_ ? cause_->layer : named ? names_[health_.layer] : std::string(), detail);
     if (cause_) events_.last().cause = cause_->cause;
   }
   if (measured) nonfinite_last_step_ = health_.blown_up();
@@ -37,7 +38,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
   for (const auto& w : record_.watches) {
     if (w.nonfinite == 0) continue;
     if (!watch_nonfinite && !watch_nonfinite_last_step_) {
-      add_event("first_nonfinite_watch", w.name,
+      add_event(wire::event_kind::kFirstNonfiniteWatch, w.name,
                 std::to_string(w.nonfinite) + " non-finite values in watched tensor " + w.name);
     }
     watch_nonfinite = true;
@@ -46,7 +47,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
 
   // Buffers not measured this step say nothing: the run of non-finite buffers neither starts nor ends.
   if (const int first = buffers_.take_turned_nonfinite(); first >= 0) {
-    add_event("nonfinite_buffer", buffers_.watched().names[static_cast<size_t>(first)], buffers_.describe_nonfinite());
+    add_event(wire::event_kind::kNonfiniteBuffer, buffers_.watched().names[static_cast<size_t>(first)], buffers_.describe_nonfinite());
   }
 
   // A non-finite norm is a spike to the policy, but its event would repeat first_nonfinite.
@@ -54,7 +55,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     char text[160];
     std::snprintf(text, sizeof text, "grad norm %.4g is %.1f sigma above the typical %.4g of the last %zu steps (log scale); ",
                   record_.grad_norm, spike_verdict_.z, spike_verdict_.mean_norm, spike_verdict_.compared_with);
-    add_event("spike", cause_ ? cause_->layer : std::string(),
+    add_event(wire::event_kind::kSpike, cause_ ? cause_->layer : std::string(),
               std::string(text) + (outcome.skip_reason == "spike" ? "update skipped"
                                    : options_.skip_on_spike ? "update not applied: " + outcome.skip_reason
                                                             : "policy skip_spike off: update applied"));
@@ -67,7 +68,7 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
       why += " (rank " + std::to_string(agreed_.rank) + " skipped it: " + skip_reason_of(agreed_.skip) +
              "; the ranks of a sharded job skip together)";
     }
-    add_event("skip", "", "update skipped: " + why);
+    add_event(wire::event_kind::kSkip, "", "update skipped: " + why);
   }
 }
 
@@ -76,7 +77,7 @@ void Probe::Impl::report_subscription_resets() {
   const uint64_t resets = publisher_->subscription_resets();
   if (resets == subscription_resets_seen_) return;
   subscription_resets_seen_ = resets;
-  add_event("telemetry_reset", "",
+  add_event(wire::event_kind::kTelemetryReset, "",
             "telemetry subscribers held more than " + std::to_string(PublisherOptions{}.max_subscriptions) +
                 " subscriptions (a client subscribing without bound): every telemetry connection was closed (" +
                 std::to_string(resets) + " time(s) so far); clients reconnect, and what was sent meanwhile shows as a gap");

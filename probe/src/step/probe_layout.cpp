@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "keel/wire/vocabulary.hpp"
 #include "probe_impl.hpp"
 #include "layout/parameter_sequence.hpp"
 #include "layout/run_description.hpp"
@@ -75,7 +76,7 @@ void Probe::Impl::follow_changed_layout() {
     // The same layers under other names besides their own: only the description changes.
     describe_layers(now, options_.layer_detail_above, description_);
     if (publisher_) publisher_->describe(description_);
-    add_event("layout_changed", "", "the model's parameters changed after the last step: " + renamed + "; the run is re-described");
+    add_event(wire::event_kind::kLayoutChanged, "", "the model's parameters changed after the last step: " + renamed + "; the run is re-described");
   }
   layout_error_.clear();
 }
@@ -101,7 +102,7 @@ void Probe::Impl::replan(const ModelParameters& now, const std::string& what) {
   snapshot_current_ = false;
   // In order with the records: a subscriber reads the new layers before the first record of them.
   if (publisher_) publisher_->describe(description_);
-  add_event("layout_changed", "",
+  add_event(wire::event_kind::kLayoutChanged, "",
             "the model's parameters changed after the last step: " + what + "; its " +
                 std::to_string(params_.size()) + " layers are measured as they are now, and the run is re-described");
 }

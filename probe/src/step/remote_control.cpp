@@ -1,5 +1,6 @@
 #include "remote_control.hpp"
 
+#include "keel/wire/vocabulary.hpp"
 #include "layout/run_description.hpp"
 
 namespace keel::probe {
@@ -38,7 +39,7 @@ std::optional<wire::Ack> RemoteControl::apply(const PendingCommand& pending, con
   const wire::Command& command = pending.command;
   wire::Ack ack;
   ack.id = command.id;
-  if (command.kind == "skip" && command.at_step >= 0) {
+  if (command.kind == wire::command_kind::kSkip && command.at_step >= 0) {
     // Every rank of a data-parallel job is sent the same steps; a rank that can no longer skip
     // them says so rather than skip others (its replica would diverge either way, and the
     // dashboard shows which rank refused).
@@ -59,7 +60,7 @@ std::optional<wire::Ack> RemoteControl::apply(const PendingCommand& pending, con
     for (int64_t s = command.at_step; s < command.at_step + command.count; ++s) scheduled_skips_.insert(s);
     ack.step = command.at_step;
     ack.count = command.count;
-  } else if (command.kind == "skip") {
+  } else if (command.kind == wire::command_kind::kSkip) {
     if (skips_left_ + command.count > kMaxSkipCount) {
       ack.error = "skip would leave " + std::to_string(skips_left_ + command.count) +
                   " updates pending, more than " + std::to_string(kMaxSkipCount);
@@ -69,7 +70,7 @@ std::optional<wire::Ack> RemoteControl::apply(const PendingCommand& pending, con
     ack.step = step + skips_left_;
     ack.count = command.count;
     skips_left_ += command.count;
-  } else if (command.kind == "dump") {
+  } else if (command.kind == wire::command_kind::kDump) {
     const auto now = Clock::now();
     if (dump_requested_) {
       ack.error = "a dump is already requested at step " + std::to_string(step);
@@ -92,16 +93,16 @@ std::optional<wire::Ack> RemoteControl::apply(const PendingCommand& pending, con
     last_command_dump_ = now;
     dump_requested_ = DumpRequest{pending.ticket, command.id, sanitize_label(command.label)};
     return std::nullopt;
-  } else if (command.kind == "policy") {
+  } else if (command.kind == wire::command_kind::kPolicy) {
     if (!set_policy(command.policy, command.enable, run)) {
       ack.error = "unknown policy \"" + command.policy + "\"";
       return ack;
     }
     ack.step = step;
-    run.events.add(step, "policy", "",
+    run.events.add(step, wire::event_kind::kPolicy, "",
                    command.policy + (command.enable ? " on" : " off") + " from step " + std::to_string(step) +
                        " (command " + std::to_string(command.id) + ")");
-  } else if (command.kind == "describe") {
+  } else if (command.kind == wire::command_kind::kDescribe) {
     describe_due_ = true;
     ack.step = step;
   } else {
@@ -113,11 +114,11 @@ std::optional<wire::Ack> RemoteControl::apply(const PendingCommand& pending, con
 }
 
 bool RemoteControl::set_policy(const std::string& name, bool enable, const Run& run) {
-  if (name == kPolicySkipNonfinite) {
+  if (name == wire::policy::kSkipNonfinite) {
     run.options.skip_on_nonfinite = enable;
-  } else if (name == kPolicySkipSpike) {
+  } else if (name == wire::policy::kSkipSpike) {
     run.options.skip_on_spike = enable;
-  } else if (name == kPolicyDumpNonfinite) {
+  } else if (name == wire::policy::kDumpNonfinite) {
     run.options.dump_on_nonfinite = enable;
   } else {
     return false;
@@ -136,11 +137,11 @@ void RemoteControl::report_refusals(Publisher* publisher, StepEvents& events, in
           "refused " + std::to_string(r.attempts) + " " + socket + " connection attempt(s) ";
       if (r.client_key.empty() && r.address.rfind("(handshake", 0) == 0) {
         // A client with the wrong server key (another user's own) or none fails before ZAP.
-        events.add(step, "auth_refused", "",
+        events.add(step, wire::event_kind::kAuthRefused, "",
                    attempts + "that failed the CURVE handshake: the client does not hold this run's key (another "
                               "user, or keys meant for another run)");
       } else {
-        events.add(step, "auth_refused", "",
+        events.add(step, wire::event_kind::kAuthRefused, "",
                    attempts + "from " + r.address + " with client key " +
                        (r.client_key.empty() ? "(none)" : r.client_key) + ": not on the allowed list");
       }

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "keel/wire/codec.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "record/recording_path.hpp"
 
 namespace keel::probe {
@@ -47,7 +48,7 @@ void RunRecording::start(const ProbeOptions& options, wire::RunDescription& desc
 
 void RunRecording::report_drops(StepEvents& events, int64_t step) {
   if (!failure_.empty()) {
-    events.add(step, "record_dropped", "",
+    events.add(step, wire::event_kind::kRecordDropped, "",
                "this run is not recorded: " + failure_ + " (ProbeOptions::record_dir; \"\" turns recording off)");
     failure_.clear();
     return;
@@ -58,7 +59,7 @@ void RunRecording::report_drops(StepEvents& events, int64_t step) {
   const auto now = Clock::now();
   if (last_dropped_event_ && now - *last_dropped_event_ < kRecordDroppedInterval) return;
   last_dropped_event_ = now;
-  events.add(step, "record_dropped", "",
+  events.add(step, wire::event_kind::kRecordDropped, "",
              std::to_string(dropped - dropped_told_) + " message(s) could not be written to " + recorder_->path() +
                  " (" + std::to_string(dropped) + " so far): " + recorder_->failure() +
                  "; training goes on, and the recording has a gap");

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "keel/wire/vocabulary.hpp"
 #include "probe_clock.hpp"
 
 namespace keel::probe {
@@ -28,7 +29,7 @@ void StepEvents::add_probe_error(int64_t step, const std::string& what, const st
   // Bounded: an exception's text can be anything (a CUDA message, a tensor's repr).
   constexpr size_t kMaxError = 400;
   const std::string shown = error.size() > kMaxError ? error.substr(0, kMaxError) + "..." : error;
-  add(step, "probe_error", "", "keel failed " + what + ": " + shown + "; " + consequence);
+  add(step, wire::event_kind::kProbeError, "", "keel failed " + what + ": " + shown + "; " + consequence);
 }
 
 void StepEvents::drop_published() {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "keel/wire/vocabulary.hpp"
 #include "layout/parameter_sequence.hpp"
 
 namespace keel::probe {
@@ -41,7 +42,7 @@ void WatchedBuffers::follow(TrainedModel& model, wire::RunDescription& descripti
     const size_t before = watched_.names.size();
     plan(std::move(now), model, description);
     if (publisher) publisher->describe(description);
-    events.add(step, "layout_changed", "",
+    events.add(step, wire::event_kind::kLayoutChanged, "",
               "the model's floating-point buffers changed after the last step (" + std::to_string(before) +
                   " watched before, " + std::to_string(watched_.names.size()) +
                   " now); they are measured as they are now, and the run is re-described");

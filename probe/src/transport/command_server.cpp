@@ -8,6 +8,7 @@
 
 #include "keel/probe/attach_error.hpp"
 #include "keel/wire/codec.hpp"
+#include "keel/wire/vocabulary.hpp"
 
 namespace keel::probe {
 
@@ -55,7 +56,7 @@ std::string check_command(const wire::Command& command, int32_t rank) {
   if (command.rank != -1 && command.rank != rank) {
     return "command is for rank " + std::to_string(command.rank) + ", this probe is rank " + std::to_string(rank);
   }
-  if (command.kind == "skip") {
+  if (command.kind == wire::command_kind::kSkip) {
     if (command.count < 1 || command.count > kMaxSkipCount) {
       return "skip count must be between 1 and " + std::to_string(kMaxSkipCount) + ", got " +
              std::to_string(command.count);
@@ -65,29 +66,29 @@ std::string check_command(const wire::Command& command, int32_t rank) {
     }
     return {};
   }
-  if (command.kind == "policy") {
-    if (command.policy != kPolicySkipNonfinite && command.policy != kPolicySkipSpike &&
-        command.policy != kPolicyDumpNonfinite) {
-      return "unknown policy \"" + command.policy.substr(0, 64) + "\" (known: " + kPolicySkipNonfinite + ", " +
-             kPolicySkipSpike + ", " + kPolicyDumpNonfinite + ")";
+  if (command.kind == wire::command_kind::kPolicy) {
+    std::string known;
+    for (const char* name : wire::kPolicyNames) {
+      if (command.policy == name) return {};
+      known += (known.empty() ? "" : ", ") + std::string(name);
     }
-    return {};
+    return "unknown policy \"" + command.policy.substr(0, 64) + "\" (known: " + known + ")";
   }
-  if (command.kind == "dump") {
+  if (command.kind == wire::command_kind::kDump) {
     if (command.label.size() > kMaxLabelBytes) {
       return "dump label of " + std::to_string(command.label.size()) + " bytes exceeds the limit of " +
              std::to_string(kMaxLabelBytes);
     }
     return {};
   }
-  if (command.kind == "history") {
+  if (command.kind == wire::command_kind::kHistory) {
     if (command.count < 1 || command.count > kMaxHistoryCount) {
       return "history count must be between 1 and " + std::to_string(kMaxHistoryCount) + ", got " +
              std::to_string(command.count);
     }
     return {};
   }
-  if (command.kind == "describe") return {};
+  if (command.kind == wire::command_kind::kDescribe) return {};
   return "unknown command kind \"" + command.kind.substr(0, 64) +
          "\" (expected skip, dump, policy, history or describe)";
 }
@@ -310,7 +311,7 @@ void CommandServer::handle(std::vector<std::string>& frames) {
   }
   refusal.id = command->id;
   refusal.error = check_command(*command, options_.rank);
-  if (command->kind == "history") {
+  if (command->kind == wire::command_kind::kHistory) {
     // History needs no model state: answered here, whatever the training loop does.
     if (refusal.error.empty()) {
       start_history(identity, *command);

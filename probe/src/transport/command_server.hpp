@@ -48,10 +48,6 @@ inline constexpr int64_t kMaxSkipCount = 10000;
 // How far ahead an at_step skip may be scheduled: a typo of a few digits is refused, not
 // kept for days.
 inline constexpr int64_t kMaxSkipLead = 1000000;
-// Policies a `policy` command may switch.
-inline constexpr const char* kPolicySkipNonfinite = "skip_nonfinite";
-inline constexpr const char* kPolicySkipSpike = "skip_spike";
-inline constexpr const char* kPolicyDumpNonfinite = "dump_nonfinite";
 // Largest `count` of a history request (all of any ring the probe can be configured with).
 inline constexpr int64_t kMaxHistoryCount = int64_t{1} << 20;
 // History answers in progress at once; another request is refused as busy.
