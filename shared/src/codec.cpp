@@ -27,9 +27,8 @@ class Encoder {
 
   void map(uint32_t entries) { packer_.pack_map(entries); }
   void array(uint32_t items) { packer_.pack_array(items); }
-  void key(const char* name) {
-    const size_t size = std::strlen(name);
-    packer_.pack_str(static_cast<uint32_t>(size));
+  void key(const char* name, uint32_t size) {
+    packer_.pack_str(size);
     packer_.pack_str_body(name, size);
   }
   void str(const std::string& value) {
@@ -98,7 +97,7 @@ struct FieldWriter {
   template <typename T>
   void operator()(const Field<T>& f) const {
     if (!f.written) return;
-    e.key(f.name);
+    e.key(f.name, f.name_size);
     write_value(e, *f.value);
   }
 };
@@ -149,9 +148,9 @@ void encode_message(Encoder& e, const M& m, const char* type) {
   uint32_t header = 2;   // v, type
   for_each_header_field(m, [&header](const auto& f) { header += f.written ? 1 : 0; });
   e.map(header + written_fields(m));
-  e.key("v");
+  e.key("v", 1);
   e.uint(kProtocolVersion);
-  e.key("type");
+  e.key("type", 4);
   e.str(type);
   for_each_header_field(m, FieldWriter{e});
   for_each_field(m, FieldWriter{e});

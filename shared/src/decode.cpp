@@ -199,9 +199,18 @@ class MapReader {
   const msgpack::object_map* map_ = nullptr;
 };
 
-std::string item_name(const std::string& key, uint32_t index) {
-  return key + "[" + std::to_string(index) + "]";
-}
+// A field's full name as errors print it ("layers[3].shape[1]"), built only when one is: a
+// valid message, the common case, builds none.
+struct FieldName {
+  const MapReader& map;
+  const char* key;
+  int64_t index = -1;   // an array's item, or -1 for the field itself
+  std::string str() const {
+    std::string name = map.name(key);
+    if (index >= 0) name += "[" + std::to_string(index) + "]";
+    return name;
+  }
+};
 
 // A bin of little-endian float32 (its size a multiple of 4, checked by the caller) into `out`.
 void copy_floats(const msgpack::object& block, std::vector<float>& out) {
@@ -234,14 +243,13 @@ template <typename T>
 void read_fields(MapReader& r, T& m);
 
 // Reads one field's value by its C++ type (message_fields.hpp says how each type travels).
-// `r` is the map holding the field; `name` is the field's full name for errors, with the
-// index of an array item ("layers[3]"), the way MapReader::name writes it.
+// `r` is the map holding the field; `name` names it, or one of its items, in errors.
 class ValueReader {
  public:
   ValueReader(MapReader& r, std::string& error) : r_(r), error_(error) {}
 
   template <typename T>
-  void read(const Field<T>& f, const msgpack::object& o, const std::string& name, T& out) {
+  void read(const Field<T>& f, const msgpack::object& o, const FieldName& name, T& out) {
     if constexpr (std::is_same_v<T, std::vector<float>>) {
       read_block(f.block, o, name, out);
     } else if constexpr (is_vector_v<T>) {
@@ -258,12 +266,12 @@ class ValueReader {
           return;
         }
       }
-      Field<typename T::value_type> inner{f.name, &value};
+      Field<typename T::value_type> inner{f.name, f.name_size, &value};
       inner.max_items = f.max_items;
       read(inner, o, name, value);
       out = std::move(value);
     } else if constexpr (has_fields_v<T>) {
-      MapReader nested(error_, o, name);
+      MapReader nested(error_, o, name.str());
       if (nested.ok()) read_fields(nested, out);
     } else {
       std::string why;
@@ -272,10 +280,10 @@ class ValueReader {
   }
 
  private:
-  void fail(const std::string& name, const std::string& why) { r_.fail("field \"" + name + "\" " + why); }
+  void fail(const FieldName& name, const std::string& why) { r_.fail("field \"" + name.str() + "\" " + why); }
 
   template <typename T>
-  void read_array(const Field<T>& f, const msgpack::object& o, const std::string& name, T& out) {
+  void read_array(const Field<T>& f, const msgpack::object& o, const FieldName& name, T& out) {
     if (o.type != msgpack::type::ARRAY) {
       fail(name, "is " + type_name(o) + ", expected an array");
       return;
@@ -288,12 +296,12 @@ class ValueReader {
     using Item = typename T::value_type;
     out.resize(o.via.array.size);
     for (uint32_t i = 0; i < o.via.array.size && r_.ok(); ++i) {
-      Field<Item> item{f.name, &out[i]};
-      read(item, o.via.array.ptr[i], item_name(name, i), out[i]);
+      Field<Item> item{f.name, f.name_size, &out[i]};
+      read(item, o.via.array.ptr[i], FieldName{name.map, name.key, i}, out[i]);
     }
   }
 
-  void read_block(FloatBlock block, const msgpack::object& o, const std::string& name, std::vector<float>& out) {
+  void read_block(FloatBlock block, const msgpack::object& o, const FieldName& name, std::vector<float>& out) {
     if (o.type != msgpack::type::BIN) {
       fail(name, "is " + type_name(o) + ", expected a binary block of little-endian float32");
       return;
@@ -318,7 +326,7 @@ struct FieldReader {
   void operator()(const Field<T>& f) const {
     const msgpack::object* value = r.find(f.name, f.required);
     if (!value) return;
-    ValueReader(r, error).read(f, *value, r.name(f.name), *f.value);
+    ValueReader(r, error).read(f, *value, FieldName{r, f.name}, *f.value);
   }
 };
 

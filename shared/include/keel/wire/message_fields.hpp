@@ -47,6 +47,7 @@ enum class FloatBlock : uint8_t {
 template <typename T>
 struct Field {
   const char* name;
+  uint32_t name_size;             // strlen(name), known at compile time
   T* value;
   bool required = false;          // a decoder rejects a message without it
   Presence presence = Presence::kAlways;
@@ -106,9 +107,9 @@ struct Field {
   static bool has_content(const std::optional<U>& v) { return v.has_value(); }
 };
 
-template <typename T>
-Field<T> field(const char* name, T& value) {
-  return Field<T>{name, &value};
+template <typename T, size_t N>
+Field<T> field(const char (&name)[N], T& value) {
+  return Field<T>{name, N - 1, &value};
 }
 
 // `Same` is M with its const dropped: each table below takes its message const or not.
