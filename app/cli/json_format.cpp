@@ -60,7 +60,7 @@ Json layer_json(const wire::StepRecord& step, uint32_t layer, const LayerNames& 
     if (step.metric_block(metric) < 0) continue;
     const float value = step.layer_value(metric, layer);
     // A count travels as float32 with the other metrics; print it as the integer it is.
-    if (metric == wire::LayerMetric::kGradNonfinite && std::isfinite(value)) {
+    if (wire::is_count(metric) && std::isfinite(value)) {
       out[wire::layer_metric_name(metric)] = static_cast<int64_t>(std::llround(value));
     } else {
       out[wire::layer_metric_name(metric)] = json_number(value);
@@ -82,7 +82,7 @@ Json modules_json(const wire::StepRecord& step, const LayerNames& names) {
       const size_t at = size_t(block) * step.module_count + k;
       if (block < 0 || at >= step.module_values.size()) continue;
       const float value = step.module_values[at];
-      if (metric == wire::LayerMetric::kGradNonfinite && std::isfinite(value)) {
+      if (wire::is_count(metric) && std::isfinite(value)) {
         entry[wire::layer_metric_name(metric)] = static_cast<int64_t>(std::llround(value));
       } else {
         entry[wire::layer_metric_name(metric)] = json_number(value);

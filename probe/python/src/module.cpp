@@ -100,6 +100,15 @@ py::dict event_of(const keel::wire::Event& e) {
 PYBIND11_MODULE(_probe, m) {
   m.doc() = "keel's probe core (use keel.Probe)";
   m.attr("built_with_torch") = TORCH_VERSION;
+  // The per-layer metrics in ProbeOptions.cadence's order (one entry each), and those read from
+  // the gradient: a cadence is built from these names, never from positions.
+  py::list metric_names, gradient_metric_names;
+  for (const keel::wire::LayerMetricInfo& info : keel::wire::kLayerMetrics) {
+    metric_names.append(info.name);
+    if (keel::wire::is_gradient_metric(info.metric)) gradient_metric_names.append(info.name);
+  }
+  m.attr("layer_metric_names") = metric_names;
+  m.attr("gradient_metric_names") = gradient_metric_names;
 
   static py::exception<keel::probe::AttachError> attach_error(m, "AttachError", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
