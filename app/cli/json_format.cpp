@@ -20,7 +20,7 @@ Json non_finite(double value) {
 
 Json metric_value(wire::LayerMetric metric, float value) {
   // A count travels as float32 with the other metrics; print it as the integer it is.
-  if (metric == wire::LayerMetric::kGradNonfinite && std::isfinite(value)) return static_cast<int64_t>(std::llround(value));
+  if (wire::is_count(metric) && std::isfinite(value)) return static_cast<int64_t>(std::llround(value));
   return json_number(value);
 }
 

@@ -65,9 +65,8 @@ void add_options(CLI::App& cli, Options& options) {
   cli.add_option("--rank", options.rank, "show this rank's run (with one --connect per rank; default: the lowest)")
       ->check(CLI::NonNegativeNumber);
   std::vector<std::string> heat_metric_names;
-  for (int m = 0; m < keel::app::ui::kHeatMetricCount; ++m) {
-    const auto metric = keel::app::ui::HeatMetric(m);
-    heat_metric_names.push_back(keel::wire::info_of(keel::app::ui::layer_metric_of(metric)).name);
+  for (const keel::wire::LayerMetric metric : keel::wire::kHeatmapMetrics) {
+    heat_metric_names.push_back(keel::wire::info_of(metric).name);
   }
   cli.add_option("--heat-metric", options.heat_metric,
                  "start the heatmap and the ranks strip on this per-layer metric (default grad_norm)")

@@ -30,9 +30,15 @@ float value_of(const RunModel& run, size_t layer, LayerMetric metric, int64_t st
   return value;
 }
 
+// The element count of `layer` on one rank: 0 where the rank holds none of it.
+double numel_of(const RunModel& run, size_t layer) {
+  const auto& layers = run.description().layers;
+  return layer < layers.size() ? static_cast<double>(layers[layer].numel) : 0.0;
+}
+
 float combine(const std::vector<const RunModel*>& runs, size_t layer, LayerMetric metric, int64_t step) {
-  switch (metric) {
-    case LayerMetric::kGradNorm: {
+  switch (wire::info_of(metric).shards) {
+    case wire::ShardCombine::kRootSumSquares: {
       double sumsq = 0;
       for (const RunModel* run : runs) {
         const double v = value_of(*run, layer, metric, step);
@@ -40,7 +46,7 @@ float combine(const std::vector<const RunModel*>& runs, size_t layer, LayerMetri
       }
       return static_cast<float>(std::sqrt(sumsq));   // NaN and Inf carry through
     }
-    case LayerMetric::kGradAbsmax: {
+    case wire::ShardCombine::kMax: {
       float largest = 0;
       for (const RunModel* run : runs) {
         const float v = value_of(*run, layer, metric, step);
@@ -49,18 +55,26 @@ float combine(const std::vector<const RunModel*>& runs, size_t layer, LayerMetri
       }
       return largest;
     }
-    case LayerMetric::kGradZeroFrac: {
-      double zeros = 0, elements = 0;
+    case wire::ShardCombine::kSum: {
+      double sum = 0;
+      for (const RunModel* run : runs) sum += value_of(*run, layer, metric, step);
+      return static_cast<float>(sum);
+    }
+    case wire::ShardCombine::kMeanByNumel: {
+      double weighted = 0, elements = 0;
       for (const RunModel* run : runs) {
-        const auto& layers = run->description().layers;
-        const double numel = layer < layers.size() ? static_cast<double>(layers[layer].numel) : 0.0;
-        if (numel <= 0) continue;   // a rank holding none of the layer
-        zeros += value_of(*run, layer, metric, step) * numel;
+        const double numel = numel_of(*run, layer);
+        if (numel <= 0) continue;
+        weighted += value_of(*run, layer, metric, step) * numel;
         elements += numel;
       }
-      return elements > 0 ? static_cast<float>(zeros / elements) : 0.0f;
+      return elements > 0 ? static_cast<float>(weighted / elements) : 0.0f;
     }
-    case LayerMetric::kUpdateRatio: {
+    case wire::ShardCombine::kUpdateOverWeights: {
+      // |dW| / |W| of the whole layer, |dW_r| being the shard's ratio times its param_norm: 0
+      // where the weights' norm is 0 (as the probe sends a layer's). A shard whose weights'
+      // norm is 0 has its |dW| on no wire and adds nothing, but a non-finite ratio of any shard
+      // makes the layer's non-finite.
       double update_sumsq = 0, weight_sumsq = 0;
       for (const RunModel* run : runs) {
         const double ratio = value_of(*run, layer, metric, step);
@@ -72,8 +86,6 @@ float combine(const std::vector<const RunModel*>& runs, size_t layer, LayerMetri
       if (!std::isfinite(weight_sumsq) || !std::isfinite(update_sumsq)) return std::numeric_limits<float>::quiet_NaN();
       return weight_sumsq > 0 ? static_cast<float>(std::sqrt(update_sumsq / weight_sumsq)) : 0.0f;
     }
-    default:
-      break;   // not held (JobLayerValues::kMetrics): never asked
   }
   return std::numeric_limits<float>::quiet_NaN();
 }
@@ -97,7 +109,10 @@ bool combine_job_layers(const std::vector<const RunModel*>& runs, int64_t step, 
   for (size_t m = 0; m < static_cast<size_t>(wire::kLayerMetricCount); ++m) {
     const auto metric = static_cast<LayerMetric>(m);
     if (!JobLayerValues::holds(metric) || !every_rank_sent(runs, metric, step)) continue;
-    if (metric == LayerMetric::kUpdateRatio && !every_rank_sent(runs, LayerMetric::kParamNorm, step)) continue;
+    if (wire::info_of(metric).shards == wire::ShardCombine::kUpdateOverWeights &&
+        !every_rank_sent(runs, LayerMetric::kParamNorm, step)) {
+      continue;
+    }
     out.mask |= wire::bit_of(metric);
     std::vector<float>& values = out.values[m];
     values.resize(layers);

@@ -7,10 +7,11 @@
 // by metric). Model stores a step here once every rank's current run holds that step's
 // per-layer values (a step sent as module rollups has none: the job's layers have no value
 // there), and the ranks strip shows the heatmap's metric as the job's row.
-// Memory: one series per layer for each metric the strip can show (kMetrics, four of the six),
+// Memory: one series per layer for each metric the strip can show (kMetrics, the heatmap's),
 // each sized as a run's (the run's share of the budget over its layers and kLayerMetricCount):
-// two thirds of one run's layers, or the smallest series (442 bytes) per metric and layer where
-// that is more (past about 38,000 layers at the default budget: 84 MB at 50,000 layers).
+// as much as a run's layers hold of those metrics, or the smallest series (442 bytes) per metric
+// and layer where that is more (where layers times kLayerMetricCount passes about 230,000 at the
+// default budget: 21 MB per metric held at 50,000 layers).
 // Threads: the model's owner thread, as Model.
 // Never: throws.
 #pragma once
@@ -35,10 +36,12 @@ struct JobLayerStep {
 
 class JobLayerValues {
  public:
-  // The metrics combined and kept: the heatmap's (ui::HeatMetric), which the ranks strip shows.
-  static constexpr uint32_t kMetrics =
-      wire::bit_of(wire::LayerMetric::kGradNorm) | wire::bit_of(wire::LayerMetric::kGradAbsmax) |
-      wire::bit_of(wire::LayerMetric::kGradZeroFrac) | wire::bit_of(wire::LayerMetric::kUpdateRatio);
+  // The metrics combined and kept: the heatmap's (wire::kHeatmapMetrics), which the ranks strip shows.
+  static constexpr uint32_t kMetrics = [] {
+    uint32_t mask = 0;
+    for (const wire::LayerMetric metric : wire::kHeatmapMetrics) mask |= wire::bit_of(metric);
+    return mask;
+  }();
   static constexpr bool holds(wire::LayerMetric metric) { return (kMetrics & wire::bit_of(metric)) != 0; }
 
   explicit JobLayerValues(const ModelConfig& config) : config_(config) {}

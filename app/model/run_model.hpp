@@ -187,7 +187,7 @@ class RunModel {
 
   // --- Modules (module_tree.hpp), for folding: each module's layers folded into one value per
   // step and metric. At each step a module's value is the largest of its layers' (their sum for
-  // kGradNonfinite, a count), or, when any of them is non-finite, that non-finite value (a NaN
+  // a count: wire::ModuleRollup), or, when any of them is non-finite, that non-finite value (a NaN
   // before an Inf): a folded module's row shows its worst layer and never averages a NaN away.
   // Layers without a sample of the step (no gradient) are left out; a module none of whose
   // layers has one gets none either. The tree follows the layer names (describe(), and layers
@@ -234,7 +234,7 @@ class RunModel {
   const SeriesHistory& module_series(size_t module, wire::LayerMetric metric) const;
   // A module's cells over the grid's columns, into out[0 .. grid.columns()), from its series or
   // merged from its layers. Either way a cell's max is the worst value of its layers over the
-  // cell's steps (their sum for kGradNonfinite: exact for a cell of one step, at most the sum
+  // cell's steps (their sum for a count: exact for a cell of one step, at most the sum
   // of each layer's worst over a wider one), and a non-finite value of any of them flags the
   // cell. Merged, a cell's min is the largest of its layers' minima (exact for a cell of one
   // step). Allocates only the first time a wider grid is merged.

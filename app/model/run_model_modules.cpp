@@ -23,6 +23,16 @@ bool holds_name(std::string_view path, std::string_view name) {
          (name.size() == path.size() || name[path.size()] == '.');
 }
 
+// Whether a module's value of `metric` is its layers' sum (a count) rather than its worst
+// layer's (wire::ModuleRollup).
+bool sums_layers(wire::LayerMetric metric) {
+  switch (wire::info_of(metric).modules) {
+    case wire::ModuleRollup::kWorst: return false;
+    case wire::ModuleRollup::kSum: return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool RunModel::keeps_module_series_for(size_t layers) const {
@@ -115,7 +125,7 @@ void RunModel::fold_value(ModuleFold& into, float value, bool sum) {
 }
 
 void RunModel::store_module_folds(int m, int64_t step) {
-  const bool sum = static_cast<wire::LayerMetric>(m) == wire::LayerMetric::kGradNonfinite;
+  const bool sum = sums_layers(static_cast<wire::LayerMetric>(m));
   // Pre-order: a module's children come after it, so walking backwards folds each module
   // before its parent reads it. A module nothing was folded into (below a rollup's modules, or
   // none of whose layers has a sample) gets no value for the step.
@@ -137,7 +147,7 @@ void RunModel::store_module_folds(int m, int64_t step) {
 void RunModel::add_module_values(int m, int64_t step, const float* values, size_t available) {
   const size_t modules = modules_.module_count();
   if (modules == 0) return;
-  const bool sum = static_cast<wire::LayerMetric>(m) == wire::LayerMetric::kGradNonfinite;
+  const bool sum = sums_layers(static_cast<wire::LayerMetric>(m));
   const bool gradient_metric = is_gradient_metric(static_cast<wire::LayerMetric>(m));
   module_folds_.assign(modules, ModuleFold{});
   for (size_t i = 0; i < available; ++i) {
@@ -164,7 +174,7 @@ void RunModel::add_module_rollup(const wire::StepRecord& record) {
     if (record.metric_block(metric) >= 0) continue;
     const int block = record.module_block(metric);
     if (block < 0 || modules == 0) continue;
-    const bool sum = metric == wire::LayerMetric::kGradNonfinite;
+    const bool sum = sums_layers(metric);
     const float* values = record.module_values.data() + size_t(block) * count;
     module_folds_.assign(modules, ModuleFold{});
     for (size_t w = 0; w < count; ++w) {
@@ -217,7 +227,7 @@ void RunModel::module_summarize(size_t module, wire::LayerMetric metric, const C
   std::fill(out, out + columns, Summary{});
   if (module >= modules_.module_count()) return;
   const ModuleNode& node = modules_.module(module);
-  const bool sum = metric == wire::LayerMetric::kGradNonfinite;
+  const bool sum = sums_layers(metric);
   merge_cells_.resize(columns);
   Summary* cells = merge_cells_.data();
   for (size_t layer = node.first_layer; layer < node.end_layer && layer < layer_names_.size(); ++layer) {

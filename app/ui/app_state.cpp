@@ -7,21 +7,9 @@
 
 namespace keel::app::ui {
 
-const char* heat_metric_label(HeatMetric metric) { return wire::info_of(layer_metric_of(metric)).label; }
-
-wire::LayerMetric layer_metric_of(HeatMetric metric) {
-  switch (metric) {
-    case HeatMetric::kGradNorm: return wire::LayerMetric::kGradNorm;
-    case HeatMetric::kUpdateRatio: return wire::LayerMetric::kUpdateRatio;
-    case HeatMetric::kGradAbsmax: return wire::LayerMetric::kGradAbsmax;
-    case HeatMetric::kGradZeroFrac: return wire::LayerMetric::kGradZeroFrac;
-  }
-  return wire::LayerMetric::kGradNorm;
-}
-
-std::optional<HeatMetric> heat_metric_named(const std::string& name) {
-  for (int m = 0; m < kHeatMetricCount; ++m) {
-    if (name == wire::info_of(layer_metric_of(HeatMetric(m))).name) return HeatMetric(m);
+std::optional<wire::LayerMetric> heat_metric_named(const std::string& name) {
+  for (const wire::LayerMetric metric : wire::kHeatmapMetrics) {
+    if (name == wire::info_of(metric).name) return metric;
   }
   return std::nullopt;
 }

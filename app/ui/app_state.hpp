@@ -21,14 +21,9 @@
 
 namespace keel::app::ui {
 
-// The per-layer metric shown by the heatmap (and sorted by in the layer list by default).
-enum class HeatMetric { kGradNorm = 0, kUpdateRatio, kGradAbsmax, kGradZeroFrac };
-inline constexpr int kHeatMetricCount = 4;
-const char* heat_metric_label(HeatMetric metric);
-wire::LayerMetric layer_metric_of(HeatMetric metric);
-// The heat metric whose layer metric's wire name (snake case, as in JSON: "update_ratio") is
-// `name`; nullopt for any other name (the --heat-metric option).
-std::optional<HeatMetric> heat_metric_named(const std::string& name);
+// The heatmap's metric (one of wire::kHeatmapMetrics) whose wire name (snake case, as in JSON:
+// "update_ratio") is `name`; nullopt for any other name (the --heat-metric option).
+std::optional<wire::LayerMetric> heat_metric_named(const std::string& name);
 
 class AppState {
  public:
@@ -93,7 +88,8 @@ class AppState {
   // The step reveal_step() was asked for when it is older than the first step kept (-1: none).
   int64_t step_before_history() const { return step_before_history_; }
 
-  HeatMetric heat_metric = HeatMetric::kGradNorm;
+  // The per-layer metric the heatmap and the ranks strip show: one of wire::kHeatmapMetrics.
+  wire::LayerMetric heat_metric = wire::LayerMetric::kGradNorm;
 
   // Which modules of the layer tree are open, by module path (model/module_tree.hpp), shared by
   // the layer list and the heatmap: opening a module in either shows its rows in both. A module

@@ -54,7 +54,7 @@ class Dashboard {
   void request_rank(int32_t rank) { state_.show_rank(rank); }
   // Starts the heatmap and the ranks strip on this metric (the --heat-metric option); the
   // heatmap's radio buttons change it later.
-  void request_heat_metric(HeatMetric metric) { state_.heat_metric = metric; }
+  void request_heat_metric(wire::LayerMetric metric) { state_.heat_metric = metric; }
 
   // The run the panes show: the current run of `rank`; for rank -1 (or before that rank has
   // sent anything) the current run of the rank that went non-finite first

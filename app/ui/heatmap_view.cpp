@@ -60,39 +60,17 @@ void draw_legend(double lo, double hi, bool no_gradient) {
 }  // namespace
 
 void HeatmapView::draw(const RunModel& run, AppState& state) {
-  for (int m = 0; m < kHeatMetricCount; ++m) {
-    if (m > 0) ImGui::SameLine();
-    if (ImGui::RadioButton(heat_metric_label(HeatMetric(m)), state.heat_metric == HeatMetric(m))) {
-      state.heat_metric = HeatMetric(m);
-    }
-  }
+  draw_metric_choice(state);
   const std::vector<ModuleRow>& tree_rows = rows_.rows(run.modules(), state);
   const size_t rows = tree_rows.size();
   if (run.layer_count() == 0 || rows == 0) {
     ImGui::TextDisabled("no layers yet");
     return;
   }
-
-  const float font = ImGui::GetFontSize();
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float gutter = std::min(font * 12.0f, avail.x * 0.3f);
-  const float strip = font * 0.5f;  // skipped-steps strip above the rows
-  const float legend_h = font * 1.6f;
-  const float axis_h = font * 1.3f;   // the step axis under the rows
-  const float rows_h = std::max(avail.y - strip - axis_h - legend_h - font * 1.3f, float(rows) * kMinRowPx);
-  const float row_px = std::clamp(std::floor(rows_h / float(rows)), kMinRowPx, kMaxRowPx);
-
-  PlotFrame frame;
-  // Whole pixels: rows and the selection's outline land on pixel rows, crisp at any size.
-  frame.min = ImVec2(std::floor(origin.x + gutter), std::floor(origin.y + strip));
-  frame.max = ImVec2(std::floor(origin.x + avail.x - font * 0.5f), frame.min.y + row_px * float(rows));
-  const double first = std::floor(state.view_first()), last = std::ceil(state.view_last());
-  frame.x_first = first;
-  frame.x_last = last + 1;
-  ImGui::SetCursorScreenPos(ImVec2(frame.min.x, origin.y));
-  ImGui::InvisibleButton("heatmap", ImVec2(std::max(1.0f, frame.max.x - frame.min.x),
-                                           frame.max.y - origin.y));
+  Layout layout = lay_out(rows, state);
+  PlotFrame& frame = layout.frame;
+  ImGui::SetCursorScreenPos(ImVec2(frame.min.x, layout.origin.y));
+  ImGui::InvisibleButton("heatmap", ImVec2(std::max(1.0f, frame.max.x - frame.min.x), frame.max.y - layout.origin.y));
   frame.hovered = ImGui::IsItemHovered();
   frame.active = ImGui::IsItemActive();
   handle_plot_input(frame, state);
@@ -100,25 +78,85 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   const int selected_row = state.selected_layer() >= 0 ? rows_.row_of_layer(size_t(state.selected_layer())) : -1;
   // A selection made for the user: its row into view when the pane scrolls (many layers).
   if (state.scroll_to_selection() && selected_row >= 0) {
-    const float row_y = frame.min.y + (float(selected_row) + 0.5f) * row_px;
+    const float row_y = frame.min.y + (float(selected_row) + 0.5f) * layout.row_px;
     ImGui::SetScrollFromPosY(row_y - ImGui::GetWindowPos().y, 0.5f);
   }
 
-  const ColumnGrid grid(int64_t(first), int64_t(last), frame_columns(frame));
+  const ColumnGrid grid(layout.first_step, layout.last_step, frame_columns(frame));
   const size_t columns = size_t(grid.columns());
   ImDrawList* draw = ImGui::GetWindowDrawList();
   // Only the rows inside the pane's clip rectangle are queried and drawn: at 1,000 layers the
   // pane scrolls and shows a few hundred, and the per-cell work is the frame's cost. The
   // colour scale spans the visible cells.
   const auto visible_row = [&](float y) {
-    return size_t(std::clamp(std::floor((y - frame.min.y) / row_px), 0.0f, float(rows)));
+    return size_t(std::clamp(std::floor((y - frame.min.y) / layout.row_px), 0.0f, float(rows)));
   };
   const size_t r0 = visible_row(draw->GetClipRectMin().y);
   const size_t r1 = std::max(r0, std::min(rows, visible_row(draw->GetClipRectMax().y) + 1));
+  query_cells(run, state, tree_rows, grid, r0, r1);
+  // Cells become texels of one image, drawn as one textured quad per row: a quad per cell
+  // (a few hundred thousand of them) was most of the frame and ~20 MB of vertices to draw.
+  const float column_px = (frame.max.x - frame.min.x) / float(columns);
+  image_.build(cells_, r1 - r0, columns, int(std::ceil(kMinNonfinitePx / column_px)), no_gradient_);
+  if (!texture_) texture_ = make_image_texture();
+  const ImTextureID texture = texture_->update(image_.pixels().data(), int(columns), int(r1 - r0));
+
+  draw_skipped_strip(draw, layout, column_px);
+  draw_rows(draw, texture, layout, columns, r0, r1);
+  draw_row_labels(run, tree_rows, selected_row, frame.min, layout.row_px, r0, r1);
+  if (selected_row >= 0) {
+    // Outside the row, so the outline never hides a cell.
+    const float y0 = frame.min.y + float(selected_row) * layout.row_px;
+    draw->AddRect(ImVec2(frame.min.x - 2, y0 - 2), ImVec2(frame.max.x + 2, y0 + layout.row_px + 1), kSelectedRowColour);
+  }
+  draw_cursors(draw, frame, state, /*marker_across=*/false);
+  draw_step_axis(draw, frame, 0.5);
+  log_geometry(frame.min.x, frame.min.y, frame.max.x, layout.row_px, run.layer_count(), tree_rows);
+  hover(run, state, layout, grid, tree_rows, r0, r1);
+
+  ImGui::SetCursorScreenPos(ImVec2(layout.origin.x, frame.max.y + layout.axis_h + ImGui::GetFontSize() * 0.3f));
+  draw_legend(image_.log_low(), image_.log_high(),
+              std::find(no_gradient_.rows.begin(), no_gradient_.rows.end(), true) != no_gradient_.rows.end());
+}
+
+void HeatmapView::draw_metric_choice(AppState& state) {
+  bool first = true;
+  for (const wire::LayerMetric metric : wire::kHeatmapMetrics) {
+    if (!first) ImGui::SameLine();
+    first = false;
+    if (ImGui::RadioButton(wire::info_of(metric).label, state.heat_metric == metric)) state.heat_metric = metric;
+  }
+}
+
+HeatmapView::Layout HeatmapView::lay_out(size_t rows, const AppState& state) {
+  Layout layout;
+  const float font = ImGui::GetFontSize();
+  layout.origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float gutter = std::min(font * 12.0f, avail.x * 0.3f);
+  const float strip = font * 0.5f;  // skipped-steps strip above the rows
+  const float legend_h = font * 1.6f;
+  layout.axis_h = font * 1.3f;
+  const float rows_h = std::max(avail.y - strip - layout.axis_h - legend_h - font * 1.3f, float(rows) * kMinRowPx);
+  layout.row_px = std::clamp(std::floor(rows_h / float(rows)), kMinRowPx, kMaxRowPx);
+  PlotFrame& frame = layout.frame;
+  // Whole pixels: rows and the selection's outline land on pixel rows, crisp at any size.
+  frame.min = ImVec2(std::floor(layout.origin.x + gutter), std::floor(layout.origin.y + strip));
+  frame.max = ImVec2(std::floor(layout.origin.x + avail.x - font * 0.5f), frame.min.y + layout.row_px * float(rows));
+  layout.first_step = int64_t(std::floor(state.view_first()));
+  layout.last_step = int64_t(std::ceil(state.view_last()));
+  frame.x_first = double(layout.first_step);
+  frame.x_last = double(layout.last_step + 1);
+  return layout;
+}
+
+void HeatmapView::query_cells(const RunModel& run, const AppState& state, const std::vector<ModuleRow>& tree_rows,
+                              const ColumnGrid& grid, size_t r0, size_t r1) {
+  const size_t columns = size_t(grid.columns());
   // A folded module's row is its module's cells (RunModel::module_summarize): per step the
   // worst of its layers, so a cell is the worst of its layers over the cell's steps, and a
   // non-finite layer flags it.
-  const wire::LayerMetric metric = layer_metric_of(state.heat_metric);
+  const wire::LayerMetric metric = state.heat_metric;
   cells_.resize((r1 - r0) * columns);
   for (size_t r = r0; r < r1; ++r) {
     const ModuleRow& row = tree_rows[r];
@@ -136,7 +174,7 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   // data", so it does not read as a dead layer (its weight metrics it still has).
   std::vector<bool>& no_gradient_rows = no_gradient_.rows;
   no_gradient_rows.assign(r1 - r0, false);
-  if (is_gradient_metric(layer_metric_of(state.heat_metric))) {
+  if (is_gradient_metric(metric)) {
     for (size_t r = r0; r < r1; ++r) {
       no_gradient_rows[r - r0] = !tree_rows[r].module && run.gradient_state(tree_rows[r].index) != GradientState::kMeasured;
     }
@@ -146,21 +184,24 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   const bool run_in_view = run.has_steps() && run.last_step() >= grid.start(0) && run.first_step() <= grid_last;
   no_gradient_.first_column = run_in_view ? size_t(grid.column_of(std::max(run.first_step(), grid.start(0)))) : 0;
   no_gradient_.end_column = run_in_view ? size_t(grid.column_of(std::min(run.last_step(), grid_last))) + 1 : 0;
-  // Cells become texels of one image, drawn as one textured quad per row: a quad per cell
-  // (a few hundred thousand of them) was most of the frame and ~20 MB of vertices to draw.
-  const float column_px = (frame.max.x - frame.min.x) / float(columns);
-  image_.build(cells_, r1 - r0, columns, int(std::ceil(kMinNonfinitePx / column_px)), no_gradient_);
-  if (!texture_) texture_ = make_image_texture();
-  const ImTextureID texture = texture_->update(image_.pixels().data(), int(columns), int(r1 - r0));
-  const double lo = image_.log_low(), hi = image_.log_high();
+}
 
-  for (size_t c = 0; c < columns; ++c) {
+void HeatmapView::draw_skipped_strip(ImDrawList* draw, const Layout& layout, float column_px) const {
+  const PlotFrame& frame = layout.frame;
+  for (size_t c = 0; c < skipped_.size(); ++c) {
     if (skipped_[c].has_finite() && skipped_[c].max >= 0.5f) {
       const float x = frame.min.x + float(c) * column_px;
-      draw->AddRectFilled(ImVec2(x, origin.y), ImVec2(x + std::max(1.0f, column_px), frame.min.y - 1),
+      draw->AddRectFilled(ImVec2(x, layout.origin.y), ImVec2(x + std::max(1.0f, column_px), frame.min.y - 1),
                           kSkippedColour);
     }
   }
+}
+
+void HeatmapView::draw_rows(ImDrawList* draw, ImTextureID texture, const Layout& layout, size_t columns, size_t r0,
+                            size_t r1) {
+  const PlotFrame& frame = layout.frame;
+  const float row_px = layout.row_px;
+  const float column_px = (frame.max.x - frame.min.x) / float(columns);
   const float texel_v = 1.0f / float(r1 - r0);
   nonfinite_rows_.assign(r1 - r0, false);
   for (size_t r = r0; r < r1; ++r) {
@@ -189,61 +230,54 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
       c = end;
     }
   }
-  draw_row_labels(run, tree_rows, selected_row, frame.min, row_px, r0, r1);
-  if (selected_row >= 0) {
-    // Outside the row, so the outline never hides a cell.
-    const float y0 = frame.min.y + float(selected_row) * row_px;
-    draw->AddRect(ImVec2(frame.min.x - 2, y0 - 2), ImVec2(frame.max.x + 2, y0 + row_px + 1),
-                  kSelectedRowColour);
-  }
-  draw_cursors(draw, frame, state, /*marker_across=*/false);
-  draw_step_axis(draw, frame, 0.5);
-  log_geometry(frame.min.x, frame.min.y, frame.max.x, row_px, run.layer_count(), tree_rows);
+}
 
+void HeatmapView::hover(const RunModel& run, AppState& state, const Layout& layout, const ColumnGrid& grid,
+                        const std::vector<ModuleRow>& tree_rows, size_t r0, size_t r1) {
+  const PlotFrame& frame = layout.frame;
   const ImGuiIO& io = ImGui::GetIO();
-  if (frame.hovered && r1 > r0 && io.MousePos.y >= frame.min.y && io.MousePos.y < frame.max.y) {
-    const size_t r = std::clamp(size_t((io.MousePos.y - frame.min.y) / row_px), r0, r1 - 1);
-    const int64_t step = std::llround(frame.step_at(io.MousePos.x) - 0.5);
-    const int c = grid.column_of(step);
-    const Summary& cell = cells_[(r - r0) * columns + size_t(c)];
-    const ModuleRow& row = tree_rows[r];
-    const bool clicked = ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f;
-    if (row.module) {
-      module_tooltip(run, state, row.index, grid, c, cell);
-      // A click opens the module, here and in the layer list: its layers' own rows then show
-      // which one is bad (the hover names the worst already). Selecting the worst layer instead
-      // would select one that no row shows, and hide its siblings that may be as bad.
-      if (clicked) state.set_module_open(run.modules().module(row.index).path, true);
-    } else {
-      const size_t layer = row.index;
-      ImGui::BeginTooltip();
-      ImGui::Text("%s", run.layer_name(layer).c_str());
-      ImGui::Text("steps %lld..%lld", static_cast<long long>(grid.start(c)),
-                  static_cast<long long>(grid.start(c + 1) - 1));
-      float exact = 0;
-      if (run.layer_series(layer, layer_metric_of(state.heat_metric)).value_at(step, &exact)) {
-        ImGui::Text("%s at step %lld: %s", heat_metric_label(state.heat_metric),
-                    static_cast<long long>(step), format_value(exact).c_str());
-      } else if (cell.has_finite()) {
-        ImGui::Text("%s: %s .. %s", heat_metric_label(state.heat_metric),
-                    format_value(cell.min).c_str(), format_value(cell.max).c_str());
-      }
-      if (cell.has_nonfinite()) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
-      if (no_gradient_.rows[r - r0]) ImGui::TextDisabled("%s", gradient_state_reason(run.gradient_state(layer)));
-      ImGui::EndTooltip();
-      // A click (not the end of a drag) selects the cell's layer and step.
-      if (clicked) state.select(int(layer), run.layer_name(layer), step);
-    }
+  if (!frame.hovered || r1 <= r0 || io.MousePos.y < frame.min.y || io.MousePos.y >= frame.max.y) return;
+  const size_t r = std::clamp(size_t((io.MousePos.y - frame.min.y) / layout.row_px), r0, r1 - 1);
+  const int64_t step = std::llround(frame.step_at(io.MousePos.x) - 0.5);
+  const int c = grid.column_of(step);
+  const Summary& cell = cells_[(r - r0) * size_t(grid.columns()) + size_t(c)];
+  const ModuleRow& row = tree_rows[r];
+  const bool clicked = ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 16.0f;
+  if (row.module) {
+    module_tooltip(run, state, row.index, grid, c, cell);
+    // A click opens the module, here and in the layer list: its layers' own rows then show
+    // which one is bad (the hover names the worst already). Selecting the worst layer instead
+    // would select one that no row shows, and hide its siblings that may be as bad.
+    if (clicked) state.set_module_open(run.modules().module(row.index).path, true);
+    return;
   }
+  const size_t layer = row.index;
+  layer_tooltip(run, state, layer, grid, c, step, cell, no_gradient_.rows[r - r0]);
+  // A click (not the end of a drag) selects the cell's layer and step.
+  if (clicked) state.select(int(layer), run.layer_name(layer), step);
+}
 
-  ImGui::SetCursorScreenPos(ImVec2(origin.x, frame.max.y + axis_h + font * 0.3f));
-  draw_legend(lo, hi, std::find(no_gradient_.rows.begin(), no_gradient_.rows.end(), true) != no_gradient_.rows.end());
+void HeatmapView::layer_tooltip(const RunModel& run, const AppState& state, size_t layer, const ColumnGrid& grid,
+                                int c, int64_t step, const Summary& cell, bool no_gradient) {
+  const char* label = wire::info_of(state.heat_metric).label;
+  ImGui::BeginTooltip();
+  ImGui::Text("%s", run.layer_name(layer).c_str());
+  ImGui::Text("steps %lld..%lld", static_cast<long long>(grid.start(c)), static_cast<long long>(grid.start(c + 1) - 1));
+  float exact = 0;
+  if (run.layer_series(layer, state.heat_metric).value_at(step, &exact)) {
+    ImGui::Text("%s at step %lld: %s", label, static_cast<long long>(step), format_value(exact).c_str());
+  } else if (cell.has_finite()) {
+    ImGui::Text("%s: %s .. %s", label, format_value(cell.min).c_str(), format_value(cell.max).c_str());
+  }
+  if (cell.has_nonfinite()) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "non-finite values");
+  if (no_gradient) ImGui::TextDisabled("%s", gradient_state_reason(run.gradient_state(layer)));
+  ImGui::EndTooltip();
 }
 
 void HeatmapView::module_tooltip(const RunModel& run, const AppState& state, size_t module, const ColumnGrid& grid,
                                  int c, const Summary& cell) {
   const ModuleNode& node = run.modules().module(module);
-  const wire::LayerMetric metric = layer_metric_of(state.heat_metric);
+  const wire::LayerMetric metric = state.heat_metric;
   const int64_t first = grid.start(c), last = grid.start(c + 1) - 1;
   // Which layer is worst over the cell: one query per layer of the module, so once per cell
   // hovered, not once per frame.
@@ -255,7 +289,7 @@ void HeatmapView::module_tooltip(const RunModel& run, const AppState& state, siz
   ImGui::Text("%s (%zu tensors, folded: a click opens it)", node.path.c_str(), node.layers());
   ImGui::Text("steps %lld..%lld", static_cast<long long>(first), static_cast<long long>(last));
   if (cell.has_finite()) {
-    ImGui::Text("%s, worst of its tensors: %s", heat_metric_label(state.heat_metric), format_value(cell.max).c_str());
+    ImGui::Text("%s, worst of its tensors: %s", wire::info_of(state.heat_metric).label, format_value(cell.max).c_str());
   }
   if (worst_layer_ >= 0) {
     Summary worst;

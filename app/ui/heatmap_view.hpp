@@ -1,7 +1,7 @@
 // keel app layer heatmap: every layer (rows, model order) x the shared step range (columns).
 //
 // What it is for: seeing at a glance which layer moved first. Colour is log10 of the chosen
-// metric (grad norm, update ratio, absmax, zero fraction) on the viridis map, scaled to what is
+// metric (one of wire::kHeatmapMetrics, in the table's order) on the viridis map, scaled to what is
 // visible; a cell holding a NaN or Inf anywhere in its steps has a colour of its own, as do
 // steps whose update was skipped (a strip above the rows) and, for a gradient metric, the gaps
 // of a layer that has no gradient now (frozen or unused; the reason on hover). A non-finite run of cells gets an
@@ -39,6 +39,7 @@
 #include "ui/heatmap_image.hpp"
 #include "ui/image_texture.hpp"
 #include "ui/module_rows.hpp"
+#include "ui/plot.hpp"
 
 namespace keel::app::ui {
 
@@ -47,6 +48,32 @@ class HeatmapView {
   void draw(const RunModel& run, AppState& state);
 
  private:
+  // Where this frame's rows go: below the skipped-steps strip, above the step axis.
+  struct Layout {
+    PlotFrame frame;         // the rows' area and the steps in view
+    ImVec2 origin;           // the pane's top left, where the skipped-steps strip starts
+    float row_px = 0;
+    float axis_h = 0;        // the step axis under the rows
+    int64_t first_step = 0, last_step = -1;
+  };
+
+  // The radio buttons choosing the heatmap's metric among wire::kHeatmapMetrics.
+  static void draw_metric_choice(AppState& state);
+  static Layout lay_out(size_t rows, const AppState& state);
+  // Rows [r0, r1) of `tree_rows` over `grid`, of the heatmap's metric, into cells_; the skipped
+  // steps into skipped_; the rows without a gradient into no_gradient_.
+  void query_cells(const RunModel& run, const AppState& state, const std::vector<ModuleRow>& tree_rows,
+                   const ColumnGrid& grid, size_t r0, size_t r1);
+  void draw_skipped_strip(ImDrawList* draw, const Layout& layout, float column_px) const;
+  // Rows [r0, r1) from `texture` (image_), each run of non-finite cells outlined; marks the
+  // rows with one in nonfinite_rows_.
+  void draw_rows(ImDrawList* draw, ImTextureID texture, const Layout& layout, size_t columns, size_t r0, size_t r1);
+  // The read-out of the cell under the mouse, and a click's selection (a layer) or opening (a
+  // folded module).
+  void hover(const RunModel& run, AppState& state, const Layout& layout, const ColumnGrid& grid,
+             const std::vector<ModuleRow>& tree_rows, size_t r0, size_t r1);
+  void layer_tooltip(const RunModel& run, const AppState& state, size_t layer, const ColumnGrid& grid, int c,
+                     int64_t step, const Summary& cell, bool no_gradient);
   void log_geometry(float x0, float y0, float x1, float row_px, size_t layers, const std::vector<ModuleRow>& rows);
   // The names of rows [r0, r1) in the gutter left of `rows_min`, most telling first;
   // `selected`: the row showing the selected layer (-1: none).

@@ -14,16 +14,6 @@
 #include "ui/verbose_log.hpp"
 
 namespace keel::app::ui {
-namespace {
-
-// The plots, in the order they are laid out (the non-finite count is the list's column and the
-// heatmap's red, not a plot of its own).
-constexpr wire::LayerMetric kPlots[] = {wire::LayerMetric::kGradNorm, wire::LayerMetric::kGradAbsmax,
-                                        wire::LayerMetric::kUpdateRatio, wire::LayerMetric::kParamNorm,
-                                        wire::LayerMetric::kGradZeroFrac};
-
-}  // namespace
-
 void LayerDetail::log_geometry(const std::string& layer) {
   const ImVec2 min = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
   char text[512];
@@ -96,15 +86,17 @@ void LayerDetail::draw(const RunModel& run, AppState& state) {
     ImGui::PopStyleColor();
   }
 
-  // Three plots a row, two rows.
+  // The table's plots in its order (wire::kDetailPlotMetrics), three a row, filling the pane.
+  constexpr int kPlotsPerRow = 3;
+  constexpr int kPlotRows = (int(wire::kDetailPlotMetrics.size()) + kPlotsPerRow - 1) / kPlotsPerRow;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const ImGuiStyle& style = ImGui::GetStyle();
-  const ImVec2 cell((avail.x - style.ItemSpacing.x * 2) / 3,
-                    std::max(ImGui::GetFontSize() * 5, (avail.y - style.ItemSpacing.y) / 2));
+  const ImVec2 cell((avail.x - style.ItemSpacing.x * (kPlotsPerRow - 1)) / kPlotsPerRow,
+                    std::max(ImGui::GetFontSize() * 5, (avail.y - style.ItemSpacing.y * (kPlotRows - 1)) / kPlotRows));
   const SeriesHistory* skipped = &run.global_series(GlobalSeries::kSkipped);
   int index = 0;
-  for (const wire::LayerMetric metric : kPlots) {
-    if (index % 3 != 0) ImGui::SameLine();
+  for (const wire::LayerMetric metric : wire::kDetailPlotMetrics) {
+    if (index % kPlotsPerRow != 0) ImGui::SameLine();
     const char* title = wire::info_of(metric).label;
     const MetricStyle& style = style_of(metric);
     SeriesSpec spec{&run.layer_series(size_t(layer), metric), title, style.colour};

@@ -19,9 +19,7 @@ namespace {
 using wire::LayerMetric;
 
 // Table columns after the name; the sort key of each.
-constexpr LayerMetric kValueColumns[] = {LayerMetric::kGradNorm, LayerMetric::kUpdateRatio,
-                                         LayerMetric::kGradAbsmax, LayerMetric::kGradZeroFrac,
-                                         LayerMetric::kGradNonfinite};
+constexpr auto& kValueColumns = wire::kListColumnMetrics;
 constexpr int kValueCount = static_cast<int>(std::size(kValueColumns));
 // Above these a layer is worth a look: updates over 1% of the weights per step, or a gradient
 // that is mostly exact zeros (underflow, dead units).
@@ -316,15 +314,12 @@ void LayerList::draw(const RunModel& run, AppState& state) {
                                        ImGuiTableColumnFlags_NoHide,
                           2.0f);
   for (int c = 0; c < kValueCount; ++c) {
+    const MetricStyle& style = style_of(kValueColumns[c]);
     // Wide enough for its header and the sort arrow: "non-finite" was cut to "non-fi...".
-    const float width = std::max(ImGui::GetFontSize() * 4.2f, ImGui::CalcTextSize(style_of(kValueColumns[c]).column).x + ImGui::GetFontSize() * 1.2f);
-    // At the default width the names had 30 px ("wei", "bia"): absmax and the zero fraction
-    // start hidden (a right click on the header shows them; the heatmap and the detail pane
-    // plot both).
-    const bool hidden = kValueColumns[c] == LayerMetric::kGradAbsmax || kValueColumns[c] == LayerMetric::kGradZeroFrac;
-    ImGui::TableSetupColumn(style_of(kValueColumns[c]).column,
+    const float width = std::max(ImGui::GetFontSize() * 4.2f, ImGui::CalcTextSize(style.column).x + ImGui::GetFontSize() * 1.2f);
+    ImGui::TableSetupColumn(style.column,
                             ImGuiTableColumnFlags_PreferSortDescending | ImGuiTableColumnFlags_WidthFixed |
-                                (hidden ? ImGuiTableColumnFlags_DefaultHide : 0),
+                                (style.column_starts_hidden ? ImGuiTableColumnFlags_DefaultHide : 0),
                             width);
   }
   ImGui::TableSetupColumn("trend", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort,

@@ -5,16 +5,15 @@
 // folded as ui/module_rows.hpp says: a model of more than 1,000 tensors starts with every
 // module folded, a smaller one open; the fold state is AppState's, shared with the heatmap.
 // A folded module's row stands for its layers: its health is its worst layer's (red when any has a
-// non-finite gradient, else orange when any looks off), its values are their largest grad
-// norm, update ratio, absmax and zero fraction and the sum of their non-finite counts, its
-// trend the largest grad norm per step (RunModel::module_summarize); hovering names its worst
+// non-finite gradient, else orange when any looks off), its values are their largest (the sum
+// of a count, such as their non-finite counts: wire::ModuleRollup), its trend the largest grad norm per step (RunModel::module_summarize); hovering names its worst
 // layer now. Sorting by any metric column or typing a filter shows a flat list of layers
 // instead, whose names drop the start every row shares. A name too wide for its column is
 // shortened in the middle, never at its end, and hovering shows it whole. Each row: health
 // (red: non-finite gradient; orange: a large update ratio or a mostly-zero gradient; green
-// otherwise), latest grad norm, update ratio, absmax and zero fraction (hidden at first; a
-// right click on the header shows them), non-finite count, and a grad-norm sparkline over the
-// shared step range. Clicking a row selects the layer; clicking a module opens or folds it.
+// otherwise), the latest value of each metric the wire table places in the list
+// (wire::kListColumnMetrics, in its order; a column whose style says so starts hidden, and a
+// right click on the header shows it), and a grad-norm sparkline over the shared step range. Clicking a row selects the layer; clicking a module opens or folds it.
 // Cost: only the rows on screen are drawn (a list clipper over the tree's visible rows or the
 // flat list), folded modules cost nothing, and the flat list is filtered and sorted again only
 // when the filter, the sort, the layers or (sorting by a value) the newest step changed, so

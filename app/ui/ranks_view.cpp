@@ -47,7 +47,7 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
   std::snprintf(geometry, sizeof geometry,
                 "keel: ranks x0 %.0f x1 %.0f y0 %.0f row %.2f ranks %zu layers %zu job %d metric %s", strip.min.x,
                 strip.max.x, strip.min.y, strip.row_px, ranks_.size(), layers, job_row_ ? 1 : 0,
-                wire::info_of(layer_metric_of(state.heat_metric)).name);
+                wire::info_of(state.heat_metric).name);
   log_once(logged_geometry_, geometry);
   if (hovered) hover_cell(model, shown, state, strip);
   ImGui::SetCursorScreenPos(ImVec2(origin.x, strip.max.y + font * 0.3f));
@@ -55,7 +55,7 @@ void RanksView::draw(const Model& model, const RunModel& shown, AppState& state)
 }
 
 void RanksView::draw_title(const Model& model, const AppState& state) {
-  ImGui::Text("ranks x layers: %s, max over the view", heat_metric_label(state.heat_metric));
+  ImGui::Text("ranks x layers: %s, max over the view", wire::info_of(state.heat_metric).label);
   const std::optional<FirstNonfiniteRank> first = first_nonfinite_rank(model);
   if (!first) return;
   ImGui::SameLine();
@@ -77,12 +77,12 @@ void RanksView::update_cells(const Model& model, const RunModel& shown, const Ap
                      int(std::ceil(kMinNonfinitePx * float(layers) / std::max(1.0f, strip_px)))};
   if (key == cells_key_ && texture_) return;
   cells_key_ = key;
-  rank_layer_cells(model, ranks_, layer_metric_of(state.heat_metric), first_step, last_step, layers, cells_);
+  rank_layer_cells(model, ranks_, state.heat_metric, first_step, last_step, layers, cells_);
   // A sharded job's own row under its ranks': each layer's whole value of the heatmap's
   // metric, the ranks' shards combined (JobLayerValues).
   const JobLayerValues& job = model.job_layer_values();
   job_row_ = shown.described() && shown.description().sharded && job.world_size() == shown.description().world_size &&
-             job_layer_cells(job, layer_metric_of(state.heat_metric), first_step, last_step, layers, job_cells_);
+             job_layer_cells(job, state.heat_metric, first_step, last_step, layers, job_cells_);
   if (job_row_) cells_.insert(cells_.end(), job_cells_.begin(), job_cells_.end());
   image_.build(cells_, ranks_.size() + (job_row_ ? 1 : 0), layers, key.min_nonfinite_columns);
   if (!texture_) texture_ = make_image_texture();
@@ -134,7 +134,7 @@ void RanksView::hover_cell(const Model& model, const RunModel& shown, AppState& 
     ImGui::Text("rank %d  %s", ranks_[r], shown.layer_name(l).c_str());
   }
   if (cell.has_finite()) {
-    ImGui::Text("%s in view: %s .. %s", heat_metric_label(state.heat_metric), format_value(cell.min).c_str(),
+    ImGui::Text("%s in view: %s .. %s", wire::info_of(state.heat_metric).label, format_value(cell.min).c_str(),
                 format_value(cell.max).c_str());
   } else if (!cell.has_data()) {
     ImGui::TextDisabled("no data in view");

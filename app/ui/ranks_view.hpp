@@ -60,7 +60,7 @@ class RanksView {
   // the steps in view, the shown run's layers and how many columns a NaN cell is widened to.
   struct CellsKey {
     uint64_t revision = 0;
-    HeatMetric metric = HeatMetric::kGradNorm;
+    wire::LayerMetric metric = wire::LayerMetric::kGradNorm;
     int64_t first_step = 0, last_step = -1;
     size_t layers = 0;
     const RunModel* shown = nullptr;

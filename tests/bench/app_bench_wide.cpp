@@ -73,7 +73,7 @@ std::vector<wire::ModuleRange> plan_modules(const wire::RunDescription& descript
 }
 
 // Turns a per-layer record into the rollup the probe would send instead: per module and
-// metric its worst layer (the max, NaN when any is NaN, grad_nonfinite summed).
+// metric its worst layer (the max, NaN when any is NaN; a count summed: wire::ModuleRollup).
 void to_rollup(const std::vector<wire::ModuleRange>& modules, wire::StepRecord& record) {
   const size_t layers = record.layer_count, count = modules.size();
   record.module_mask = record.metric_mask;
@@ -83,7 +83,7 @@ void to_rollup(const std::vector<wire::ModuleRange>& modules, wire::StepRecord& 
     const auto metric = static_cast<wire::LayerMetric>(m);
     const int block = record.metric_block(metric);
     if (block < 0) continue;
-    const bool sum = metric == wire::LayerMetric::kGradNonfinite;
+    const bool sum = wire::info_of(metric).modules == wire::ModuleRollup::kSum;
     const float* values = record.layer_values.data() + size_t(block) * layers;
     for (size_t k = 0; k < count; ++k) {
       float worst = sum ? 0.0f : -std::numeric_limits<float>::infinity();

@@ -29,6 +29,7 @@ import torch
 
 import keel
 
+from . import _probe
 from ._demo_model import CharTransformer
 
 VOCAB = 96
@@ -187,8 +188,9 @@ def gpu_run(args, record_dir: str) -> None:
     probe = keel.Probe(keel_model, keel_opt, endpoint="tcp://127.0.0.1:*", record_dir=record_dir,
                        allow_unauthenticated_local=True)
     # The gradient metrics only (no param_norm, no update_ratio): what the rest costs.
+    grads_only = [int(name in _probe.gradient_metric_names) for name in _probe.layer_metric_names]
     grads_probe = keel.Probe(grads_model, grads_opt, endpoint="tcp://127.0.0.1:*", record_dir=record_dir,
-                             allow_unauthenticated_local=True, cadence=[1, 1, 1, 1, 0, 0])
+                             allow_unauthenticated_local=True, cadence=grads_only)
     plain = Loop("fused", lambda x, y: plain_loop_step(plain_model, plain_opt, x, y))
     ours = Loop("keel", lambda x, y: keel_loop_step(keel_model, keel_opt, probe, x, y))
     grads = Loop("keel grads", lambda x, y: keel_loop_step(grads_model, grads_opt, grads_probe, x, y))

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "keel/probe/probe.hpp"
+#include "keel/wire/layer_metrics.hpp"
 #include "message_dicts.hpp"
 #include "python_model.hpp"
 #include "python_optimizer.hpp"
@@ -25,6 +26,18 @@ using keel::probe::ProbeTiming;
 using keel::probe::StepOutcome;
 
 namespace {
+
+// The per-layer metrics in ProbeOptions.cadence's order (one entry each), and those read from
+// the gradient: a cadence is built from these names, never from positions.
+void bind_metric_names(py::module_& m) {
+  py::list metric_names, gradient_metric_names;
+  for (const keel::wire::LayerMetricInfo& info : keel::wire::kLayerMetrics) {
+    metric_names.append(info.name);
+    if (keel::wire::is_gradient_metric(info.metric)) gradient_metric_names.append(info.name);
+  }
+  m.attr("layer_metric_names") = metric_names;
+  m.attr("gradient_metric_names") = gradient_metric_names;
+}
 
 // AttachError: the probe could not attach (keel/probe.py says what to do about it).
 void bind_attach_error(py::module_& m) {
@@ -192,6 +205,7 @@ void bind_probe(py::module_& m) {
 PYBIND11_MODULE(_probe, m) {
   m.doc() = "keel's probe core (use keel.Probe)";
   m.attr("built_with_torch") = TORCH_VERSION;
+  bind_metric_names(m);
   bind_attach_error(m);
   bind_options(m);
   bind_outcomes(m);

@@ -23,12 +23,15 @@ float round_mantissa(float value, int bits) {
 
 namespace {
 
-// A metric-major block of `n` values per metric; the block `counts` (non-finite counts, -1:
-// none) stays exact.
-void round_block(std::vector<float>& values, size_t n, int counts, int bits) {
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (counts >= 0 && n > 0 && i / n == static_cast<size_t>(counts)) continue;
-    values[i] = round_mantissa(values[i], bits);
+// A metric-major block of `n` values for each metric in `mask`; the blocks of counts stay exact.
+void round_blocks(std::vector<float>& values, size_t n, uint32_t mask, int bits) {
+  size_t block = 0;
+  for (int m = 0; m < wire::kLayerMetricCount; ++m) {
+    if (!((mask >> m) & 1u)) continue;
+    if (!wire::is_count(static_cast<wire::LayerMetric>(m))) {
+      for (size_t i = block * n; i < (block + 1) * n && i < values.size(); ++i) values[i] = round_mantissa(values[i], bits);
+    }
+    ++block;
   }
 }
 
@@ -36,8 +39,8 @@ void round_block(std::vector<float>& values, size_t n, int counts, int bits) {
 
 bool round_layer_values(wire::StepRecord& record, int bits) {
   if (bits >= kExactMantissaBits) return false;
-  round_block(record.layer_values, record.layer_count, record.metric_block(wire::LayerMetric::kGradNonfinite), bits);
-  round_block(record.module_values, record.module_count, record.module_block(wire::LayerMetric::kGradNonfinite), bits);
+  round_blocks(record.layer_values, record.layer_count, record.metric_mask, bits);
+  round_blocks(record.module_values, record.module_count, record.module_mask, bits);
   return true;
 }
 

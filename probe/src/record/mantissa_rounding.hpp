@@ -8,8 +8,8 @@
 // shows no difference). Rounding is to nearest (half away from zero in magnitude), on the bit
 // pattern, so a value never crosses into another binade's sign or becomes non-finite, except a
 // value within the rounding of FLT_MAX, which becomes +-Inf as float32 arithmetic would round
-// it. NaN and +-Inf stay exactly what they were, and the grad_nonfinite block (counts of
-// non-finite values, which a reader compares exactly) is never rounded.
+// it. NaN and +-Inf stay exactly what they were, and the blocks of counts (wire::MetricValue::
+// kCount: grad_nonfinite, which a reader compares exactly) are never rounded.
 // Threads: pure functions. Never: allocates, throws, or touches anything but the record's
 // layer_values.
 #pragma once
@@ -24,7 +24,7 @@ inline constexpr int kExactMantissaBits = 23;
 // `value` with only its top `bits` mantissa bits (1 to 23; 23 or more: unchanged).
 float round_mantissa(float value, int bits);
 
-// Rounds every layer and module value of `record` but their grad_nonfinite blocks. False when `bits` keeps
+// Rounds every layer and module value of `record` but their count blocks. False when `bits` keeps
 // everything (nothing to do).
 bool round_layer_values(wire::StepRecord& record, int bits);
 

@@ -469,22 +469,20 @@ void Probe::Impl::fill_module_values(uint32_t mask, bool applied) {
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     if (!((mask >> m) & 1u)) continue;
     const auto metric = static_cast<LayerMetric>(m);
-    // A module's worst layer: the largest value, NaN when any is NaN, and non-finite counts
-    // added up (PROTOCOL §3.3), so that no module hides a bad layer behind good ones.
-    const bool add_up = metric == LayerMetric::kGradNonfinite;
+    // Its worst layer's value, or a count's sum (wire::ModuleRollup, PROTOCOL §3.3).
+    const wire::ModuleRollup rollup = wire::info_of(metric).modules;
     for (const wire::ModuleRange& module : modules) {
-      double worst = 0;
+      double rolled = 0;
       for (uint32_t i = module.first; i < module.first + module.count; ++i) {
         const double v = layer_value(metric, i, applied);
-        if (add_up) {
-          worst += v;
-        } else if (std::isnan(v) || std::isnan(worst)) {
-          worst = std::numeric_limits<double>::quiet_NaN();
-        } else {
-          worst = std::max(worst, v);
+        switch (rollup) {
+          case wire::ModuleRollup::kSum: rolled += v; break;
+          case wire::ModuleRollup::kWorst:
+            rolled = std::isnan(v) || std::isnan(rolled) ? std::numeric_limits<double>::quiet_NaN() : std::max(rolled, v);
+            break;
         }
       }
-      *out++ = static_cast<float>(worst);
+      *out++ = static_cast<float>(rolled);
     }
   }
 }

@@ -117,12 +117,12 @@ TEST(AppState, SelectionFollowsTheLayerNameAcrossRuns) {
 }
 
 TEST(HeatMetric, IsNamedAsItsLayerMetricIsOnTheWire) {
-  for (int m = 0; m < kHeatMetricCount; ++m) {
-    const std::string name = wire::info_of(layer_metric_of(HeatMetric(m))).name;
+  for (const wire::LayerMetric metric : wire::kHeatmapMetrics) {
+    const std::string name = wire::info_of(metric).name;
     ASSERT_TRUE(heat_metric_named(name).has_value()) << name;
-    EXPECT_EQ(*heat_metric_named(name), HeatMetric(m)) << name;
+    EXPECT_EQ(*heat_metric_named(name), metric) << name;
   }
-  EXPECT_EQ(heat_metric_named("update_ratio"), HeatMetric::kUpdateRatio);
+  EXPECT_EQ(heat_metric_named("update_ratio"), wire::LayerMetric::kUpdateRatio);
   // A metric the heatmap has no view of, a label rather than a name, and nothing.
   EXPECT_FALSE(heat_metric_named("param_norm").has_value());
   EXPECT_FALSE(heat_metric_named("update ratio").has_value());
