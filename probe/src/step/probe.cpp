@@ -16,7 +16,7 @@ using wire::LayerMetric;
 }  // namespace
 
 void Probe::Impl::watch(const std::string& name, const torch::Tensor& tensor) {
-  if (rerunning_) return;
+  if (rerun_.rerunning()) return;
   const auto start = Clock::now();
   try {
     const size_t known = watches_.names().size();
@@ -51,7 +51,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   buffers_.enqueue(events_, record_step_);
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
-  if (closure_ == nullptr && deferrable_device(plan, loss) >= 0) {
+  if (!rerun_.has_closure() && deferrable_device(plan, loss) >= 0) {
     deferred_step(loss, plan, grad_passes_before, outcome, times);
     end_step(plan, Reduction{}, times);
     return outcome;

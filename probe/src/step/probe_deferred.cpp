@@ -56,8 +56,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
                                 StepOutcome& outcome, StepTimes& times) {
   PendingStep p;
   p.step = step_;
-  origin_.reset();
-  not_traced_ = kPlainStepAdvice;
+  rerun_.not_run_again_deferred();
   p.plan = plan;
   p.times = times;
   read_lrs(*optimizer_, p.lr, p.group_lrs);

@@ -15,14 +15,17 @@
 //   WatchedBuffers   the model's float buffers as planned, those       training     fails the step
 //   (watched_        watched, their pass and this step's max |b|,
 //    buffers)        the buffers' identities, the last step's NaN/Inf
-// Still Impl's own members, in the files that define them: layout (probe_layout.cpp: the
-// model followed, its layers planned again), reduce and decide (probe.cpp: the step's plan,
-// its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
-// on it; probe_origin.cpp: the closure's re-run), apply (probe.cpp: the optimizer's step, the
-// scaler's update, the update pass), record (probe.cpp: the step record and its values;
-// probe_events.cpp: the events a step raises), the deferred step of a CUDA device
-// (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp:
-// the options checked, the sockets, the public Probe's forwarding).
+//   ClosureRerun     the closure of the step being taken, the point    training     runs a safe or a
+//   (closure_rerun)  its re-run starts from, what the re-run's trace                sharded step again,
+//                    found or why it did not run, whether it runs now               allocates without one
+// Still Impl's own members, in the files that define them: layout (probe_layout.cpp: the model
+// followed, its layers planned again), reduce and decide (probe.cpp: the step's plan, its
+// reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree on it;
+// probe_origin.cpp: the closure form's step and the step's cause), apply (probe.cpp: the
+// optimizer's step, the scaler's update, the update pass), record (probe.cpp: the step record and
+// its values; probe_events.cpp: the events a step raises), the deferred step of a CUDA device
+// (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp: the
+// options checked, the sockets, the public Probe's forwarding).
 // Its state is private: the public Probe reaches it through the accessors of the public part.
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
@@ -44,8 +47,8 @@
 #include "reduce/layer_reducer.hpp"
 #include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
-#include "origin/rerun_point.hpp"
 #include "checkpoint_dumps.hpp"
+#include "closure_rerun.hpp"
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "remote_control.hpp"
@@ -157,19 +160,8 @@ class Probe::Impl {
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
-  // The closure of this step when it came in the closure form (null otherwise), the state its
-  // re-run starts from, what the re-run's trace found (when it ran), why it did not run
-  // otherwise, and the cause of the step being recorded (none when it was safe).
-  const LossClosure* closure_ = nullptr;
-  RerunPoint rerun_point_;
-  std::vector<torch::Tensor> rerun_buffers_;   // all_buffers() when the step began (reused)
-  std::optional<Origin> origin_;
-  const char* not_traced_ = "";   // a literal: set on every step, it must not allocate
-  static constexpr const char* kPlainStepAdvice =
-      "pass the step as probe.step(closure) to have keel run it again and name the op and module";
-  std::optional<StepCause> cause_;
-  // The closure is running again: its probe.watch() calls are the first run's, already taken.
-  bool rerunning_ = false;
+  ClosureRerun rerun_;   // the closure form's step, and an unsafe one's re-run
+  std::optional<StepCause> cause_;   // the cause of the step being recorded (none when it was safe)
   std::vector<std::pair<int64_t, double>> recent_lrs_;   // (step, lr), the last kLrJumpWindow + 1
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
 
@@ -301,7 +293,7 @@ class Probe::Impl {
   // rank can).
   std::string agree_on_dump(const std::string& error);
   // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
-  // armed (probe_origin.cpp): origin_ set, the state put back as the first run left it.
+  // armed (ClosureRerun::trace_if_due), from this step's reduction and verdict.
   void trace_origin_if_due(const Reduction& reduction, const StepOutcome& outcome);
   // The cause of the step being recorded (cause_), from its health and the re-run's trace.
   void classify(const StepPlan& plan, const Reduction& reduction);
