@@ -23,13 +23,15 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     // The layer the cause stands for: with a NaN already in the loss, the first non-finite
     // gradient in backward order is only the layer nearest the loss, and is not named.
     const bool loss_first = health_.loss_nonfinite && (!cause_ || cause_->layer.empty());
-    std::string detail = describe_health(health_, record_.loss, reducer_.grad_stats(), names_, !loss_first);
+    std::string detail =
+        describe_health(health_, record_.loss, layers_.reducer().grad_stats(), layers_.names(), !loss_first);
     if (outcome.applied && options_.skip_on_nonfinite && !health_.unsafe_to_apply(loss_is_the_jobs())) {
       detail += "; update applied: this rank's loss alone is non-finite and its gradients are safe, and a rank "
                 "skipping on its own would leave the replicas apart";
     }
     const bool named = health_.layer != StepHealth::kNoLayer && !loss_first;
-    add_event(wire::event_kind::kFirstNonfinite, cause_ ? cause_->layer : named ? names_[health_.layer] : std::string(), detail);
+    add_event(wire::event_kind::kFirstNonfinite,
+              cause_ ? cause_->layer : named ? layers_.names()[health_.layer] : std::string(), detail);
     if (cause_) events_.last().cause = cause_->cause;
   }
   if (measured) nonfinite_last_step_ = health_.blown_up();

@@ -18,10 +18,13 @@
 //   ClosureRerun     the closure of the step being taken, the point    training     runs a safe or a
 //   (closure_rerun)  its re-run starts from, what the re-run's trace                sharded step again,
 //                    found or why it did not run, whether it runs now               allocates without one
-// Still Impl's own members, in the files that define them: layout (probe_layout.cpp: the model
-// followed, its layers planned again), reduce and decide (probe.cpp: the step's plan, its
-// reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree on it;
-// probe_origin.cpp: the closure form's step and the step's cause), apply (probe.cpp: the
+//   PlannedLayers    the layers' names and tensors, their reducer and  training;    allocates while the
+//   (planned_        backward order (hooks), the layout planned, why   autograd's   model is as planned,
+//    layers)         it could not be again, the walk's check, whether  (hooks)      drops a plan before
+//                    the weight snapshot is W                                       the next is whole
+// Still Impl's own members, in the files that define them: reduce and decide (probe.cpp: the step's
+// plan, its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
+// on it; probe_origin.cpp: the closure form's step and the step's cause), apply (probe.cpp: the
 // optimizer's step, the scaler's update, the update pass), record (probe.cpp: the step record and
 // its values; probe_events.cpp: the events a step raises), the deferred step of a CUDA device
 // (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp: the
@@ -38,17 +41,15 @@
 #include <utility>
 #include <vector>
 
-#include "layout/backward_order.hpp"
 #include "transport/history_intents.hpp"
 #include "reduce/deferred_scalar.hpp"
 #include "keel/probe/optimizer_adapter.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/probe/trained_model.hpp"
-#include "reduce/layer_reducer.hpp"
-#include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
 #include "checkpoint_dumps.hpp"
 #include "closure_rerun.hpp"
+#include "planned_layers.hpp"
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "remote_control.hpp"
@@ -62,15 +63,6 @@
 
 namespace keel::probe {
 
-// Which of `params` the model says a wrapper swaps the data of (TrainedModel::data_swapped):
-// empty when none does.
-inline std::vector<bool> swapped_parameters(const TrainedModel& model, const std::vector<torch::Tensor>& params) {
-  std::vector<bool> swapped(params.size(), false);
-  bool any = false;
-  for (size_t i = 0; i < params.size(); ++i) any |= swapped[i] = model.data_swapped(params[i]);
-  return any ? swapped : std::vector<bool>();
-}
-
 // Group 0's lr (0 without groups), and every group's when there are several
 // (StepRecord::group_lrs; empty with one group).
 inline void read_lrs(const OptimizerAdapter& optimizer, double& lr, std::vector<double>& group_lrs) {
@@ -80,14 +72,6 @@ inline void read_lrs(const OptimizerAdapter& optimizer, double& lr, std::vector<
   if (groups > 1) {
     for (size_t g = 0; g < groups; ++g) group_lrs.push_back(optimizer.hyperparameters(g).lr);
   }
-}
-
-// One column of a list of pairs: the names or the tensors of NamedParams.
-template <class Pairs, class Field>
-auto column(const Pairs& pairs, Field field) {
-  std::vector<std::decay_t<decltype(pairs.front().*field)>> out;
-  for (const auto& p : pairs) out.push_back(p.*field);
-  return out;
 }
 
 class Probe::Impl {
@@ -122,20 +106,11 @@ class Probe::Impl {
   ProbeOptions options_;
   std::unique_ptr<TrainedModel> model_;
   std::unique_ptr<OptimizerAdapter> optimizer_;
-  std::vector<std::string> names_;
-  std::vector<torch::Tensor> params_;
-  LayerReducer reducer_;
-  BackwardOrder order_;
-  ParameterLayout layout_;   // the parameters names_, params_ and reducer_ were planned for
-  std::vector<const void*> sequence_;   // this step's parameter_sequence (reused)
-  // Why the layers could not be planned again for the model as it is now; empty when they
-  // were. While set, every step's reductions fail (probe_layout.cpp).
-  std::string layout_error_;
-  // follow_layout found the same tensors in the same places and left the check of each one
-  // to this step's gradient walk on the host (LayoutCheckInWalk): a layout planned wholly on
-  // the CPU with a gradient pass due. Until that walk, the step does not rely on the tensors'
-  // devices, types or shapes.
-  bool tensors_left_to_walk_ = false;
+  PlannedLayers layers_;   // the parameters, the layers planned for them, followed each step
+  // The layers' reducer and tensors under the names the record's values read them by
+  // (fill_values, fill_layer_values, layer_value in probe.cpp): nothing else uses these.
+  const LayerReducer& reducer_ = layers_.reducer();
+  const std::vector<torch::Tensor>& params_ = layers_.params();
   WatchReducer watches_;
   WatchedBuffers buffers_;   // the model's floating-point buffers, followed and measured
   GradScaler* scaler_ = nullptr;
@@ -173,7 +148,6 @@ class Probe::Impl {
   double hook_us_ = 0;
   ProbeTiming timing_;
   bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
-  bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()
   bool watch_nonfinite_last_step_ = false;
   // A deferred step's scaler update was lost (its settling failed): the next step's loss was
   // scaled by a value the host does not know, so that step ends as the scaler's overflow.
@@ -217,7 +191,7 @@ class Probe::Impl {
     double reduce_us = 0;
     std::optional<double> lr;   // a deferred step's, as it was; else read when recorded
     std::vector<double> group_lrs;   // with `lr`: every group's, when there are several
-    // The gradient walk found a tensor that left its plan (tensors_left_to_walk_), before any
+    // The gradient walk found a tensor that left its plan (PlannedLayers::take_walk_check), before any
     // gradient was written: nothing else was measured.
     bool layout_moved = false;
   };
@@ -258,15 +232,9 @@ class Probe::Impl {
   void recover_deferred_step(const std::exception& e, PendingStep& p, bool stepped, const StepPlan& plan,
                              uint64_t grad_passes_before, StepOutcome& outcome, StepTimes& times);
   void begin_step();
-  // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
-  // layout is planned again and re-described, weights written since the last step make the
-  // weight snapshot stale. Its walk of the modules also reads the buffers for WatchedBuffers::follow.
-  // `tensors_in_walk`: when the same tensors are in the same places, each one's device, type,
-  // shape and values are left to this step's gradient walk (tensors_left_to_walk_).
+  // PlannedLayers::follow, of the step being recorded: its walk of the modules also reads the
+  // buffers for WatchedBuffers::follow.
   void follow_layout(bool tensors_in_walk);
-  // The slow part of follow_layout: what changed, and the layers planned again for it.
-  void follow_changed_layout();
-  void replan(const ModelParameters& now, const std::string& what);
   // What the step measures, from the cadence and the policies; its frozen and unused layers
   // come after the gradient pass (classify_layers).
   StepPlan plan_step() const;

@@ -9,7 +9,7 @@ namespace keel::probe {
 StepOutcome Probe::Impl::step(const LossClosure& closure) {
   // Counted as the probe's time on the training thread, with the step's own.
   const auto start = Clock::now();
-  rerun_.prepare(*model_, params_, events_, step_);
+  rerun_.prepare(*model_, layers_.params(), events_, step_);
   watch_us_ += micros(Clock::now() - start);
   const torch::Tensor loss = closure();   // the user's exceptions are theirs
   const ClosureRerun::Taking taking(rerun_, closure);
@@ -26,7 +26,7 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
   verdict.loss = r.loss;
   verdict.nonfinite_last_step = nonfinite_last_step_;
   verdict.applied = outcome.applied;
-  rerun_.trace_if_due(verdict, ClosureRerun::Model{names_, params_, buffers_}, events_, record_step_);
+  rerun_.trace_if_due(verdict, ClosureRerun::Model{layers_.names(), layers_.params(), buffers_}, events_, record_step_);
 }
 
 void Probe::Impl::classify(const StepPlan& plan, const Reduction& r) {
@@ -39,9 +39,10 @@ void Probe::Impl::classify(const StepPlan& plan, const Reduction& r) {
   e.health = &health_;
   e.loss = r.loss;
   e.has_loss = !std::isnan(r.loss) || health_.loss_nonfinite;
-  e.grads = &reducer_.grad_stats();
-  e.names = &names_;
-  if (plan.param_due && reducer_.param_sumsq().size() == names_.size()) e.weight_sumsq = &reducer_.param_sumsq();
+  e.grads = &layers_.reducer().grad_stats();
+  e.names = &layers_.names();
+  const LayerReducer& reducer = layers_.reducer();
+  if (plan.param_due && reducer.param_sumsq().size() == layers_.names().size()) e.weight_sumsq = &reducer.param_sumsq();
   e.scaler_overflow = r.scaler_found_inf;
   e.scale = r.scale > 0 ? r.scale : (scaler_ ? scaler_->scale_value() : 0.0);
   e.spike = spike_verdict_.spike && std::isfinite(spike_verdict_.z);
