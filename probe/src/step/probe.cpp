@@ -357,7 +357,8 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
       record_.scaler.reset();
     }
     classify(plan, r);
-    record_.cause = cause_ ? cause_->cause.kind : std::string();
+    const std::optional<StepCause>& cause = cause_of_step_.cause();
+    record_.cause = cause ? cause->cause.kind : std::string();
     raise_events(outcome, r.stats_ok);
     record_.dropped = publisher_ ? publisher_->dropped() : 0;
     record_.probe_errors = events_.probe_errors();

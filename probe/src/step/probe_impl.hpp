@@ -22,6 +22,8 @@
 //   (planned_        backward order (hooks), the layout planned, why   autograd's   model is as planned,
 //    layers)         it could not be again, the walk's check, whether  (hooks)      drops a plan before
 //                    the weight snapshot is W                                       the next is whole
+//   CauseOfStep      the last steps' (step, lr), the cause of the      training     allocates once its
+//   (cause_of_step)  step being recorded                                            window is full
 // Still Impl's own members, in the files that define them: reduce and decide (probe.cpp: the step's
 // plan, its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
 // on it; probe_origin.cpp: the closure form's step and the step's cause), apply (probe.cpp: the
@@ -47,6 +49,7 @@
 #include "keel/probe/probe.hpp"
 #include "keel/probe/trained_model.hpp"
 #include "transport/publisher.hpp"
+#include "cause_of_step.hpp"
 #include "checkpoint_dumps.hpp"
 #include "closure_rerun.hpp"
 #include "planned_layers.hpp"
@@ -136,8 +139,7 @@ class Probe::Impl {
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
   ClosureRerun rerun_;   // the closure form's step, and an unsafe one's re-run
-  std::optional<StepCause> cause_;   // the cause of the step being recorded (none when it was safe)
-  std::vector<std::pair<int64_t, double>> recent_lrs_;   // (step, lr), the last kLrJumpWindow + 1
+  CauseOfStep cause_of_step_;   // the cause of the step being recorded, and the lrs it is judged against
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
 
   int64_t step_ = 0;
@@ -263,7 +265,7 @@ class Probe::Impl {
   // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
   // armed (ClosureRerun::trace_if_due), from this step's reduction and verdict.
   void trace_origin_if_due(const Reduction& reduction, const StepOutcome& outcome);
-  // The cause of the step being recorded (cause_), from its health and the re-run's trace.
+  // The cause of the step being recorded (CauseOfStep), from its health and the re-run's trace.
   void classify(const StepPlan& plan, const Reduction& reduction);
   // Whether this rank's loss stands for the job's. With several data-parallel ranks it is the
   // rank's own while the gradients are the job's, so a non-finite loss alone does not make a

@@ -1,6 +1,7 @@
 // Probe::Impl's answer to "where was the NaN born, and why" (DESIGN §2.1): the closure form's
 // step, its re-run handed to ClosureRerun, and the cause of each unsafe step.
 #include <cmath>
+#include <utility>
 
 #include "probe_impl.hpp"
 
@@ -30,9 +31,7 @@ void Probe::Impl::trace_origin_if_due(const Reduction& r, const StepOutcome& out
 }
 
 void Probe::Impl::classify(const StepPlan& plan, const Reduction& r) {
-  cause_.reset();
-  recent_lrs_.emplace_back(record_step_, record_.lr);
-  if (recent_lrs_.size() > static_cast<size_t>(kLrJumpWindow) + 1) recent_lrs_.erase(recent_lrs_.begin());
+  cause_of_step_.begin(record_step_, record_.lr);
   if (!r.stats_ok) return;
   StepEvidence e;
   e.step = record_step_;
@@ -48,10 +47,9 @@ void Probe::Impl::classify(const StepPlan& plan, const Reduction& r) {
   e.spike = spike_verdict_.spike && std::isfinite(spike_verdict_.z);
   e.spike_z = spike_verdict_.z;
   e.spike_window = spike_verdict_.compared_with;
-  e.lr_jump = latest_lr_jump(recent_lrs_, record_step_);
   e.origin = rerun_.origin();
   e.not_traced = rerun_.not_traced();
-  cause_ = classify_cause(e);
+  cause_of_step_.classify(std::move(e));
 }
 
 }  // namespace keel::probe
