@@ -29,7 +29,7 @@ void Probe::Impl::watch(const std::string& name, const torch::Tensor& tensor) {
   } catch (const std::exception& e) {
     report_probe_error("watching " + name, e.what(), "not measured this step", step_);
   }
-  watch_us_ += micros(Clock::now() - start);
+  timing_.add_outside_step(micros(Clock::now() - start));
 }
 
 StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
@@ -63,13 +63,13 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     // start, and the step is reduced with them.
     // The hooks' time was taken from the old reducer; the new one's hooks have not run yet
     // (and a step whose layers could not be planned fails before it takes any).
-    const double hooks_us = hook_us_;
-    hook_us_ = 0;
+    const double hooks_us = timing_.hooks();
+    timing_.set_hooks(0);
     follow_layout(/*tensors_in_walk=*/false);
     plan = plan_step();
     grad_passes_before = layers_.reducer().grad_passes();
     reduction = reduce(loss, plan, outcome);
-    hook_us_ += hooks_us;
+    timing_.set_hooks(timing_.hooks() + hooks_us);
   }
   classify_layers(plan, grad_passes_before);
   buffers_.collect(events_, record_step_);
@@ -181,7 +181,7 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
     const bool unscale_here = scaler_active && !scaler_->unscaled();
     const float unscale = unscale_here ? scaler_->inv_scale_value() : 1.0f;
     const auto reduce_start = Clock::now();
-    hook_us_ = reducer.take_hook_us();
+    timing_.set_hooks(reducer.take_hook_us());
     static const std::vector<GradStats> kNoGrads;
     // Before the gradient pass, which may read the weights too.
     reducer.plan_update(plan.update_due && plan.grads_due);
@@ -331,7 +331,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     }
     record_.skipped = !outcome.applied;
     record_.skip_reason = outcome.skip_reason;
-    record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
+    record_.step_time_us = timing_.since_last_step(times.enter);
     // A metric the probe failed to measure is absent, not a stale or partial value.
     fill_values(plan.mask & ~r.lost_mask, outcome, plan.grads_due && r.stats_ok);
     record_.frozen_layers = plan.frozen;
@@ -364,7 +364,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     record_.probe_errors = events_.probe_errors();
     record_.record_dropped = recording_.dropped();
     record_.stamp_unix_ns = unix_ns();
-    record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_ + hook_us_;
+    record_.probe_us = timing_.probe_us(times, Clock::now());
     if (publisher_) {
       events_.publish_unpublished(*publisher_);
       publisher_->publish(record_);
@@ -383,27 +383,8 @@ void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepT
   const auto end_start = Clock::now();
   layers_.end_step(snapshot_current);
   const auto end = Clock::now();
-  timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(end - times.optimizer_end) + watch_us_ + hook_us_;
-  timing_.reduce_us = r.reduce_us + watch_us_ + hook_us_;
-  fill_stage_times(times, end_start, end);
-  watch_us_ = 0;
-  hook_us_ = 0;
-  last_step_enter_ = times.enter;
+  timing_.end_step(times, r.reduce_us, end_start, end);
   ++step_;
-}
-
-void Probe::Impl::fill_stage_times(const StepTimes& times, Clock::time_point end_start, Clock::time_point end) {
-  // A stage the step did not reach (a deferred step's update and record) is 0.
-  const auto span = [](Clock::time_point from, Clock::time_point to) {
-    return from.time_since_epoch().count() == 0 || to < from ? 0.0 : micros(to - from);
-  };
-  timing_.begin_us = span(times.enter, times.begun);
-  timing_.layout_us = span(times.begun, times.planned);
-  timing_.grads_us = span(times.planned, times.optimizer_start) + hook_us_;
-  timing_.backward_us = hook_us_;
-  timing_.update_us = span(times.optimizer_end, times.updated);
-  timing_.record_us = span(times.updated, times.recorded);
-  timing_.end_us = span(end_start, end);
 }
 
 void Probe::Impl::fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced) {

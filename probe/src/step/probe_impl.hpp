@@ -24,6 +24,9 @@
 //                    the weight snapshot is W                                       the next is whole
 //   CauseOfStep      the last steps' (step, lr), the cause of the      training     allocates once its
 //   (cause_of_step)  step being recorded                                            window is full
+//   StepTiming       the probe's time outside step() and in backward's training     allocates, blocks,
+//   (step_timing)    hooks this step, the last step's start, its                    reads a device's
+//                    ProbeTiming                                                    clock
 // Still Impl's own members, in the files that define them: reduce and decide (probe.cpp: the step's
 // plan, its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
 // on it; probe_origin.cpp: the closure form's step and the step's cause), apply (probe.cpp: the
@@ -61,6 +64,7 @@
 #include "step_cause.hpp"
 #include "step_events.hpp"
 #include "step_health.hpp"
+#include "step_timing.hpp"
 #include "watched_buffers.hpp"
 #include "reduce/watch_reducer.hpp"
 
@@ -99,7 +103,7 @@ class Probe::Impl {
   const wire::StepRecord& last_record() const { return record_; }
   const wire::RunDescription& description() const { return description_; }
   const std::vector<wire::Event>& last_events() const { return events_.all(); }
-  const ProbeTiming& last_timing() const { return timing_; }
+  const ProbeTiming& last_timing() const { return timing_.last(); }
   uint64_t dropped() const;
   std::string recording_path() const { return recording_.path(); }
   std::string bound_endpoint() const;
@@ -143,12 +147,7 @@ class Probe::Impl {
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
 
   int64_t step_ = 0;
-  std::optional<Clock::time_point> last_step_enter_;
-  double watch_us_ = 0;
-  // This step's time in the gradient accumulators' hooks (LayerReducer::take_hook_us): spent
-  // inside backward, on the training thread, and counted with the gradient pass.
-  double hook_us_ = 0;
-  ProbeTiming timing_;
+  StepTiming timing_;   // what the probe costs the training thread
   bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
   bool watch_nonfinite_last_step_ = false;
   // A deferred step's scaler update was lost (its settling failed): the next step's loss was
@@ -196,12 +195,6 @@ class Probe::Impl {
     // The gradient walk found a tensor that left its plan (PlannedLayers::take_walk_check), before any
     // gradient was written: nothing else was measured.
     bool layout_moved = false;
-  };
-  struct StepTimes {
-    Clock::time_point enter, optimizer_start, optimizer_end;
-    // Stage boundaries on the host (ProbeTiming): begun after begin_step and settling, planned
-    // after the layout check and the plan, updated after the update pass, recorded after record().
-    Clock::time_point begun, planned, updated, recorded;
   };
   // A deferred step (DESIGN §8): enqueued on the device with its verdict there, settled at the
   // next step() (or settle()) when its results have arrived with no wait.
@@ -286,8 +279,6 @@ class Probe::Impl {
   void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,
               std::vector<wire::WatchStats>* watches = nullptr);
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
-  // ProbeTiming's stages from the step's boundaries and end_step's own [end_start, end).
-  void fill_stage_times(const StepTimes& times, Clock::time_point end_start, Clock::time_point end);
   // The record's values of the metrics in `mask`: per layer, or, on a wide model's step that
   // is not due in full (ProbeOptions::layer_detail_every), per module of the description.
   void fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced);

@@ -11,7 +11,7 @@ StepOutcome Probe::Impl::step(const LossClosure& closure) {
   // Counted as the probe's time on the training thread, with the step's own.
   const auto start = Clock::now();
   rerun_.prepare(*model_, layers_.params(), events_, step_);
-  watch_us_ += micros(Clock::now() - start);
+  timing_.add_outside_step(micros(Clock::now() - start));
   const torch::Tensor loss = closure();   // the user's exceptions are theirs
   const ClosureRerun::Taking taking(rerun_, closure);
   return step(loss);
