@@ -3,7 +3,7 @@
 //
 // What it is for: at 50,000 tensors the layout check's own walk over the parameters cost
 // about 45 ns a tensor, most of it waiting on TensorImpls that backward had pushed out of
-// cache, and the gradient walk waited on the same lines again (Probe::Impl::follow_layout).
+// cache, and the gradient walk waited on the same lines again (PlannedLayers::follow).
 // Threads: the training thread. Never: throws.
 #pragma once
 

@@ -1,5 +1,6 @@
 // Probe::Impl's step on the host: reduce, decide, apply, measure the update, record. Attaching
-// is probe_attach.cpp, the step's events probe_events.cpp, the buffers WatchedBuffers.
+// is probe_attach.cpp, the step's events probe_events.cpp, the buffers WatchedBuffers, the
+// layers PlannedLayers.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,7 +17,7 @@ using wire::LayerMetric;
 }  // namespace
 
 void Probe::Impl::watch(const std::string& name, const torch::Tensor& tensor) {
-  if (rerunning_) return;
+  if (rerun_.rerunning()) return;
   const auto start = Clock::now();
   try {
     const size_t known = watches_.names().size();
@@ -28,7 +29,7 @@ void Probe::Impl::watch(const std::string& name, const torch::Tensor& tensor) {
   } catch (const std::exception& e) {
     report_probe_error("watching " + name, e.what(), "not measured this step", step_);
   }
-  watch_us_ += micros(Clock::now() - start);
+  timing_.add_outside_step(micros(Clock::now() - start));
 }
 
 StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
@@ -43,15 +44,15 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   times.begun = Clock::now();
   // After it: the settled step was of the old layers. A model planned on the CPU has its
   // tensors checked by the gradient walk, which reads them anyway (LayoutCheckInWalk).
-  follow_layout(/*tensors_in_walk=*/reducer_.all_on_cpu() && gradient_pass_due());
+  follow_layout(/*tensors_in_walk=*/layers_.reducer().all_on_cpu() && gradient_pass_due());
   buffers_.follow(*model_, description_, publisher_.get(), events_, record_step_);
   StepPlan plan = plan_step();
-  uint64_t grad_passes_before = reducer_.grad_passes();
+  uint64_t grad_passes_before = layers_.reducer().grad_passes();
   times.planned = Clock::now();
   buffers_.enqueue(events_, record_step_);
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
-  if (closure_ == nullptr && deferrable_device(plan, loss) >= 0) {
+  if (!rerun_.has_closure() && deferrable_device(plan, loss) >= 0) {
     deferred_step(loss, plan, grad_passes_before, outcome, times);
     end_step(plan, Reduction{}, times);
     return outcome;
@@ -62,13 +63,13 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     // start, and the step is reduced with them.
     // The hooks' time was taken from the old reducer; the new one's hooks have not run yet
     // (and a step whose layers could not be planned fails before it takes any).
-    const double hooks_us = hook_us_;
-    hook_us_ = 0;
+    const double hooks_us = timing_.hooks();
+    timing_.set_hooks(0);
     follow_layout(/*tensors_in_walk=*/false);
     plan = plan_step();
-    grad_passes_before = reducer_.grad_passes();
+    grad_passes_before = layers_.reducer().grad_passes();
     reduction = reduce(loss, plan, outcome);
-    hook_us_ += hooks_us;
+    timing_.set_hooks(timing_.hooks() + hooks_us);
   }
   classify_layers(plan, grad_passes_before);
   buffers_.collect(events_, record_step_);
@@ -112,6 +113,12 @@ void Probe::Impl::begin_step() {
   control_.take_commands(RemoteControl::Run{step_, options_, description_, dumps_, events_, publisher_.get()});
 }
 
+void Probe::Impl::follow_layout(bool tensors_in_walk) {
+  layers_.follow(tensors_in_walk, PlannedLayers::Run{*model_, optimizer_.get(), options_, description_, publisher_.get(),
+                                                     events_, record_step_, buffers_.sequence()});
+  record_.layer_count = static_cast<uint32_t>(layers_.params().size());
+}
+
 bool Probe::Impl::gradient_pass_due() const {
   for (int m = 0; m < wire::kLayerMetricCount; ++m) {
     if ((wire::kGradientMetrics & (1u << m)) != 0 && due(static_cast<LayerMetric>(m))) return true;
@@ -128,7 +135,7 @@ Probe::Impl::StepPlan Probe::Impl::plan_step() const {
   // Without a rule to rebuild it, the update of a layer on a device needs a copy of the
   // weights there: only when asked for (snapshot_for_update_ratio).
   const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
-  if ((plan.mask & update_bit) && !options_.snapshot_for_update_ratio && reducer_.needs_device_snapshot()) {
+  if ((plan.mask & update_bit) && !options_.snapshot_for_update_ratio && layers_.reducer().needs_device_snapshot()) {
     plan.mask &= ~update_bit;
   }
   plan.update_due = (plan.mask & update_bit) != 0;
@@ -141,21 +148,21 @@ void Probe::Impl::classify_layers(StepPlan& plan, uint64_t grad_passes_before) c
   // sets them to none), or one left from an earlier step that this backward did not add to.
   // This step's gradient pass read each layer's state on its way to the gradient: a second
   // walk to the same bookkeeping, out of cache on a wide model, is made only without one.
-  const bool from_pass = reducer_.grad_passes() != grad_passes_before;
+  const bool from_pass = layers_.reducer().grad_passes() != grad_passes_before;
   plan.frozen.clear();
   plan.unused.clear();
-  for (size_t i = 0; i < params_.size(); ++i) {
+  for (size_t i = 0; i < layers_.params().size(); ++i) {
     LayerReducer::LayerState state;
     if (from_pass) {
-      state = reducer_.layer_state(i);
+      state = layers_.reducer().layer_state(i);
     } else {
       // Ask for a later tensor's bookkeeping while this one's is read (LayerReducer does too).
-      if (i + 8 < params_.size()) __builtin_prefetch(params_[i + 8].unsafeGetTensorImpl());
-      state = LayerReducer::state_of(params_[i]);
+      if (i + 8 < layers_.params().size()) __builtin_prefetch(layers_.params()[i + 8].unsafeGetTensorImpl());
+      state = LayerReducer::state_of(layers_.params()[i]);
     }
     if (state == LayerReducer::LayerState::kFrozen) {
       plan.frozen.push_back(static_cast<uint32_t>(i));
-    } else if (state == LayerReducer::LayerState::kWithoutGrad || order_.passed_by(i)) {
+    } else if (state == LayerReducer::LayerState::kWithoutGrad || layers_.order().passed_by(i)) {
       plan.unused.push_back(static_cast<uint32_t>(i));
     }
   }
@@ -163,43 +170,42 @@ void Probe::Impl::classify_layers(StepPlan& plan, uint64_t grad_passes_before) c
 
 Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome) {
   Reduction r;
+  LayerReducer& reducer = layers_.reducer();
   health_ = StepHealth{};
   try {
     // The layers could not be planned for the model as it is: measuring with the old plan
     // would read stale or foreign memory, so the step ends as a probe failure.
-    if (!layout_error_.empty()) throw std::runtime_error(layout_error_);
+    if (!layers_.error().empty()) throw std::runtime_error(layers_.error());
     // "Unscale by 1" is still an unscale: the pass's found_inf is this step's at any scale.
     const bool scaler_active = scaler_ && scaler_->enabled();
     const bool unscale_here = scaler_active && !scaler_->unscaled();
     const float unscale = unscale_here ? scaler_->inv_scale_value() : 1.0f;
     const auto reduce_start = Clock::now();
-    hook_us_ = reducer_.take_hook_us();
+    timing_.set_hooks(reducer.take_hook_us());
     static const std::vector<GradStats> kNoGrads;
     // Before the gradient pass, which may read the weights too.
-    reducer_.plan_update(plan.update_due && plan.grads_due);
-    std::optional<LayoutCheckInWalk> walk_check;
-    if (tensors_left_to_walk_) walk_check.emplace(layout_, /*compare_values=*/snapshot_current_);
-    tensors_left_to_walk_ = false;
-    if (plan.grads_due && !reducer_.enqueue_grads(unscale, walk_check ? &*walk_check : nullptr)) {
+    reducer.plan_update(plan.update_due && plan.grads_due);
+    std::optional<LayoutCheckInWalk> walk_check = layers_.take_walk_check();
+    if (plan.grads_due && !reducer.enqueue_grads(unscale, walk_check ? &*walk_check : nullptr)) {
       r.layout_moved = true;
       return r;
     }
-    if (walk_check && walk_check->weights_written()) snapshot_current_ = false;
+    if (walk_check && walk_check->weights_written()) layers_.weights_written();
     // The weights before the update, enqueued ahead of the gradients' results so that one
     // wait on a device brings both in.
-    const bool reuse_snapshot = plan.update_due && snapshot_current_ && reducer_.update_needs_no_copy();
+    const bool reuse_snapshot = plan.update_due && layers_.snapshot_current() && reducer.update_needs_no_copy();
     const bool weights_due = !reuse_snapshot && (plan.update_due || plan.param_due);
-    if (weights_due) reducer_.enqueue_weights(/*for_update=*/plan.update_due);
+    if (weights_due) reducer.enqueue_weights(/*for_update=*/plan.update_due);
     // Read before the update: a non-finite loss is a reason to skip it.
     const bool has_loss = loss.defined() && loss.numel() == 1;
-    if (has_loss) loss_.start(loss, plan.grads_due && loss.is_cuda() && reducer_.device_pass_on(loss.device().index()));
+    if (has_loss) loss_.start(loss, plan.grads_due && loss.is_cuda() && reducer.device_pass_on(loss.device().index()));
     if (plan.grads_due) {
-      reducer_.finish_grads();
-      reducer_.collect_grads();
+      reducer.finish_grads();
+      reducer.collect_grads();
     }
     if (has_loss) r.loss = loss_.value();
-    health_ = assess_step(r.loss, has_loss, plan.grads_due ? reducer_.grad_stats() : kNoGrads,
-                          [this](size_t layer) { return order_.position(layer); });
+    health_ = assess_step(r.loss, has_loss, plan.grads_due ? reducer.grad_stats() : kNoGrads,
+                          [this](size_t layer) { return layers_.order().position(layer); });
     outcome.nonfinite_layers = health_.nonfinite_layers;
     outcome.nonfinite_cause = health_.cause();
     if (scaler_active) {
@@ -217,9 +223,9 @@ Probe::Impl::Reduction Probe::Impl::reduce(const torch::Tensor& loss, const Step
                                                             : health_.grad_norm);
     }
     if (reuse_snapshot) {
-      reducer_.reuse_snapshot();
+      reducer.reuse_snapshot();
     } else if (weights_due) {
-      reducer_.collect_weights();
+      reducer.collect_weights();
     }
     r.reduce_us = micros(Clock::now() - reduce_start);
   } catch (const std::exception& e) {
@@ -297,10 +303,10 @@ void Probe::Impl::measure_updates(const StepPlan& plan, bool applied, Reduction&
   try {
     if (plan.update_due && applied) {
       const auto update_start = Clock::now();
-      reducer_.reduce_updates();
+      layers_.reducer().reduce_updates();
       r.reduce_us += micros(Clock::now() - update_start);
     } else if (plan.update_due) {
-      reducer_.keep_snapshot();
+      layers_.reducer().keep_snapshot();
     }
   } catch (const std::exception& e) {
     lose_update_metrics(r, e);
@@ -325,7 +331,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     }
     record_.skipped = !outcome.applied;
     record_.skip_reason = outcome.skip_reason;
-    record_.step_time_us = last_step_enter_ ? micros(times.enter - *last_step_enter_) : 0.0;
+    record_.step_time_us = timing_.since_last_step(times.enter);
     // A metric the probe failed to measure is absent, not a stale or partial value.
     fill_values(plan.mask & ~r.lost_mask, outcome, plan.grads_due && r.stats_ok);
     record_.frozen_layers = plan.frozen;
@@ -351,13 +357,14 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
       record_.scaler.reset();
     }
     classify(plan, r);
-    record_.cause = cause_ ? cause_->cause.kind : std::string();
+    const std::optional<StepCause>& cause = cause_of_step_.cause();
+    record_.cause = cause ? cause->cause.kind : std::string();
     raise_events(outcome, r.stats_ok);
     record_.dropped = publisher_ ? publisher_->dropped() : 0;
     record_.probe_errors = events_.probe_errors();
     record_.record_dropped = recording_.dropped();
     record_.stamp_unix_ns = unix_ns();
-    record_.probe_us = micros(times.optimizer_start - times.enter) + micros(Clock::now() - times.optimizer_end) + watch_us_ + hook_us_;
+    record_.probe_us = timing_.probe_us(times, Clock::now());
     if (publisher_) {
       events_.publish_unpublished(*publisher_);
       publisher_->publish(record_);
@@ -371,35 +378,13 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
 void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepTimes& times) {
   // Valid only while nothing but our own update pass has touched the weights since.
   const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
-  snapshot_current_ = r.stats_ok && plan.update_due && !(r.lost_mask & update_bit) && reducer_.next_norms_measured();
-  // The optimizer's writes are the step's: a write after this one is the user's. Only a
-  // snapshot the next step may trust needs the versions to be compared with.
+  const bool snapshot_current =
+      r.stats_ok && plan.update_due && !(r.lost_mask & update_bit) && layers_.reducer().next_norms_measured();
   const auto end_start = Clock::now();
-  if (snapshot_current_) layout_.remember_weights(params_);
-  order_.rearm();
-  reducer_.end_step();
+  layers_.end_step(snapshot_current);
   const auto end = Clock::now();
-  timing_.probe_us = micros(times.optimizer_start - times.enter) + micros(end - times.optimizer_end) + watch_us_ + hook_us_;
-  timing_.reduce_us = r.reduce_us + watch_us_ + hook_us_;
-  fill_stage_times(times, end_start, end);
-  watch_us_ = 0;
-  hook_us_ = 0;
-  last_step_enter_ = times.enter;
+  timing_.end_step(times, r.reduce_us, end_start, end);
   ++step_;
-}
-
-void Probe::Impl::fill_stage_times(const StepTimes& times, Clock::time_point end_start, Clock::time_point end) {
-  // A stage the step did not reach (a deferred step's update and record) is 0.
-  const auto span = [](Clock::time_point from, Clock::time_point to) {
-    return from.time_since_epoch().count() == 0 || to < from ? 0.0 : micros(to - from);
-  };
-  timing_.begin_us = span(times.enter, times.begun);
-  timing_.layout_us = span(times.begun, times.planned);
-  timing_.grads_us = span(times.planned, times.optimizer_start) + hook_us_;
-  timing_.backward_us = hook_us_;
-  timing_.update_us = span(times.optimizer_end, times.updated);
-  timing_.record_us = span(times.updated, times.recorded);
-  timing_.end_us = span(end_start, end);
 }
 
 void Probe::Impl::fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced) {

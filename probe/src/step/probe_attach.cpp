@@ -109,11 +109,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
     : options_(std::move(options)),
       model_(std::move(model)),
       optimizer_(std::move(optimizer)),
-      names_(column(parameters.params, &NamedParams::value_type::first)),
-      params_(column(parameters.params, &NamedParams::value_type::second)),
-      reducer_(params_, options_.measure_in_backward, swapped_parameters(*model_, params_)),
-      order_(params_, swapped_parameters(*model_, params_)),
-      layout_(parameters.params, parameter_sequence(*model_, optimizer_.get())),
+      layers_(parameters, *model_, optimizer_.get(), options_),
       description_(describe_run(parameters, options_)),
       events_(options_.rank, description_.run_id, description_.model),
       spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
@@ -123,7 +119,6 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
     // Attaching must not fail for a check of buffers: none are watched, and the next step
     // tries again (WatchedBuffers::follow), counted if it fails there.
   }
-  reducer_.measure_updates_of(optimizer_.get());
   check_rank(options_);
   check_model_name(options_);
   check_layer_detail(options_);
@@ -173,7 +168,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
   record_.rank = options_.rank;
   record_.run = description_.run_id;
   record_.model = description_.model;
-  record_.layer_count = static_cast<uint32_t>(params_.size());
+  record_.layer_count = static_cast<uint32_t>(layers_.params().size());
 }
 
 Probe::Probe(std::unique_ptr<TrainedModel> model, std::unique_ptr<OptimizerAdapter> optimizer, ProbeOptions options) {

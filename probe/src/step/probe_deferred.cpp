@@ -13,10 +13,10 @@ namespace keel::probe {
 
 int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& loss) const {
   // A model the layers could not follow fails on the host path, safely (reduce()).
-  if (!plan.grads_due || !layout_error_.empty()) return -1;
+  if (!plan.grads_due || !layers_.error().empty()) return -1;
   // A layout planned on the CPU, its tensors left to the host's gradient walk: a model moved
   // to a GPU since is found there and planned again, and its next step may be deferred.
-  if (tensors_left_to_walk_) return -1;
+  if (layers_.tensors_left_to_walk()) return -1;
   // A sharded job's ranks agree on the verdict on the host, before the update (DESIGN §9).
   if (skip_agreement_) return -1;
   // Still decided on the host: a scaler whose scale is not on the device (its scale() has not
@@ -30,9 +30,9 @@ int Probe::Impl::deferrable_device(const StepPlan& plan, const torch::Tensor& lo
   // update pass, enqueued after the step, measures only layers it rebuilds on the device (a
   // layer another backend takes, frozen ones included, needs its snapshot before the step).
   if (plan.param_due && !plan.update_due) return -1;
-  if (plan.update_due && !reducer_.device_rebuilds_every_update()) return -1;
+  if (plan.update_due && !layers_.reducer().device_rebuilds_every_update()) return -1;
   int device = -1;
-  for (const auto& p : params_) {
+  for (const auto& p : layers_.params()) {
     const GradientSlot slot = gradient_slot(p);
     if (!slot.has_grad()) continue;
     const torch::Tensor& g = *slot.grad;
@@ -56,8 +56,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
                                 StepOutcome& outcome, StepTimes& times) {
   PendingStep p;
   p.step = step_;
-  origin_.reset();
-  not_traced_ = kPlainStepAdvice;
+  rerun_.not_run_again_deferred();
   p.plan = plan;
   p.times = times;
   read_lrs(*optimizer_, p.lr, p.group_lrs);
@@ -69,7 +68,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     const auto reduce_start = Clock::now();
     // The scale the loss was scaled with: the device's, which the host's equals once the last
     // deferred step settled (step() settles it before this one begins).
-    reducer_.enqueue_grads(p.scaler ? p.scaler->inv_scale_value() : 1.0f);
+    layers_.reducer().enqueue_grads(p.scaler ? p.scaler->inv_scale_value() : 1.0f);
     classify_layers(p.plan, grad_passes_before);
     p.has_loss = loss.defined() && loss.numel() == 1;
     // The verdict asks what the host's policies would (decide()): a non-finite gradient value
@@ -95,13 +94,13 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
       verdict.after_verdict = [scaler](const torch::Tensor& nonfinite) { scaler->enqueue_device_update(nonfinite); };
     }
     p.verdict = (options_.skip_on_nonfinite || options_.skip_on_spike || p.scaler) && !p.command_skip;
-    reducer_.finish_grads(p.verdict || p.scaler ? &verdict : nullptr);
+    layers_.reducer().finish_grads(p.verdict || p.scaler ? &verdict : nullptr);
     p.reduce_us = micros(Clock::now() - reduce_start);
     times.optimizer_start = Clock::now();
     if (!p.command_skip) {
       if (p.verdict) {
         try {
-          optimizer_->deferred_step(reducer_.found_inf());
+          optimizer_->deferred_step(layers_.reducer().found_inf());
         } catch (const std::exception&) {
           // Refused or taken back before anything was enqueued: libtorch's own step (below)
           // is the whole step. Enqueued in part (a broken device): the verdict settles it.
@@ -118,7 +117,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     times.optimizer_end = Clock::now();
     if (plan.update_due && !p.command_skip) {
       const auto update_start = Clock::now();
-      reducer_.enqueue_updates();
+      layers_.reducer().enqueue_updates();
       p.updates = true;
       p.reduce_us += micros(Clock::now() - update_start);
     }
@@ -146,8 +145,8 @@ void Probe::Impl::recover_deferred_step(const std::exception& e, PendingStep& p,
   std::string consequence;
   if (stepped && p.verdict) {
     try {
-      reducer_.collect_grads();
-      const bool applied = reducer_.collected_found_inf() == 0.0f;
+      layers_.reducer().collect_grads();
+      const bool applied = layers_.reducer().collected_found_inf() == 0.0f;
       optimizer_->settle_deferred_step(applied);
       const bool scaler_overflow = p.scaler && p.scaler->settle_device_update();
       outcome.applied = applied;
@@ -204,7 +203,7 @@ void Probe::Impl::settle_pending() {
   bool scaler_settled = false;
   bool decided = false;
   try {
-    reducer_.collect_grads();
+    layers_.reducer().collect_grads();
     // First: the next step's loss is already scaled by the device's scale, which the host
     // must know before it unscales that step.
     if (p.scaler) {
@@ -214,10 +213,11 @@ void Probe::Impl::settle_pending() {
     if (p.has_loss) r.loss = loss_.value();
     // Backward order is this step's (its backward has run): the layer named is the first in
     // the order the layers' gradients arrive, which does not change from step to step.
-    health_ = assess_step(r.loss, p.has_loss, reducer_.grad_stats(), [this](size_t layer) { return order_.position(layer); });
+    health_ = assess_step(r.loss, p.has_loss, layers_.reducer().grad_stats(),
+                          [this](size_t layer) { return layers_.order().position(layer); });
     outcome.nonfinite_layers = health_.nonfinite_layers;
     outcome.nonfinite_cause = health_.cause();
-    const bool device_skipped = p.verdict && reducer_.collected_found_inf() != 0.0f;
+    const bool device_skipped = p.verdict && layers_.reducer().collected_found_inf() != 0.0f;
     if (p.verdict) optimizer_->settle_deferred_step(!device_skipped);
     const bool scaler_overflow = r.scaler_found_inf;
     outcome.applied = !p.command_skip && !device_skipped;
@@ -235,9 +235,9 @@ void Probe::Impl::settle_pending() {
     }
     try {
       if (p.updates) {
-        reducer_.collect_updates(outcome.applied);
+        layers_.reducer().collect_updates(outcome.applied);
       } else if (p.plan.update_due) {
-        reducer_.keep_snapshot();
+        layers_.reducer().keep_snapshot();
       }
     } catch (const std::exception& e) {
       lose_update_metrics(r, e);

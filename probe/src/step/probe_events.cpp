@@ -18,19 +18,22 @@ std::string Probe::Impl::consequence_of(const StepOutcome& outcome) {
 }
 
 void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
+  const std::optional<StepCause>& cause = cause_of_step_.cause();
   // An unmeasured step says nothing about health: the run of unsafe steps neither starts nor ends.
   if (measured && health_.blown_up() && !nonfinite_last_step_) {
     // The layer the cause stands for: with a NaN already in the loss, the first non-finite
     // gradient in backward order is only the layer nearest the loss, and is not named.
-    const bool loss_first = health_.loss_nonfinite && (!cause_ || cause_->layer.empty());
-    std::string detail = describe_health(health_, record_.loss, reducer_.grad_stats(), names_, !loss_first);
+    const bool loss_first = health_.loss_nonfinite && (!cause || cause->layer.empty());
+    std::string detail =
+        describe_health(health_, record_.loss, layers_.reducer().grad_stats(), layers_.names(), !loss_first);
     if (outcome.applied && options_.skip_on_nonfinite && !health_.unsafe_to_apply(loss_is_the_jobs())) {
       detail += "; update applied: this rank's loss alone is non-finite and its gradients are safe, and a rank "
                 "skipping on its own would leave the replicas apart";
     }
     const bool named = health_.layer != StepHealth::kNoLayer && !loss_first;
-    add_event(wire::event_kind::kFirstNonfinite, cause_ ? cause_->layer : named ? names_[health_.layer] : std::string(), detail);
-    if (cause_) events_.last().cause = cause_->cause;
+    add_event(wire::event_kind::kFirstNonfinite,
+              cause ? cause->layer : named ? layers_.names()[health_.layer] : std::string(), detail);
+    if (cause) events_.last().cause = cause->cause;
   }
   if (measured) nonfinite_last_step_ = health_.blown_up();
 
@@ -55,11 +58,11 @@ void Probe::Impl::raise_events(const StepOutcome& outcome, bool measured) {
     char text[160];
     std::snprintf(text, sizeof text, "grad norm %.4g is %.1f sigma above the typical %.4g of the last %zu steps (log scale); ",
                   record_.grad_norm, spike_verdict_.z, spike_verdict_.mean_norm, spike_verdict_.compared_with);
-    add_event(wire::event_kind::kSpike, cause_ ? cause_->layer : std::string(),
+    add_event(wire::event_kind::kSpike, cause ? cause->layer : std::string(),
               std::string(text) + (outcome.skip_reason == "spike" ? "update skipped"
                                    : options_.skip_on_spike ? "update not applied: " + outcome.skip_reason
                                                             : "policy skip_spike off: update applied"));
-    if (cause_) events_.last().cause = cause_->cause;
+    if (cause) events_.last().cause = cause->cause;
   }
   if (!outcome.applied) {
     std::string why = outcome.skip_reason;

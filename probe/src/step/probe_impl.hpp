@@ -15,14 +15,25 @@
 //   WatchedBuffers   the model's float buffers as planned, those       training     fails the step
 //   (watched_        watched, their pass and this step's max |b|,
 //    buffers)        the buffers' identities, the last step's NaN/Inf
-// Still Impl's own members, in the files that define them: layout (probe_layout.cpp: the
-// model followed, its layers planned again), reduce and decide (probe.cpp: the step's plan,
-// its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
-// on it; probe_origin.cpp: the closure's re-run), apply (probe.cpp: the optimizer's step, the
-// scaler's update, the update pass), record (probe.cpp: the step record and its values;
-// probe_events.cpp: the events a step raises), the deferred step of a CUDA device
-// (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp:
-// the options checked, the sockets, the public Probe's forwarding).
+//   ClosureRerun     the closure of the step being taken, the point    training     runs a safe or a
+//   (closure_rerun)  its re-run starts from, what the re-run's trace                sharded step again,
+//                    found or why it did not run, whether it runs now               allocates without one
+//   PlannedLayers    the layers' names and tensors, their reducer and  training;    allocates while the
+//   (planned_        backward order (hooks), the layout planned, why   autograd's   model is as planned,
+//    layers)         it could not be again, the walk's check, whether  (hooks)      drops a plan before
+//                    the weight snapshot is W                                       the next is whole
+//   CauseOfStep      the last steps' (step, lr), the cause of the      training     allocates once its
+//   (cause_of_step)  step being recorded                                            window is full
+//   StepTiming       the probe's time outside step() and in backward's training     allocates, blocks,
+//   (step_timing)    hooks this step, the last step's start, its                    reads a device's
+//                    ProbeTiming                                                    clock
+// Still Impl's own members, in the files that define them: reduce and decide (probe.cpp: the step's
+// plan, its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
+// on it; probe_origin.cpp: the closure form's step and the step's cause), apply (probe.cpp: the
+// optimizer's step, the scaler's update, the update pass), record (probe.cpp: the step record and
+// its values; probe_events.cpp: the events a step raises), the deferred step of a CUDA device
+// (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp: the
+// options checked, the sockets, the public Probe's forwarding).
 // Its state is private: the public Probe reaches it through the accessors of the public part.
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
@@ -35,17 +46,16 @@
 #include <utility>
 #include <vector>
 
-#include "layout/backward_order.hpp"
 #include "transport/history_intents.hpp"
 #include "reduce/deferred_scalar.hpp"
 #include "keel/probe/optimizer_adapter.hpp"
 #include "keel/probe/probe.hpp"
 #include "keel/probe/trained_model.hpp"
-#include "reduce/layer_reducer.hpp"
-#include "layout/parameter_layout.hpp"
 #include "transport/publisher.hpp"
-#include "origin/rerun_point.hpp"
+#include "cause_of_step.hpp"
 #include "checkpoint_dumps.hpp"
+#include "closure_rerun.hpp"
+#include "planned_layers.hpp"
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "remote_control.hpp"
@@ -54,19 +64,11 @@
 #include "step_cause.hpp"
 #include "step_events.hpp"
 #include "step_health.hpp"
+#include "step_timing.hpp"
 #include "watched_buffers.hpp"
 #include "reduce/watch_reducer.hpp"
 
 namespace keel::probe {
-
-// Which of `params` the model says a wrapper swaps the data of (TrainedModel::data_swapped):
-// empty when none does.
-inline std::vector<bool> swapped_parameters(const TrainedModel& model, const std::vector<torch::Tensor>& params) {
-  std::vector<bool> swapped(params.size(), false);
-  bool any = false;
-  for (size_t i = 0; i < params.size(); ++i) any |= swapped[i] = model.data_swapped(params[i]);
-  return any ? swapped : std::vector<bool>();
-}
 
 // Group 0's lr (0 without groups), and every group's when there are several
 // (StepRecord::group_lrs; empty with one group).
@@ -77,14 +79,6 @@ inline void read_lrs(const OptimizerAdapter& optimizer, double& lr, std::vector<
   if (groups > 1) {
     for (size_t g = 0; g < groups; ++g) group_lrs.push_back(optimizer.hyperparameters(g).lr);
   }
-}
-
-// One column of a list of pairs: the names or the tensors of NamedParams.
-template <class Pairs, class Field>
-auto column(const Pairs& pairs, Field field) {
-  std::vector<std::decay_t<decltype(pairs.front().*field)>> out;
-  for (const auto& p : pairs) out.push_back(p.*field);
-  return out;
 }
 
 class Probe::Impl {
@@ -109,7 +103,7 @@ class Probe::Impl {
   const wire::StepRecord& last_record() const { return record_; }
   const wire::RunDescription& description() const { return description_; }
   const std::vector<wire::Event>& last_events() const { return events_.all(); }
-  const ProbeTiming& last_timing() const { return timing_; }
+  const ProbeTiming& last_timing() const { return timing_.last(); }
   uint64_t dropped() const;
   std::string recording_path() const { return recording_.path(); }
   std::string bound_endpoint() const;
@@ -119,20 +113,11 @@ class Probe::Impl {
   ProbeOptions options_;
   std::unique_ptr<TrainedModel> model_;
   std::unique_ptr<OptimizerAdapter> optimizer_;
-  std::vector<std::string> names_;
-  std::vector<torch::Tensor> params_;
-  LayerReducer reducer_;
-  BackwardOrder order_;
-  ParameterLayout layout_;   // the parameters names_, params_ and reducer_ were planned for
-  std::vector<const void*> sequence_;   // this step's parameter_sequence (reused)
-  // Why the layers could not be planned again for the model as it is now; empty when they
-  // were. While set, every step's reductions fail (probe_layout.cpp).
-  std::string layout_error_;
-  // follow_layout found the same tensors in the same places and left the check of each one
-  // to this step's gradient walk on the host (LayoutCheckInWalk): a layout planned wholly on
-  // the CPU with a gradient pass due. Until that walk, the step does not rely on the tensors'
-  // devices, types or shapes.
-  bool tensors_left_to_walk_ = false;
+  PlannedLayers layers_;   // the parameters, the layers planned for them, followed each step
+  // The layers' reducer and tensors under the names the record's values read them by
+  // (fill_values, fill_layer_values, layer_value in probe.cpp): nothing else uses these.
+  const LayerReducer& reducer_ = layers_.reducer();
+  const std::vector<torch::Tensor>& params_ = layers_.params();
   WatchReducer watches_;
   WatchedBuffers buffers_;   // the model's floating-point buffers, followed and measured
   GradScaler* scaler_ = nullptr;
@@ -157,31 +142,13 @@ class Probe::Impl {
   SpikeDetector spike_;
   SpikeVerdict spike_verdict_;
   StepHealth health_;                                 // this step's, before the update
-  // The closure of this step when it came in the closure form (null otherwise), the state its
-  // re-run starts from, what the re-run's trace found (when it ran), why it did not run
-  // otherwise, and the cause of the step being recorded (none when it was safe).
-  const LossClosure* closure_ = nullptr;
-  RerunPoint rerun_point_;
-  std::vector<torch::Tensor> rerun_buffers_;   // all_buffers() when the step began (reused)
-  std::optional<Origin> origin_;
-  const char* not_traced_ = "";   // a literal: set on every step, it must not allocate
-  static constexpr const char* kPlainStepAdvice =
-      "pass the step as probe.step(closure) to have keel run it again and name the op and module";
-  std::optional<StepCause> cause_;
-  // The closure is running again: its probe.watch() calls are the first run's, already taken.
-  bool rerunning_ = false;
-  std::vector<std::pair<int64_t, double>> recent_lrs_;   // (step, lr), the last kLrJumpWindow + 1
+  ClosureRerun rerun_;   // the closure form's step, and an unsafe one's re-run
+  CauseOfStep cause_of_step_;   // the cause of the step being recorded, and the lrs it is judged against
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
 
   int64_t step_ = 0;
-  std::optional<Clock::time_point> last_step_enter_;
-  double watch_us_ = 0;
-  // This step's time in the gradient accumulators' hooks (LayerReducer::take_hook_us): spent
-  // inside backward, on the training thread, and counted with the gradient pass.
-  double hook_us_ = 0;
-  ProbeTiming timing_;
+  StepTiming timing_;   // what the probe costs the training thread
   bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
-  bool snapshot_current_ = false;   // the snapshot equals W as left by the last step()
   bool watch_nonfinite_last_step_ = false;
   // A deferred step's scaler update was lost (its settling failed): the next step's loss was
   // scaled by a value the host does not know, so that step ends as the scaler's overflow.
@@ -225,15 +192,9 @@ class Probe::Impl {
     double reduce_us = 0;
     std::optional<double> lr;   // a deferred step's, as it was; else read when recorded
     std::vector<double> group_lrs;   // with `lr`: every group's, when there are several
-    // The gradient walk found a tensor that left its plan (tensors_left_to_walk_), before any
+    // The gradient walk found a tensor that left its plan (PlannedLayers::take_walk_check), before any
     // gradient was written: nothing else was measured.
     bool layout_moved = false;
-  };
-  struct StepTimes {
-    Clock::time_point enter, optimizer_start, optimizer_end;
-    // Stage boundaries on the host (ProbeTiming): begun after begin_step and settling, planned
-    // after the layout check and the plan, updated after the update pass, recorded after record().
-    Clock::time_point begun, planned, updated, recorded;
   };
   // A deferred step (DESIGN §8): enqueued on the device with its verdict there, settled at the
   // next step() (or settle()) when its results have arrived with no wait.
@@ -266,15 +227,9 @@ class Probe::Impl {
   void recover_deferred_step(const std::exception& e, PendingStep& p, bool stepped, const StepPlan& plan,
                              uint64_t grad_passes_before, StepOutcome& outcome, StepTimes& times);
   void begin_step();
-  // Compares the model's parameters with the planned ones (probe_layout.cpp): a changed
-  // layout is planned again and re-described, weights written since the last step make the
-  // weight snapshot stale. Its walk of the modules also reads the buffers for WatchedBuffers::follow.
-  // `tensors_in_walk`: when the same tensors are in the same places, each one's device, type,
-  // shape and values are left to this step's gradient walk (tensors_left_to_walk_).
+  // PlannedLayers::follow, of the step being recorded: its walk of the modules also reads the
+  // buffers for WatchedBuffers::follow.
   void follow_layout(bool tensors_in_walk);
-  // The slow part of follow_layout: what changed, and the layers planned again for it.
-  void follow_changed_layout();
-  void replan(const ModelParameters& now, const std::string& what);
   // What the step measures, from the cadence and the policies; its frozen and unused layers
   // come after the gradient pass (classify_layers).
   StepPlan plan_step() const;
@@ -301,9 +256,9 @@ class Probe::Impl {
   // rank can).
   std::string agree_on_dump(const std::string& error);
   // The closure form's re-run of the first of a run of unsafe steps, with the origin tracer
-  // armed (probe_origin.cpp): origin_ set, the state put back as the first run left it.
+  // armed (ClosureRerun::trace_if_due), from this step's reduction and verdict.
   void trace_origin_if_due(const Reduction& reduction, const StepOutcome& outcome);
-  // The cause of the step being recorded (cause_), from its health and the re-run's trace.
+  // The cause of the step being recorded (CauseOfStep), from its health and the re-run's trace.
   void classify(const StepPlan& plan, const Reduction& reduction);
   // Whether this rank's loss stands for the job's. With several data-parallel ranks it is the
   // rank's own while the gradients are the job's, so a non-finite loss alone does not make a
@@ -324,8 +279,6 @@ class Probe::Impl {
   void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,
               std::vector<wire::WatchStats>* watches = nullptr);
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
-  // ProbeTiming's stages from the step's boundaries and end_step's own [end_start, end).
-  void fill_stage_times(const StepTimes& times, Clock::time_point end_start, Clock::time_point end);
   // The record's values of the metrics in `mask`: per layer, or, on a wide model's step that
   // is not due in full (ProbeOptions::layer_detail_every), per module of the description.
   void fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced);
