@@ -388,7 +388,7 @@ void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepT
 }
 
 void Probe::Impl::fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced) {
-  const auto& grads = reducer_.grad_stats();
+  const auto& grads = layers_.reducer().grad_stats();
   double total_sumsq = 0;
   for (const auto& s : grads) total_sumsq += s.sumsq;
   // Without a gradient pass this step the stats are the previous step's: report "not
@@ -409,28 +409,28 @@ bool Probe::Impl::per_layer_due(const StepOutcome& outcome) const {
 }
 
 double Probe::Impl::layer_value(LayerMetric metric, size_t i, bool applied) const {
-  const GradStats& grad = reducer_.grad_stats()[i];
+  const GradStats& grad = layers_.reducer().grad_stats()[i];
   switch (metric) {
     case LayerMetric::kGradNorm: return std::sqrt(grad.sumsq);
     case LayerMetric::kGradAbsmax: return grad.absmax;
     case LayerMetric::kGradNonfinite: return static_cast<double>(grad.nonfinite);
     case LayerMetric::kGradZeroFrac: {
-      const double numel = static_cast<double>(reducer_.numel(i));
+      const double numel = static_cast<double>(layers_.reducer().numel(i));
       return numel > 0 ? static_cast<double>(grad.zeros) / numel : 0.0;
     }
-    case LayerMetric::kParamNorm: return std::sqrt(reducer_.param_sumsq()[i]);
+    case LayerMetric::kParamNorm: return std::sqrt(layers_.reducer().param_sumsq()[i]);
     case LayerMetric::kUpdateRatio: {
-      const double w = std::sqrt(reducer_.param_sumsq()[i]);
+      const double w = std::sqrt(layers_.reducer().param_sumsq()[i]);
       // Undefined for all-zero weights (fresh biases); reported as 0 rather than a
       // non-finite value that would read as an instability.
-      return (applied && w > 0) ? std::sqrt(reducer_.update_sumsq()[i]) / w : 0.0;
+      return (applied && w > 0) ? std::sqrt(layers_.reducer().update_sumsq()[i]) / w : 0.0;
     }
   }
   return 0.0;
 }
 
 void Probe::Impl::fill_layer_values(uint32_t mask, bool applied) {
-  const size_t n = params_.size();
+  const size_t n = layers_.params().size();
   record_.metric_mask = mask;
   record_.layer_values.resize(static_cast<size_t>(__builtin_popcount(mask)) * n);
   record_.module_mask = 0;

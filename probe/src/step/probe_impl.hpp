@@ -114,10 +114,6 @@ class Probe::Impl {
   std::unique_ptr<TrainedModel> model_;
   std::unique_ptr<OptimizerAdapter> optimizer_;
   PlannedLayers layers_;   // the parameters, the layers planned for them, followed each step
-  // The layers' reducer and tensors under the names the record's values read them by
-  // (fill_values, fill_layer_values, layer_value in probe.cpp): nothing else uses these.
-  const LayerReducer& reducer_ = layers_.reducer();
-  const std::vector<torch::Tensor>& params_ = layers_.params();
   WatchReducer watches_;
   WatchedBuffers buffers_;   // the model's floating-point buffers, followed and measured
   GradScaler* scaler_ = nullptr;
@@ -236,7 +232,7 @@ class Probe::Impl {
   // Whether this step's gradient pass runs (plan_step's grads_due), asked before the plan.
   bool gradient_pass_due() const;
   // plan.frozen and plan.unused, from the states this step's gradient pass read (when
-  // reducer_.grad_passes() moved past `grad_passes_before`), else from the parameters.
+  // the reducer's grad_passes() moved past `grad_passes_before`), else from the parameters.
   void classify_layers(StepPlan& plan, uint64_t grad_passes_before) const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
   void decide(const Reduction& reduction, StepOutcome& outcome);
