@@ -35,14 +35,22 @@ def documented_keys(section: str) -> set:
 HEADER = documented_keys("3.1") - {"v", "type"}
 
 
-def test_a_step_dict_has_the_wire_names_and_the_two_old_aliases(quiet):
+def one_step(quiet, nan_gradient: bool) -> keel.Probe:
+    """A probe after one step of a small model, with a NaN in one gradient or none."""
     model = small_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     probe = keel.Probe(model, optimizer, **quiet)
     optimizer.zero_grad()
     loss = loss_of(model, 0)
     loss.backward()
+    if nan_gradient:
+        model[2].weight.grad[1, 3] = float("nan")
     probe.step(loss)
+    return probe
+
+
+def test_a_step_dict_has_the_wire_names_and_the_two_old_aliases(quiet):
+    probe = one_step(quiet, nan_gradient=False)
     record = probe.last_record
     assert set(record) == HEADER | documented_keys("3.3") | {"frozen_layers", "unused_layers"}
     assert record["frozen"] == record["frozen_layers"] == []
@@ -51,14 +59,7 @@ def test_a_step_dict_has_the_wire_names_and_the_two_old_aliases(quiet):
 
 
 def test_an_event_dict_has_the_wire_names(quiet):
-    model = small_model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    probe = keel.Probe(model, optimizer, **quiet)
-    optimizer.zero_grad()
-    loss = loss_of(model, 0)
-    loss.backward()
-    model[2].weight.grad[1, 3] = float("nan")
-    probe.step(loss)
+    probe = one_step(quiet, nan_gradient=True)
     events = probe.last_events
     assert events, "a NaN gradient raises first_nonfinite and skip"
     for event in events:
