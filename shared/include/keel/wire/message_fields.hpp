@@ -32,7 +32,8 @@ namespace keel::wire {
 // When an encoder writes a field.
 enum class Presence : uint8_t {
   kAlways,    // in every message; an optional without a value is written as nil
-  kWhenSet,   // only when it holds more than its default: non-empty, non-zero, true, a value
+  kWhenSet,   // only when it differs from its default: non-empty, non-zero, true, a value (or,
+              // with when_not, other than a default that is not zero)
   kWithMask,  // only with a non-zero `module_mask` (the modules' rollup block and its count)
 };
 
