@@ -38,7 +38,7 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& 
     agreed_ = RankVerdict::decode(verdict_words_.data_ptr<int64_t>());
   } catch (const std::exception& e) {
     verdict_words_ = torch::zeros({RankVerdict::kWords}, torch::kLong);
-    std::string consequence = "this rank's own verdict stands: " + consequence_of(outcome);
+    std::string consequence = "this rank's own verdict stands: " + StepDecision::consequence_of(outcome);
     if (dump.command || dump.automatic != RankVerdict::AutoDump::kNone) {
       consequence += "; its dump is not taken this step (the other ranks may not be taking theirs)";
     }

@@ -112,7 +112,8 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
       layers_(parameters, *model_, optimizer_.get(), options_),
       description_(describe_run(parameters, options_)),
       events_(options_.rank, description_.run_id, description_.model),
-      spike_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}) {
+      decision_(SpikeRule{options_.spike_window, options_.spike_warmup, options_.spike_z}),
+      record_(options_.rank, description_.run_id, description_.model) {
   try {
     buffers_.plan(float_buffers_of(*model_), *model_, description_);
   } catch (const std::exception&) {
@@ -165,10 +166,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
     control_.listen(co);
   }
   step_ = options_.first_step;
-  record_.rank = options_.rank;
-  record_.run = description_.run_id;
-  record_.model = description_.model;
-  record_.layer_count = static_cast<uint32_t>(layers_.params().size());
+  record_.message().layer_count = static_cast<uint32_t>(layers_.params().size());
 }
 
 Probe::Probe(std::unique_ptr<TrainedModel> model, std::unique_ptr<OptimizerAdapter> optimizer, ProbeOptions options) {

@@ -69,7 +69,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     // The scale the loss was scaled with: the device's, which the host's equals once the last
     // deferred step settled (step() settles it before this one begins).
     layers_.reducer().enqueue_grads(p.scaler ? p.scaler->inv_scale_value() : 1.0f);
-    classify_layers(p.plan, grad_passes_before);
+    classify_layers(p.plan, layers_, grad_passes_before);
     p.has_loss = loss.defined() && loss.numel() == 1;
     // The verdict asks what the host's policies would (decide()): a non-finite gradient value
     // for the scaler; non-finite values, a non-finite loss (with one rank:
@@ -81,7 +81,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     verdict.max_sumsq = std::numeric_limits<double>::infinity();
     if (options_.skip_on_nonfinite || options_.skip_on_spike) verdict.max_sumsq = std::numeric_limits<float>::max();
     if (options_.skip_on_spike) {
-      const double bound = spike_.bound_norm();
+      const double bound = decision_.spike_bound_norm();
       verdict.max_sumsq = std::min(verdict.max_sumsq, bound * bound);
     }
     if (p.has_loss) {
@@ -172,7 +172,8 @@ void Probe::Impl::recover_deferred_step(const std::exception& e, PendingStep& p,
     outcome.skip_reason = "command";
   }
   times.optimizer_end = Clock::now();
-  report_probe_error("the deferred step", e.what(), consequence.empty() ? consequence_of(outcome) : consequence);
+  report_probe_error("the deferred step", e.what(),
+                     consequence.empty() ? StepDecision::consequence_of(outcome) : consequence);
   try {
     watches_.take();   // this step's watches are not read
   } catch (const std::exception&) {
@@ -183,7 +184,7 @@ void Probe::Impl::recover_deferred_step(const std::exception& e, PendingStep& p,
   failed.scaler_found_inf = p.scaler && p.scaler->found_inf();
   std::vector<wire::WatchStats> none;
   buffers_.collect(events_, record_step_);   // enqueued before this step's passes, so not lost with them
-  classify_layers(p.plan, grad_passes_before);
+  classify_layers(p.plan, layers_, grad_passes_before);
   record(p.plan, failed, outcome, times, &none);
   last_settled_ = outcome;
 }
@@ -213,15 +214,13 @@ void Probe::Impl::settle_pending() {
     if (p.has_loss) r.loss = loss_.value();
     // Backward order is this step's (its backward has run): the layer named is the first in
     // the order the layers' gradients arrive, which does not change from step to step.
-    health_ = assess_step(r.loss, p.has_loss, layers_.reducer().grad_stats(),
-                          [this](size_t layer) { return layers_.order().position(layer); });
-    outcome.nonfinite_layers = health_.nonfinite_layers;
-    outcome.nonfinite_cause = health_.cause();
+    decision_.judge(r.loss, p.has_loss, layers_.reducer().grad_stats(),
+                    [this](size_t layer) { return layers_.order().position(layer); }, outcome);
     const bool device_skipped = p.verdict && layers_.reducer().collected_found_inf() != 0.0f;
     if (p.verdict) optimizer_->settle_deferred_step(!device_skipped);
     const bool scaler_overflow = r.scaler_found_inf;
     outcome.applied = !p.command_skip && !device_skipped;
-    const bool nonfinite_skip = p.skip_nonfinite && health_.unsafe_to_apply(loss_is_the_jobs());
+    const bool nonfinite_skip = p.skip_nonfinite && decision_.health().unsafe_to_apply(loss_is_the_jobs());
     outcome.skip_reason = p.command_skip      ? "command"
                           : !device_skipped   ? ""
                           : scaler_overflow   ? "scaler"
@@ -229,10 +228,7 @@ void Probe::Impl::settle_pending() {
                                               : "spike";
     decided = true;
     // As on the host (reduce()): the scaler's overflow is its business, not a spike.
-    spike_verdict_ = SpikeVerdict{};
-    if (!scaler_overflow) {
-      spike_verdict_ = spike_.observe(health_.norm_overflow ? std::numeric_limits<double>::infinity() : health_.grad_norm);
-    }
+    decision_.judge_spike(!scaler_overflow);
     try {
       if (p.updates) {
         layers_.reducer().collect_updates(outcome.applied);

@@ -27,13 +27,21 @@
 //   StepTiming       the probe's time outside step() and in backward's training     allocates, blocks,
 //   (step_timing)    hooks this step, the last step's start, its                    reads a device's
 //                    ProbeTiming                                                    clock
-// Still Impl's own members, in the files that define them: reduce and decide (probe.cpp: the step's
-// plan, its reductions, the verdict, the dump due; probe_agreement.cpp: a sharded job's ranks agree
-// on it; probe_origin.cpp: the closure form's step and the step's cause), apply (probe.cpp: the
-// optimizer's step, the scaler's update, the update pass), record (probe.cpp: the step record and
-// its values; probe_events.cpp: the events a step raises), the deferred step of a CUDA device
-// (probe_deferred.cpp: decided there, settled a step later) and attaching (probe_attach.cpp: the
-// options checked, the sockets, the public Probe's forwarding).
+//   StepDecision     this step's health and spike verdict, the spike   training     waits, allocates
+//   (step_decision)  window, whether the last step was blown up;                    once its window is
+//                    decides on the host, tells first_nonfinite,                    full
+//                    spike and skip
+//   StepRecordBuilder the record being made (the last one between      training     reads a device,
+//   (step_record_    steps), its per-layer or per-module values,                    allocates once grown
+//    builder)        whether the last step's watches were non-finite                to the model's width
+// The plan of a step and what its reduce stage found are plain values (step_plan.hpp), as is a
+// deferred step kept until it settles (pending_step.hpp).
+// Impl's own functions run the stages in order, in the files that define them: the step on the
+// host (probe.cpp: plan, reduce, decide, apply, record), a sharded job's ranks agreeing on the
+// verdict (probe_agreement.cpp), the closure form's step and the step's cause (probe_origin.cpp),
+// the events a step raises, each stage telling its own (probe_events.cpp), the deferred step of a
+// CUDA device (probe_deferred.cpp: decided there, settled a step later) and attaching
+// (probe_attach.cpp: the options checked, the sockets, the public Probe's forwarding).
 // Its state is private: the public Probe reaches it through the accessors of the public part.
 // Threads: the training thread, but where a member says otherwise.
 #pragma once
@@ -56,14 +64,15 @@
 #include "checkpoint_dumps.hpp"
 #include "closure_rerun.hpp"
 #include "planned_layers.hpp"
+#include "pending_step.hpp"
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "remote_control.hpp"
 #include "run_recording.hpp"
-#include "spike_detector.hpp"
-#include "step_cause.hpp"
+#include "step_decision.hpp"
 #include "step_events.hpp"
-#include "step_health.hpp"
+#include "step_plan.hpp"
+#include "step_record_builder.hpp"
 #include "step_timing.hpp"
 #include "watched_buffers.hpp"
 #include "reduce/watch_reducer.hpp"
@@ -100,7 +109,7 @@ class Probe::Impl {
   void use_scaler(GradScaler* scaler) { scaler_ = scaler; }
   void agree_skips(SkipAgreement agreement);
   const StepOutcome& last_settled() const { return last_settled_; }
-  const wire::StepRecord& last_record() const { return record_; }
+  const wire::StepRecord& last_record() const { return record_.message(); }
   const wire::RunDescription& description() const { return description_; }
   const std::vector<wire::Event>& last_events() const { return events_.all(); }
   const ProbeTiming& last_timing() const { return timing_.last(); }
@@ -135,22 +144,18 @@ class Probe::Impl {
   RemoteControl control_;
   // After control_: destroyed first, it may still answer a dump's command while finishing.
   CheckpointDumps dumps_{options_};
-  SpikeDetector spike_;
-  SpikeVerdict spike_verdict_;
-  StepHealth health_;                                 // this step's, before the update
+  StepDecision decision_;   // this step's health and verdict, and the events that tell them
   ClosureRerun rerun_;   // the closure form's step, and an unsafe one's re-run
   CauseOfStep cause_of_step_;   // the cause of the step being recorded, and the lrs it is judged against
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
+  std::optional<PendingStep> pending_;   // the deferred step not yet settled (probe_deferred.cpp)
 
   int64_t step_ = 0;
   StepTiming timing_;   // what the probe costs the training thread
-  bool nonfinite_last_step_ = false;   // the last step was blown up (StepHealth)
-  bool watch_nonfinite_last_step_ = false;
   // A deferred step's scaler update was lost (its settling failed): the next step's loss was
   // scaled by a value the host does not know, so that step ends as the scaler's overflow.
   bool scaler_out_of_step_ = false;
-  uint64_t subscription_resets_seen_ = 0;
-  wire::StepRecord record_;
+  StepRecordBuilder record_;   // after description_: it names its run and model
   int64_t record_step_ = 0;           // the step the record and events being made are of
   StepOutcome last_settled_ = [] {
     StepOutcome none;
@@ -159,57 +164,8 @@ class Probe::Impl {
   }();
 
  private:
-  bool due(wire::LayerMetric m) const {
-    const int32_t every = options_.cadence[static_cast<int>(m)];
-    return every > 0 && step_ % every == 0;
-  }
   // A step in four stages: reduce (statistics and health, before the update), decide (skip or
   // apply), apply (the optimizer and the scaler), record (the update pass, the record, events).
-  // What this step measures, from the cadence and the policies.
-  struct StepPlan {
-    uint32_t mask = 0;          // bit m: layer metric m is due
-    bool grads_due = false;     // a gradient pass: a gradient metric or a deciding policy
-    bool update_due = false;    // update_ratio: snapshot before, update pass after
-    bool param_due = false;     // weight norms
-    // Layers that have no gradient of this step's (ascending): frozen (requires_grad off)
-    // and unused (this step's backward passed them by). Read as the step begins, while the
-    // gradients are the backward's.
-    std::vector<uint32_t> frozen, unused;
-  };
-  // What the reduce stage found. stats_ok is false when the probe itself failed there: no
-  // health, no gradient statistics, and `error` says why.
-  struct Reduction {
-    bool stats_ok = true;
-    std::string error;
-    uint32_t lost_mask = 0;   // layer metrics that were due but could not be measured
-    bool scaler_found_inf = false;
-    double loss = std::numeric_limits<double>::quiet_NaN();
-    double scale = 0;           // the loss scale the gradients were computed with (with a scaler)
-    double reduce_us = 0;
-    std::optional<double> lr;   // a deferred step's, as it was; else read when recorded
-    std::vector<double> group_lrs;   // with `lr`: every group's, when there are several
-    // The gradient walk found a tensor that left its plan (PlannedLayers::take_walk_check), before any
-    // gradient was written: nothing else was measured.
-    bool layout_moved = false;
-  };
-  // A deferred step (DESIGN §8): enqueued on the device with its verdict there, settled at the
-  // next step() (or settle()) when its results have arrived with no wait.
-  struct PendingStep {
-    int64_t step = 0;
-    StepPlan plan;
-    StepTimes times;
-    bool command_skip = false;   // the host skipped it (a command): nothing was stepped
-    bool verdict = false;        // the device decided (found_inf): the outcome is not yet known
-    bool skip_nonfinite = false; // the policy as it was when the verdict was asked for
-    bool updates = false;        // an update pass was enqueued
-    bool has_loss = false;
-    GradScaler* scaler = nullptr;   // its scale updated on the device, read when the step settles
-    double lr = 0;
-    std::vector<double> group_lrs;   // read_lrs()
-    double reduce_us = 0;
-    WatchReducer::Batch watches;   // read when it settles
-  };
-  std::optional<PendingStep> pending_;
   // The CUDA device a deferred step can run on, or -1 (the step runs as before, deciding on
   // the host): every gradient and weight in a fused pass on one device, a verdict the fused
   // optimizer step can take, and nothing that must be known before the update.
@@ -223,19 +179,13 @@ class Probe::Impl {
   void recover_deferred_step(const std::exception& e, PendingStep& p, bool stepped, const StepPlan& plan,
                              uint64_t grad_passes_before, StepOutcome& outcome, StepTimes& times);
   void begin_step();
+  // What this step measures (plan_step), with this probe's options and scaler.
+  StepPlan plan() const { return plan_step(options_, step_, scaler_ != nullptr, layers_.reducer()); }
+  bool gradient_pass_due() const { return keel::probe::gradient_pass_due(options_, step_, scaler_ != nullptr); }
   // PlannedLayers::follow, of the step being recorded: its walk of the modules also reads the
   // buffers for WatchedBuffers::follow.
   void follow_layout(bool tensors_in_walk);
-  // What the step measures, from the cadence and the policies; its frozen and unused layers
-  // come after the gradient pass (classify_layers).
-  StepPlan plan_step() const;
-  // Whether this step's gradient pass runs (plan_step's grads_due), asked before the plan.
-  bool gradient_pass_due() const;
-  // plan.frozen and plan.unused, from the states this step's gradient pass read (when
-  // the reducer's grad_passes() moved past `grad_passes_before`), else from the parameters.
-  void classify_layers(StepPlan& plan, uint64_t grad_passes_before) const;
   Reduction reduce(const torch::Tensor& loss, const StepPlan& plan, StepOutcome& outcome);
-  void decide(const Reduction& reduction, StepOutcome& outcome);
   // The dumps a step calls for: one asked for by command, and the automatic dump of a
   // blown-up step (or, with `buffers_start`, of the step whose buffers turned non-finite).
   struct DumpDue {
@@ -275,14 +225,7 @@ class Probe::Impl {
   void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,
               std::vector<wire::WatchStats>* watches = nullptr);
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
-  // The record's values of the metrics in `mask`: per layer, or, on a wide model's step that
-  // is not due in full (ProbeOptions::layer_detail_every), per module of the description.
-  void fill_values(uint32_t mask, const StepOutcome& outcome, bool grads_reduced);
-  bool per_layer_due(const StepOutcome& outcome) const;
-  void fill_layer_values(uint32_t mask, bool applied);
-  void fill_module_values(uint32_t mask, bool applied);
-  // One layer's value of one metric, from the step's reductions.
-  double layer_value(wire::LayerMetric metric, size_t layer, bool applied) const;
+  // The events of the step being recorded, each stage telling its own (probe_events.cpp).
   // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
   void raise_events(const StepOutcome& outcome, bool measured);
   // An event (StepEvents::add), and a failure inside the probe (StepEvents::add_probe_error),
@@ -295,9 +238,6 @@ class Probe::Impl {
                           std::optional<int64_t> step = std::nullopt) {
     events_.add_probe_error(step.value_or(record_step_), what, error, consequence);
   }
-  // What a step whose probe failed did, for its probe_error event.
-  static std::string consequence_of(const StepOutcome& outcome);
-  void report_subscription_resets();
 };
 
 }  // namespace keel::probe

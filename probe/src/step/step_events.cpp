@@ -41,4 +41,15 @@ void StepEvents::publish_unpublished(Publisher& publisher) const {
   for (size_t e = published_; e < events_.size(); ++e) publisher.publish(events_[e]);
 }
 
+void StepEvents::tell_subscription_resets(const Publisher* publisher, int64_t step) {
+  if (publisher == nullptr) return;
+  const uint64_t resets = publisher->subscription_resets();
+  if (resets == subscription_resets_seen_) return;
+  subscription_resets_seen_ = resets;
+  add(step, wire::event_kind::kTelemetryReset, "",
+      "telemetry subscribers held more than " + std::to_string(PublisherOptions{}.max_subscriptions) +
+          " subscriptions (a client subscribing without bound): every telemetry connection was closed (" +
+          std::to_string(resets) + " time(s) so far); clients reconnect, and what was sent meanwhile shows as a gap");
+}
+
 }  // namespace keel::probe

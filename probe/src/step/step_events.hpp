@@ -1,7 +1,8 @@
 // StepEvents: the events a run raises (wire::Event: a skip, a first non-finite gradient, a dump
 // written, a failure of the probe's own), kept until they go out with a step's record.
 // Owns: the events raised since the last record went out, and those that went out with it
-// (Probe::last_events()); the count of the probe's own failures (every record's probe_errors).
+// (Probe::last_events()); the count of the probe's own failures (every record's probe_errors);
+// how many telemetry resets were told.
 // Thread: the training thread only (attach, step, settle, the probe's end).
 // Never: blocks, or syncs a device. Adding an event allocates: events are raised when
 // something changes, not every step.
@@ -43,6 +44,10 @@ class StepEvents {
     published_ = 0;
   }
 
+  // The telemetry_reset event, once each time `publisher` (null: none) has closed every
+  // telemetry connection since the last call (a client subscribing without bound).
+  void tell_subscription_resets(const Publisher* publisher, int64_t step);
+
   const std::vector<wire::Event>& all() const { return events_; }
   uint64_t probe_errors() const { return probe_errors_; }
 
@@ -52,6 +57,7 @@ class StepEvents {
   std::vector<wire::Event> events_;
   size_t published_ = 0;   // events_[0, this) went out with a record already
   uint64_t probe_errors_ = 0;
+  uint64_t subscription_resets_seen_ = 0;
 };
 
 }  // namespace keel::probe

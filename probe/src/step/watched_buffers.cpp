@@ -82,15 +82,12 @@ int WatchedBuffers::first_nonfinite() const {
 
 bool WatchedBuffers::turn_nonfinite() const { return !nonfinite_last_step_ && first_nonfinite() >= 0; }
 
-int WatchedBuffers::take_turned_nonfinite() {
-  if (absmax_.empty()) return -1;
-  const int first = first_nonfinite();
-  const bool turned = first >= 0 && !nonfinite_last_step_;
-  nonfinite_last_step_ = first >= 0;
-  return turned ? first : -1;
-}
-
-std::string WatchedBuffers::describe_nonfinite() const {
+void WatchedBuffers::tell_turned_nonfinite(StepEvents& events, int64_t step) {
+  if (absmax_.empty()) return;
+  const int first_index = first_nonfinite();
+  const bool turned = first_index >= 0 && !nonfinite_last_step_;
+  nonfinite_last_step_ = first_index >= 0;
+  if (!turned) return;
   std::string first, others;
   size_t count = 0;
   for (size_t i = 0; i < absmax_.size(); ++i) {
@@ -107,8 +104,9 @@ std::string WatchedBuffers::describe_nonfinite() const {
   if (count > 1) {
     detail += "; also in " + others + (count > 9 ? " and " + std::to_string(count - 9) + " more" : "");
   }
-  return detail + "; the forward pass wrote them, so skipping the update does not undo them (eval mode and "
-                  "checkpoints from now on use them)";
+  detail += "; the forward pass wrote them, so skipping the update does not undo them (eval mode and "
+            "checkpoints from now on use them)";
+  events.add(step, wire::event_kind::kNonfiniteBuffer, watched_.names[static_cast<size_t>(first_index)], detail);
 }
 
 }  // namespace keel::probe

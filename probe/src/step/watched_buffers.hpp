@@ -42,12 +42,11 @@ class WatchedBuffers {
 
   // Whether this step's buffers hold a NaN/Inf and the last recorded step's did not.
   bool turn_nonfinite() const;
-  // As a step's events are raised: the first watched buffer (model order) that turned
-  // non-finite this step, or -1, and this step's becomes the last. A step that did not
-  // measure them says nothing: the run of non-finite buffers neither starts nor ends.
-  int take_turned_nonfinite();
-  // The nonfinite_buffer event's detail: which buffers, NaN or Inf, and what a skip cannot do.
-  std::string describe_nonfinite() const;
+  // As a step's events are raised: the nonfinite_buffer event of a step whose buffers turned
+  // non-finite (naming the first in model order, NaN or Inf, the others, and what a skip cannot
+  // do), and this step's buffers become the last. A step that did not measure them says
+  // nothing: the run of non-finite buffers neither starts nor ends.
+  void tell_turned_nonfinite(StepEvents& events, int64_t step);
 
   const ModelBuffers& all() const { return all_; }
   const ModelBuffers& watched() const { return watched_; }

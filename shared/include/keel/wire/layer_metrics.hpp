@@ -7,9 +7,9 @@
 // prints counts as integers, and the app combines shards, folds modules and lays out its list
 // columns, detail plots and heatmap choices. Each of those reads this table, never a list of
 // its own. A new metric is a LayerMetric value and one row here (the constructor takes every
-// column, so a row that forgets one does not compile), its value in the probe
-// (Probe::Impl::layer_value, a switch without `default:` that -Werror=switch completes) and its
-// colours in the app (ui/metric_styles.hpp, whose size is asserted against this table). A new
+// column, so a row that forgets one does not compile), its value in the probe (layer_value in
+// probe/src/step/step_record_builder.cpp, a switch without `default:` that -Werror=switch
+// completes) and its colours in the app (ui/metric_styles.hpp, whose size is asserted against this table). A new
 // kind of combine or rollup is a compile error in every switch that handles them. The
 // static_asserts below check the table's order, masks and placements.
 // Definitions (DESIGN §2): grad_norm = sqrt(sum g^2) of the unscaled gradient; grad_absmax =
