@@ -168,6 +168,18 @@ CliCommand add_send_command(CLI::App& app) {
     options->command.enable = *state == "on";
   });
 
+  CLI::App* rewind = send->add_subcommand(
+      "rewind", "Put back the training state of an earlier step from the probe's snapshots in memory (the probe "
+                "must keep them: rewind_every) and go on from there");
+  rewind->add_option("--to-step", options->command.to_step,
+                     "Go back to the newest snapshot at or before this step (default: the newest)")
+      ->type_name("STEP");
+  rewind->add_option("--at-step", options->command.at_step,
+                     "Rewind at this step's boundary instead of the next (send the same step to every rank of a "
+                     "data-parallel job)")
+      ->type_name("STEP");
+  rewind->callback([options] { options->command.kind = wire::command_kind::kRewind; });
+
   CLI::App* describe = send->add_subcommand("describe", "Ask the probe to re-send its run description now");
   describe->callback([options] { options->command.kind = wire::command_kind::kDescribe; });
 

@@ -82,6 +82,12 @@ void add_policy_options(CLI::App& app, DemoOptions& o) {
   app.add_flag("--no-dump-nonfinite", o.no_dump_nonfinite, "do not dump a checkpoint at the first non-finite gradient");
   app.add_option("--dump-every", p.dump_nonfinite_every, "at most one automatic dump per N steps")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--rewind-every", p.rewind_every,
+                 "keep a snapshot of the training state in memory every N steps, for a rewind (0 = none)")
+      ->capture_default_str();
+  app.add_option("--rewind-keep", p.rewind_keep, "snapshots kept for a rewind")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--dump-dir", p.dump_dir, "directory the probe writes dumps into")->capture_default_str();
   app.add_option("--record-dir", p.record_dir,
                  "directory the probe records the run into (keel --open, keel-cli summary FILE); \"\" records nothing")

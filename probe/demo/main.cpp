@@ -2,6 +2,7 @@
 // probe, with fault injection to make instabilities on demand.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -131,13 +132,20 @@ void print_progress(int64_t step, const torch::Tensor& loss, const keel::probe::
 }
 
 // The training loop: each step scheduled, its faults and cause injected, stepped through the
-// probe, and its events and (every --log-every steps) its progress printed.
+// probe, and its events and (every --log-every steps) its progress printed. After a rewind
+// (`rewound_to`, set by the probe's on_rewind) the loop goes on from the snapshot's step: the
+// schedule follows it, the next batches are new ones (the rewound span's are skipped), and a
+// fault of one moment is not met again.
 void train(Trainer& trainer, Probe& probe, const DemoOptions& o, const keel::demo::Faults& faults,
-           keel::demo::CauseInjector& injector, keel::probe::GradScaler* scaler) {
+           keel::demo::CauseInjector& injector, keel::probe::GradScaler* scaler, std::optional<int64_t>& rewound_to) {
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 0; o.steps == 0 || step < o.steps; ++step) {
-    if (o.pace > 0) std::this_thread::sleep_until(start + std::chrono::duration<double>(step / o.pace));
-    trainer.schedule(step, faults);
+  int64_t taken = 0;      // steps taken, rewound ones included (the pace's clock)
+  int64_t furthest = -1;  // the furthest step taken
+  for (int64_t step = 0; o.steps == 0 || step < o.steps; ++step, ++taken) {
+    if (o.pace > 0) std::this_thread::sleep_until(start + std::chrono::duration<double>(taken / o.pace));
+    const keel::demo::Faults& met = step <= furthest ? faults.replayed() : faults;
+    furthest = std::max(furthest, step);
+    trainer.schedule(step, met);
     injector.before_step(step, trainer.model());
     keel::demo::Batch batch = trainer.next_batch();
     injector.poison(step, batch);
@@ -147,7 +155,7 @@ void train(Trainer& trainer, Probe& probe, const DemoOptions& o, const keel::dem
       loss = trainer.forward_backward(
           batch, [&](const torch::Tensor& logits) { probe.watch("logits", logits); },
           [&](const torch::Tensor& l) { return injector.scaled(step, l, scaler); });
-      trainer.inject(step, faults);
+      trainer.inject(step, met);
       return loss;
     };
     const auto outcome = o.plain_step ? probe.step(closure()) : probe.step(closure);
@@ -155,7 +163,11 @@ void train(Trainer& trainer, Probe& probe, const DemoOptions& o, const keel::dem
     print_events(probe);
     if (o.log_every > 0 && (step % o.log_every == 0 || step + 1 == o.steps)) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      print_progress(step, loss, outcome, probe, static_cast<double>(step + 1) / secs);
+      print_progress(step, loss, outcome, probe, static_cast<double>(taken + 1) / secs);
+    }
+    if (rewound_to) {
+      step = *rewound_to - 1;
+      rewound_to.reset();
     }
   }
 }
@@ -192,12 +204,15 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!injected_layer_exists(trainer, faults) || !freeze_parameters(trainer, options.freeze)) return 2;
-    Probe probe(*trainer.model(), trainer.optimizer(), probe_options(options));
+    std::optional<int64_t> rewound_to;
+    keel::probe::ProbeOptions probe_settings = probe_options(options);
+    probe_settings.on_rewind = [&rewound_to](int64_t /*from_step*/, int64_t to_step) { rewound_to = to_step; };
+    Probe probe(*trainer.model(), trainer.optimizer(), std::move(probe_settings));
     keel::probe::GradScaler scaler;
     if (options.use_scaler) probe.use_scaler(&scaler);
     print_banner(trainer, probe, options.endpoint);
     keel::demo::CauseInjector injector(cause);
-    train(trainer, probe, options, faults, injector, options.use_scaler ? &scaler : nullptr);
+    train(trainer, probe, options, faults, injector, options.use_scaler ? &scaler : nullptr, rewound_to);
   } catch (const keel::probe::AttachError& e) {
     std::cerr << "keel-demo: " << e.what() << "\n";
     return 1;

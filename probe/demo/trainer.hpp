@@ -54,6 +54,15 @@ struct Faults {
   double lr_spike_factor = 1.0;
   std::optional<int64_t> lr_jump_step;  // from this step on, the learning rate multiplied by lr_jump_factor
   double lr_jump_factor = 1.0;
+
+  // The faults a step that is taken again (after a rewind) still meets: those of a range of
+  // steps (lr_jump), not those of one moment (a NaN, a spike, an lr spike), which happened once.
+  Faults replayed() const {
+    Faults again;
+    again.lr_jump_step = lr_jump_step;
+    again.lr_jump_factor = lr_jump_factor;
+    return again;
+  }
 };
 
 class Trainer {

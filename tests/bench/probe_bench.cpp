@@ -8,8 +8,8 @@
 // dump throughput against a plain write, the step cost of the history ring and command
 // socket; the per-step check that the model's parameters are still those the probe planned
 // for (parameter_layout.hpp); and the per-step check of a model's floating-point buffers
-// (ResNet-50's 53 BatchNorms: listing them, comparing, measuring max |b|). The last line is
-// one JSON object.
+// (ResNet-50's 53 BatchNorms: listing them, comparing, measuring max |b|); rewind's snapshots
+// and one rewind (snapshot_bench.hpp). The last line is one JSON object.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -31,6 +31,7 @@
 #include "layout/parameter_sequence.hpp"
 #include "reduce_bandwidth.hpp"
 #include "small_tensor_kernels.hpp"
+#include "snapshot_bench.hpp"
 #include "telemetry_bench.hpp"
 #include "origin_bench.hpp"
 #include "recording_bench.hpp"
@@ -169,6 +170,20 @@ void print_tensor_counts(const std::vector<keel::bench::TensorCountCost>& rows) 
   }
 }
 
+void print_snapshots(const keel::bench::SnapshotCost& s) {
+  std::printf("rewind's snapshots (keel-demo's model, rewind_every %lld, %lld steps; docs/rewind.md)\n",
+              static_cast<long long>(s.every), static_cast<long long>(s.steps));
+  std::printf("%-44s %12.2f\n", "  median step, no snapshot due (ms)", s.step_ms);
+  std::printf("%-44s %12.3f\n", "  a snapshot on the training thread (ms)", s.snapshot_ms);
+  std::printf("%-44s %12.3f\n", "  amortised over rewind_every steps (%)", s.share_pct);
+  if (!s.error.empty()) {
+    std::printf("  a rewind: not measured: %s\n", s.error.c_str());
+    return;
+  }
+  std::printf("%-44s %12.2f\n", "  the step that took a rewind (ms)", s.rewind_step_ms);
+  std::printf("%-44s %12.2f\n", "  of which the rewind's pause (ms)", s.rewind_extra_ms);
+}
+
 void print_small_tensor_kernels(const std::vector<keel::bench::SmallTensorKernelCost>& rows) {
   std::printf("the fused kernels on one tensor in cache, median ns a call\n");
   std::printf("  %8s %12s %12s %12s\n", "elements", "grad stats", "sumsq", "snapshot");
@@ -221,13 +236,23 @@ int main(int argc, char** argv) {
   app.add_option("--tensors", tensor_counts, "tensor counts of the deep narrow models (per-tensor cost)")
       ->capture_default_str();
   bool tensors_only = false;
+  bool snapshots_only = false;
+  int64_t rewind_every = 100;
   app.add_flag("--tensors-only", tensors_only, "measure the per-tensor cost and the wide model's wire alone");
+  app.add_flag("--snapshots-only", snapshots_only, "measure rewind's snapshots and one rewind alone");
+  app.add_option("--rewind-every", rewind_every, "steps between snapshots in the snapshot measure")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   int wide_blocks = 48, wide_experts = 512, wide_steps = 16;
   app.add_option("--wide-blocks", wide_blocks, "blocks of the wide (mixture of experts) model")->capture_default_str();
   app.add_option("--wide-experts", wide_experts, "experts per block (2 tensors each)")->capture_default_str();
   app.add_option("--wide-steps", wide_steps, "measured steps of the wide model (0: not measured)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (pairs <= 0) pairs = quick ? 30 : 100;
+  if (snapshots_only) {
+    print_snapshots(keel::bench::measure_snapshot_cost(rewind_every, std::max<int64_t>(3 * rewind_every, 3 * pairs)));
+    return 0;
+  }
   if (tensors_only) {
     print_tensor_counts(keel::bench::measure_tensor_counts(tensor_counts, pairs));
     print_backward_hooks(keel::bench::measure_backward_hooks(2000, 2 * pairs));
@@ -381,6 +406,7 @@ int main(int argc, char** argv) {
                 100.0 * (t.curve_us_per_record - t.plain_us_per_record) / 1000.0 / plain_med);
   }
   print_tensor_counts(tensor_rows);
+  print_snapshots(keel::bench::measure_snapshot_cost(rewind_every, std::max<int64_t>(3 * rewind_every, 3 * pairs)));
   print_backward_hooks(keel::bench::measure_backward_hooks(2000, 2 * pairs));
   if (wide.steps > 0) print_wide_wire(wide);
   std::printf(

@@ -113,6 +113,58 @@ TEST(Control, SkipSentByKeelCliIsAcknowledgedAndShowsInTheTelemetry) {
   EXPECT_GT(moved, 0.0);
 }
 
+// A rewind sent by keel-cli to keel-demo (snapshots every 20 steps): acknowledged with the
+// snapshot's step, the interrupted step skipped as "rewind" with a rewind event, and the demo
+// going on from the snapshot's step to its last.
+TEST(Control, ARewindSentByKeelCliGoesBackToASnapshotAndTrainingGoesOnToTheEnd) {
+  const int port = free_port_pair();
+  ASSERT_GT(port, 0);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::string dir = ::testing::TempDir();
+  const std::string demo_out = dir + "/keel_e2e_rewind_demo.txt", demo_rc = dir + "/keel_e2e_rewind_demo.rc";
+  std::remove(demo_rc.c_str());
+
+  keel::e2e::BackgroundTail tail(KEEL_CLI_PATH, endpoint, dir + "/keel_e2e_rewind_tail");
+  ASSERT_TRUE(tail.started());
+  constexpr int kSteps = 160;
+  const std::string demo = "(" KEEL_DEMO_PATH " --steps " + std::to_string(kSteps) +
+                           " --log-every 0 --rewind-every 20 --pace 40 --endpoint " + endpoint + " > " + demo_out +
+                           " 2>&1; echo $? > " + demo_rc + ") &";
+  ASSERT_EQ(std::system(demo.c_str()), 0);
+  ASSERT_FALSE(tail.wait_for("\"step\":45,\"loss\"", 60).empty()) << "no step 45: " << read_file(demo_out);
+
+  std::string ack_line;
+  ASSERT_EQ(run(KEEL_CLI_PATH " send --endpoint " + endpoint + " --timeout 20 rewind", ack_line), 0) << ack_line;
+  const auto ack = nlohmann::json::parse(ack_line);
+  EXPECT_TRUE(ack["ok"].get<bool>()) << ack_line;
+  const int64_t to = ack["step"].get<int64_t>();
+  EXPECT_GE(to, 40);
+  EXPECT_EQ(to % 20, 0) << "a snapshot's step: " << ack_line;
+
+  ASSERT_TRUE(wait_for(demo_rc, "\n", 120000)) << "keel-demo did not finish";
+  EXPECT_EQ(read_file(demo_rc), "0\n") << read_file(demo_out);
+  const std::string printed = read_file(demo_out);
+  EXPECT_NE(printed.find("event rewind"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("to step " + std::to_string(to) + " (command"), std::string::npos) << printed;
+  tail.wait_for("\"step\":" + std::to_string(kSteps - 1) + ",\"loss\"", 20);
+  ASSERT_TRUE(tail.stop()) << "keel-cli tail did not finish";
+
+  int64_t rewound_from = -1, last_step = -1;
+  bool event = false;
+  std::istringstream lines(tail.output());
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "step") {
+      if (j["skip_reason"] == "rewind") rewound_from = j["step"].get<int64_t>();
+      last_step = j["step"].get<int64_t>();
+    }
+    if (j["type"] == "event" && j["kind"] == "rewind") event = true;
+  }
+  EXPECT_GT(rewound_from, to) << "the step the rewind interrupted, skipped";
+  EXPECT_TRUE(event);
+  EXPECT_EQ(last_step, kSteps - 1) << "training went on from the snapshot to the last step";
+}
+
 TEST(Control, SendWithoutAProbeTimesOutWithStatusTwo) {
   const int port = free_port_pair();
   ASSERT_GT(port, 0);

@@ -42,6 +42,11 @@ class LibtorchOptimizer final : public OptimizerAdapter {
 
   // torch::save's archive: torch::load(optimizer, dir + "/optimizer.pt") reads it back.
   std::string serialise() override;
+  // AdamW, Adam and SGD hand their state out as tensors; any other kind is restored from
+  // serialise()'s archive (torch::load's own path).
+  bool state_tensors(std::vector<OptimizerStateTensors>& out, std::string& why) override;
+  void restore_state_tensors(const std::vector<OptimizerStateTensors>& from) override;
+  void restore_serialised(const std::string& bytes) override;
 
  private:
   torch::optim::Optimizer& optimizer_;

@@ -52,7 +52,9 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   buffers_.enqueue(events_, record_step_);
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
-  if (!rerun_.has_closure() && deferrable_device(plan, loss) >= 0) {
+  // A rewind is taken on the host: its step is skipped, and the state it leaves is not settled later.
+  const bool rewinding = control_.rewinds(step_);
+  if (!rerun_.has_closure() && !rewinding && deferrable_device(plan, loss) >= 0) {
     deferred_step(loss, plan, grad_passes_before, outcome, times);
     end_step(plan, Reduction{}, times);
     return outcome;
@@ -74,6 +76,11 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   classify_layers(plan, layers_, grad_passes_before);
   buffers_.collect(events_, record_step_);
   decision_.decide(control_.skips(step_), reduction, options_, loss_is_the_jobs(), outcome);
+  if (rewinding) {
+    // Its gradients are of the state the rewind leaves.
+    outcome.applied = false;
+    outcome.skip_reason = "rewind";
+  }
   DumpDue dump = dump_due(reduction, /*take_requested=*/true, buffers_.turn_nonfinite());
   if (skip_agreement_) agree_with_ranks(reduction, outcome, dump);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, StepDecision::consequence_of(outcome));
@@ -82,6 +89,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
 
   times.optimizer_start = Clock::now();
   try {
+    snapshots_.order_before_update();
     if (outcome.applied) optimizer_->step();
   } catch (...) {
     // The user's optimizer threw: its exception is theirs. The scaler must not stay marked
@@ -93,11 +101,18 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   if (scaler_ && scaler_->enabled()) scaler_->update();
 
   if (reduction.stats_ok) measure_updates(plan, outcome.applied, reduction);
+  // Before the record, which then says so with its events.
+  const std::optional<int64_t> rewound_to = rewinding ? rewind(outcome.step) : std::nullopt;
   times.updated = Clock::now();
   record(plan, reduction, outcome, times);
   times.recorded = Clock::now();
   last_settled_ = outcome;
-  end_step(plan, reduction, times);
+  end_step(plan, reduction, times, rewinding);
+  if (rewound_to) {
+    step_ = *rewound_to;
+    // The trainer's own code, once the probe is at the step it goes on from: its exceptions are its own.
+    if (options_.on_rewind) options_.on_rewind(outcome.step, *rewound_to);
+  }
   return outcome;
 }
 
@@ -110,7 +125,7 @@ void Probe::Impl::begin_step() {
   recording_.report_drops(events_, record_step_);
   control_.report_refusals(publisher_.get(), events_, record_step_);
   // Before anything reads the policies: a command changes them from this step on.
-  control_.take_commands(RemoteControl::Run{step_, options_, description_, dumps_, events_, publisher_.get()});
+  control_.take_commands(RemoteControl::Run{step_, options_, description_, dumps_, snapshots_, events_, publisher_.get()});
 }
 
 void Probe::Impl::follow_layout(bool tensors_in_walk) {
@@ -305,13 +320,15 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
   }
 }
 
-void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepTimes& times) {
+void Probe::Impl::end_step(const StepPlan& plan, const Reduction& r, const StepTimes& times, bool rewinding) {
   // Valid only while nothing but our own update pass has touched the weights since.
   const uint32_t update_bit = wire::bit_of(LayerMetric::kUpdateRatio);
   const bool snapshot_current =
       r.stats_ok && plan.update_due && !(r.lost_mask & update_bit) && layers_.reducer().next_norms_measured();
   const auto end_start = Clock::now();
   layers_.end_step(snapshot_current);
+  // Counted as the step's end: a snapshot's copies are the probe's time on the training thread.
+  if (!rewinding) take_snapshot_if_due(step_ + 1);
   const auto end = Clock::now();
   timing_.end_step(times, r.reduce_us, end_start, end);
   ++step_;

@@ -97,6 +97,7 @@ void Probe::Impl::deferred_step(const torch::Tensor& loss, const StepPlan& plan,
     layers_.reducer().finish_grads(p.verdict || p.scaler ? &verdict : nullptr);
     p.reduce_us = micros(Clock::now() - reduce_start);
     times.optimizer_start = Clock::now();
+    snapshots_.order_before_update();
     if (!p.command_skip) {
       if (p.verdict) {
         try {

@@ -34,12 +34,15 @@
 //   StepRecordBuilder the record being made (the last one between      training     reads a device,
 //   (step_record_    steps), its per-layer or per-module values,                    allocates once grown
 //    builder)        whether the last step's watches were non-finite                to the model's width
+//   StateSnapshots   the snapshots kept to rewind to (snapshot/), and  training     waits on the host
+//   (snapshots_)     their side streams                                             while taking one
 // The plan of a step and what its reduce stage found are plain values (step_plan.hpp), as is a
 // deferred step kept until it settles (pending_step.hpp).
 // Impl's own functions run the stages in order, in the files that define them: the step on the
 // host (probe.cpp: plan, reduce, decide, apply, record), a sharded job's ranks agreeing on the
 // verdict (probe_agreement.cpp), the closure form's step and the step's cause (probe_origin.cpp),
-// the events a step raises, each stage telling its own (probe_events.cpp), the deferred step of a
+// the events a step raises, each stage telling its own (probe_events.cpp), the snapshots and a
+// rewind (probe_rewind.cpp), the deferred step of a
 // CUDA device (probe_deferred.cpp: decided there, settled a step later) and attaching
 // (probe_attach.cpp: the options checked, the sockets, the public Probe's forwarding).
 // Its state is private: the public Probe reaches it through the accessors of the public part.
@@ -68,6 +71,7 @@
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "remote_control.hpp"
+#include "snapshot/state_snapshots.hpp"
 #include "run_recording.hpp"
 #include "step_decision.hpp"
 #include "step_events.hpp"
@@ -149,6 +153,7 @@ class Probe::Impl {
   CauseOfStep cause_of_step_;   // the cause of the step being recorded, and the lrs it is judged against
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
   std::optional<PendingStep> pending_;   // the deferred step not yet settled (probe_deferred.cpp)
+  StateSnapshots snapshots_{options_.rewind_every, options_.rewind_keep};   // the state kept to rewind to
 
   int64_t step_ = 0;
   StepTiming timing_;   // what the probe costs the training thread
@@ -224,7 +229,14 @@ class Probe::Impl {
   // null: this step's, collected now.
   void record(const StepPlan& plan, Reduction& reduction, StepOutcome& outcome, const StepTimes& times,
               std::vector<wire::WatchStats>* watches = nullptr);
-  void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times);
+  // `rewinding`: no snapshot is taken of a state a rewind is about to leave.
+  void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times, bool rewinding = false);
+  // The snapshot of the state step `next` begins from, when one is due (probe_rewind.cpp).
+  void take_snapshot_if_due(int64_t next);
+  // The rewind a command asked for, taken in step `from_step` (skipped) after its optimizer's
+  // turn: the snapshot put back and the rewind event raised. Returns the snapshot's step, the
+  // next step's number; nullopt when it could not be put back (a probe_error).
+  std::optional<int64_t> rewind(int64_t from_step);
   // The events of the step being recorded, each stage telling its own (probe_events.cpp).
   // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
   void raise_events(const StepOutcome& outcome, bool measured);

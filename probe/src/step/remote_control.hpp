@@ -3,8 +3,8 @@
 // it is written), and the skips and the dump they ask for held until the step they are for.
 // Owns: the CommandServer (and with it the command thread, which owns the socket and answers
 // "history" itself), the commands taken and the acks owed at this boundary (reused), the
-// updates still to skip (the next K, and the steps an at_step skip named), the dump asked
-// for, when the last one was asked, and the clients the sockets refused (reused).
+// updates still to skip (the next K, and the steps an at_step skip named), the dump and the
+// rewind asked for, when the last dump was asked, and the clients the sockets refused (reused).
 // Thread: the training thread; the command thread hands commands over and sends the acks.
 // Never: waits for a client (commands and acks cross bounded queues), or allocates while no
 // command comes.
@@ -22,6 +22,7 @@
 #include "keel/probe/probe_options.hpp"
 #include "keel/wire/messages.hpp"
 #include "probe_clock.hpp"
+#include "snapshot/state_snapshots.hpp"
 #include "step_events.hpp"
 #include "transport/command_server.hpp"
 #include "transport/publisher.hpp"
@@ -41,6 +42,7 @@ class RemoteControl {
     ProbeOptions& options;               // its policies, which a "policy" command turns on or off
     wire::RunDescription& description;   // says which policies are on; sent again when it changes
     const CheckpointDumps& dumps;        // whether a "dump" can be taken now
+    const StateSnapshots& snapshots;     // where a "rewind" can go
     StepEvents& events;
     Publisher* publisher;                // null without one
   };
@@ -54,6 +56,18 @@ class RemoteControl {
   // The dump a command asked for, until the step that takes it (dump_taken()).
   const std::optional<DumpRequest>& dump_requested() const { return dump_requested_; }
   void dump_taken() { dump_requested_.reset(); }
+  // The rewind a command asked for, until the step that takes it (rewind_taken()).
+  struct RewindRequest {
+    int64_t to_step;       // a snapshot's step
+    int64_t at_step;       // the step it is taken at (every rank the same); -1: the next
+    uint64_t command_id;
+  };
+  const std::optional<RewindRequest>& rewind_requested() const { return rewind_requested_; }
+  // Whether the rewind asked for is taken at `step`.
+  bool rewinds(int64_t step) const {
+    return rewind_requested_ && (rewind_requested_->at_step < 0 || rewind_requested_->at_step == step);
+  }
+  void rewind_taken() { rewind_requested_.reset(); }
   // auth_refused events, of `step`, for the clients the command and telemetry sockets refused.
   void report_refusals(Publisher* publisher, StepEvents& events, int64_t step);
   // The probe's end: the acks still queued go out until `deadline`.
@@ -78,6 +92,7 @@ class RemoteControl {
   int64_t skips_left_ = 0;                              // "skip" updates still to skip
   std::set<int64_t> scheduled_skips_;                   // steps an at_step "skip" named (bounded)
   std::optional<DumpRequest> dump_requested_;           // by command, taken at this step
+  std::optional<RewindRequest> rewind_requested_;       // by command, taken at this step
   std::optional<Clock::time_point> last_command_dump_;
   std::vector<AuthRefusal> refusals_;                   // reused
 };

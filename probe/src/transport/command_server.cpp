@@ -89,8 +89,14 @@ std::string check_command(const wire::Command& command, int32_t rank) {
     return {};
   }
   if (command.kind == wire::command_kind::kDescribe) return {};
+  if (command.kind == wire::command_kind::kRewind) {
+    if (command.to_step < -1) {
+      return "rewind to_step must be a step (or -1 for the newest snapshot), got " + std::to_string(command.to_step);
+    }
+    return {};
+  }
   return "unknown command kind \"" + command.kind.substr(0, 64) +
-         "\" (expected skip, dump, policy, history or describe)";
+         "\" (expected skip, dump, policy, history, describe or rewind)";
 }
 
 CommandServer::CommandServer(CommandServerOptions options)

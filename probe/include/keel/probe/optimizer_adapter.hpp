@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,15 @@ struct ParamStateView {
   torch::Tensor momentum_buffer;       // SGD with momentum
 };
 
+// A parameter's optimizer state as tensors (OptimizerAdapter::state_tensors): `count` its step
+// count (Adam's steps; 0 for a state without one), -1 when it has no state yet; `tensors` in
+// the order of its kind (Adam: exp_avg, exp_avg_sq, max_exp_avg_sq; SGD: momentum_buffer),
+// undefined where the state holds none.
+struct OptimizerStateTensors {
+  int64_t count = -1;
+  std::vector<torch::Tensor> tensors;
+};
+
 class OptimizerAdapter {
  public:
   virtual ~OptimizerAdapter() = default;
@@ -79,6 +89,25 @@ class OptimizerAdapter {
 
   // The bytes of a dump's optimizer.pt, which the front's own loader reads back.
   virtual std::string serialise() = 0;
+
+  // Rewind (snapshot/state_snapshots.hpp). state_tensors: every parameter of the groups, in
+  // group order, with its state as the live tensors it keeps, which a snapshot copies; false
+  // (and `why`) where the adapter cannot hand its state out so, and the snapshot keeps
+  // serialise()'s bytes instead. restore_state_tensors puts back what state_tensors handed out
+  // (copied, on the host): each parameter's state is set to it, or removed where it had none,
+  // so the next step() goes on as it would have from there. restore_serialised puts back
+  // serialise()'s bytes. Both throw what they cannot do, having changed nothing or all.
+  virtual bool state_tensors(std::vector<OptimizerStateTensors>& out, std::string& why) {
+    out.clear();
+    why = "this optimizer's front does not hand its state out as tensors";
+    return false;
+  }
+  virtual void restore_state_tensors(const std::vector<OptimizerStateTensors>& /*from*/) {
+    throw std::runtime_error("this optimizer's front cannot put a state back from tensors");
+  }
+  virtual void restore_serialised(const std::string& /*bytes*/) {
+    throw std::runtime_error("this optimizer's front cannot put a serialised state back");
+  }
 };
 
 }  // namespace keel::probe

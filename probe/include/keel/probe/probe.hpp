@@ -106,7 +106,8 @@ struct ProbeTiming {
   double backward_us = 0;  // of grads_us: that measuring inside backward (every 8th hook timed, counting for 8)
   double update_us = 0;    // after optimizer.step(): the update pass
   double record_us = 0;    // building the record and its events, handing them to the publisher
-  double end_us = 0;       // remembering the weights' versions, re-arming the arrival hooks
+  double end_us = 0;       // remembering the weights' versions, re-arming the arrival hooks, and a snapshot's
+                           // copies (ProbeOptions::rewind_every) where one is due
 };
 
 // A step's closure, as optimizer.step(closure) takes it (torch::optim::Optimizer::LossClosure).

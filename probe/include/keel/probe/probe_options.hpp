@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +74,19 @@ struct ProbeOptions {
   // skip_on_nonfinite would skip, at most once per dump_nonfinite_every steps.
   bool dump_on_nonfinite = true;
   int64_t dump_nonfinite_every = 1000;
+  // Rewind (docs/rewind.md): every rewind_every steps the probe keeps a snapshot of the
+  // training state in memory (weights, buffers, optimizer state, loss scale; on a GPU in
+  // pinned host memory, copied on a side stream), the newest rewind_keep of them, and a
+  // "rewind" command goes back to one. They hold rewind_keep times the weights and the
+  // optimizer state in host memory (with Adam about 3 x 4 bytes per parameter each), which is
+  // why they are off by default: 0 keeps none, and a rewind is refused.
+  int64_t rewind_every = 0;
+  int64_t rewind_keep = 2;
+  // Told, on the training thread, after a rewind put the state of step `to_step` back while
+  // step `from_step` was being taken: the trainer repositions or skips its data here. The
+  // batches of steps to_step .. from_step were consumed; a loader that just goes on skips
+  // them, which is what a rewind past a divergence wants. Its exceptions are the trainer's.
+  std::function<void(int64_t from_step, int64_t to_step)> on_rewind;
   // Where dumps are written (created when needed). Never taken from a request.
   std::string dump_dir = "keel-dumps";
   // Dumps asked for by command: at most one per this many seconds (and one at a time).

@@ -244,6 +244,7 @@ void for_each_field(M& m, Visit&& visit) {
   visit(field("policy", m.policy));
   visit(field("enable", m.enable));
   visit(field("at_step", m.at_step).when_not(-1));
+  visit(field("to_step", m.to_step).when_not(-1));
   visit(field("token", m.token).when_set());
 }
 
@@ -297,7 +298,7 @@ static_assert(sizeof(RunDescription) == 360 && sizeof(LayerInfo) == 120 && sizeo
 static_assert(sizeof(StepRecord) == 448 && sizeof(ScalerState) == 24 && sizeof(WatchStats) == 56,
               "a step record's member changed: update its table above, then this size");
 static_assert(sizeof(Event) == 360 && sizeof(Cause) == 160, "an event's member changed: update its table above, then this size");
-static_assert(sizeof(Command) == 176 && sizeof(Ack) == 184, "a command's or an ack's member changed: update its table above, then this size");
+static_assert(sizeof(Command) == 184 && sizeof(Ack) == 184, "a command's or an ack's member changed: update its table above, then this size");
 #endif
 
 }  // namespace keel::wire

@@ -105,7 +105,8 @@ struct StepRecord {
   double lr = 0;
   double grad_norm = 0;       // global: sqrt(sum of squared layer grad norms)
   bool skipped = false;
-  std::string skip_reason;    // "" when applied; "nonfinite", "scaler", "command", "spike", "other_rank"
+  std::string skip_reason;    // "" when applied; "nonfinite", "scaler", "command", "spike", "rewind",
+                              // "other_rank"
   double step_time_us = 0;    // wall time of the previous step boundary to this one
   double probe_us = 0;        // the probe's own time on the training thread this step
   uint64_t dropped = 0;       // records the probe could not publish so far (cumulative)
@@ -186,9 +187,10 @@ struct Command {
   int32_t rank = 0;       // target rank; -1 = any
   uint64_t seq = 0;
   uint64_t id = 0;        // chosen by the client, echoed in the Ack
-  std::string kind;       // "skip", "dump", "policy", "describe", "history"
+  std::string kind;       // "skip", "dump", "policy", "describe", "history", "rewind"
   int64_t count = 1;      // skip: number of updates; history: most recent steps wanted
   int64_t at_step = -1;   // skip: the first step to skip (every rank the same); -1 = the next
+  int64_t to_step = -1;   // rewind: to the newest snapshot at or before this step; -1 = the newest
   std::string label;      // dump: label (sanitised by the probe)
   std::string policy;     // policy: name
   bool enable = false;    // policy: on/off

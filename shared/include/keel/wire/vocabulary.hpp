@@ -26,13 +26,14 @@ inline constexpr const char kRecordDropped[] = "record_dropped";
 inline constexpr const char kLayoutChanged[] = "layout_changed";
 inline constexpr const char kPolicy[] = "policy";
 inline constexpr const char kAuthRefused[] = "auth_refused";
+inline constexpr const char kRewind[] = "rewind";
 }  // namespace event_kind
 inline constexpr const char* kEventKinds[] = {
     event_kind::kFirstNonfinite, event_kind::kFirstNonfiniteWatch, event_kind::kNonfiniteBuffer,
     event_kind::kSkip,           event_kind::kSpike,               event_kind::kDump,
     event_kind::kDumpFailed,     event_kind::kDumpsCleaned,        event_kind::kTelemetryReset,
     event_kind::kProbeError,     event_kind::kRecordDropped,       event_kind::kLayoutChanged,
-    event_kind::kPolicy,         event_kind::kAuthRefused};
+    event_kind::kPolicy,         event_kind::kAuthRefused,         event_kind::kRewind};
 
 // Command::kind (PROTOCOL §3.5, §6).
 namespace command_kind {
@@ -41,9 +42,10 @@ inline constexpr const char kDump[] = "dump";
 inline constexpr const char kPolicy[] = "policy";
 inline constexpr const char kDescribe[] = "describe";
 inline constexpr const char kHistory[] = "history";
+inline constexpr const char kRewind[] = "rewind";
 }  // namespace command_kind
-inline constexpr const char* kCommandKinds[] = {command_kind::kSkip, command_kind::kDump, command_kind::kPolicy,
-                                                command_kind::kDescribe, command_kind::kHistory};
+inline constexpr const char* kCommandKinds[] = {command_kind::kSkip,     command_kind::kDump,    command_kind::kPolicy,
+                                                command_kind::kDescribe, command_kind::kHistory, command_kind::kRewind};
 
 // Command::policy and RunDescription::policies_on (PROTOCOL §6).
 namespace policy {
