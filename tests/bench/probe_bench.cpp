@@ -181,7 +181,7 @@ void print_snapshots(const keel::bench::SnapshotCost& s) {
     return;
   }
   std::printf("%-44s %12.2f\n", "  the step that took a rewind (ms)", s.rewind_step_ms);
-  std::printf("%-44s %12.2f\n", "  of which the rewind's pause (ms)", s.rewind_extra_ms);
+  std::printf("%-44s %12.3f\n", "  of which the rewind's pause (ms)", s.rewind_pause_ms);
 }
 
 void print_small_tensor_kernels(const std::vector<keel::bench::SmallTensorKernelCost>& rows) {

@@ -1,6 +1,8 @@
 #include "snapshot_bench.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include <zmq.hpp>
@@ -17,7 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point start) {
+double step_ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
@@ -44,7 +46,7 @@ SnapshotCost measure_snapshot_cost(int64_t every, int64_t steps) {
     const auto start = Clock::now();
     trainer.schedule(step, no_faults);
     probe.step(trainer.forward_backward(nullptr, nullptr));
-    const double ms = ms_since(start);
+    const double ms = step_ms_since(start);
     if (step < warmup) continue;
     // The end of step S - 1 takes the snapshot step S begins from.
     if ((step + 1) % every == 0) {
@@ -76,11 +78,18 @@ SnapshotCost measure_snapshot_cost(int64_t every, int64_t steps) {
     const auto start = Clock::now();
     trainer.schedule(step, no_faults);
     const probe::StepOutcome outcome = probe.step(trainer.forward_backward(nullptr, nullptr));
-    const double ms = ms_since(start);
+    const double ms = step_ms_since(start);
     if (outcome.skip_reason != "rewind") continue;
     cost.rewind_step_ms = ms;
-    cost.rewind_extra_ms = ms - cost.step_ms;
-    cost.error.clear();
+    // The pause as the probe timed it and its event says it ("... put back in 1.2 ms; ...").
+    cost.error = "no rewind event with its pause";
+    for (const wire::Event& e : probe.last_events()) {
+      const size_t at = e.detail.find(" put back in ");
+      if (e.kind == wire::event_kind::kRewind && at != std::string::npos &&
+          std::sscanf(e.detail.c_str() + at, " put back in %lf ms", &cost.rewind_pause_ms) == 1) {
+        cost.error.clear();
+      }
+    }
     break;
   }
   return cost;

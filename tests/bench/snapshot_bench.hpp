@@ -15,7 +15,7 @@ struct SnapshotCost {
   double snapshot_ms = 0;      // a snapshot's own time on the training thread (median)
   double share_pct = 0;        // snapshot_ms / (every * step_ms)
   double rewind_step_ms = 0;   // the step that took a rewind command, all of it
-  double rewind_extra_ms = 0;  // that step over a median one: the rewind's pause
+  double rewind_pause_ms = 0;  // of which the rewind's own pause, as its event tells it
   std::string error;           // why the rewind was not measured ("" when it was)
 };
 

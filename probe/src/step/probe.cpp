@@ -102,7 +102,8 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
 
   if (reduction.stats_ok) measure_updates(plan, outcome.applied, reduction);
   // Before the record, which then says so with its events.
-  const std::optional<int64_t> rewound_to = rewinding ? rewind(outcome.step) : std::nullopt;
+  std::optional<int64_t> rewound_to;
+  if (rewinding) rewound_to = rewind(outcome.step);
   times.updated = Clock::now();
   record(plan, reduction, outcome, times);
   times.recorded = Clock::now();
