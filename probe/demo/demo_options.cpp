@@ -88,6 +88,11 @@ void add_policy_options(CLI::App& app, DemoOptions& o) {
   app.add_option("--rewind-keep", p.rewind_keep, "snapshots kept for a rewind")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--rewind-on-divergence", p.rewind_on_divergence,
+               "rewind to a snapshot from before a divergence (the loss high for many steps, or unsafe steps in a "
+               "row); needs --rewind-every");
+  app.add_option("--rewind-max", p.rewind_max, "rewinds the policy takes before it stops and says so")
+      ->capture_default_str();
   app.add_option("--dump-dir", p.dump_dir, "directory the probe writes dumps into")->capture_default_str();
   app.add_option("--record-dir", p.record_dir,
                  "directory the probe records the run into (keel --open, keel-cli summary FILE); \"\" records nothing")

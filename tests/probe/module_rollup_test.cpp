@@ -87,8 +87,8 @@ TEST(ModuleRanges, APrefixSeenAgainLaterIsARangeOfItsOwn) {
 }
 
 // 3 blocks, each an attention Linear and an experts list of 4 Linear: 30 tensors.
-struct Block : torch::nn::Module {
-  Block() {
+struct RollupBlock : torch::nn::Module {
+  RollupBlock() {
     attn = register_module("attn", torch::nn::Linear(6, 6));
     for (int e = 0; e < 4; ++e) experts->push_back(torch::nn::Linear(6, 6));
     register_module("experts", experts);
@@ -105,13 +105,13 @@ struct Block : torch::nn::Module {
 
 struct Wide : torch::nn::Module {
   Wide() {
-    for (int b = 0; b < 3; ++b) blocks.push_back(register_module("b" + std::to_string(b), std::make_shared<Block>()));
+    for (int b = 0; b < 3; ++b) blocks.push_back(register_module("b" + std::to_string(b), std::make_shared<RollupBlock>()));
   }
   torch::Tensor forward(torch::Tensor x) {
     for (auto& block : blocks) x = torch::tanh(block->forward(x));
     return x;
   }
-  std::vector<std::shared_ptr<Block>> blocks;
+  std::vector<std::shared_ptr<RollupBlock>> blocks;
 };
 
 keel::probe::ProbeOptions wide_options() {

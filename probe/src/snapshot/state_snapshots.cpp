@@ -140,14 +140,17 @@ void StateSnapshots::restore(int64_t step, const TrainingState& state) {
     if (side) side->wait();
   }
   const torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < slot.weights.size(); ++i) state.weights[i].copy_(slot.weights[i]);
-  for (size_t i = 0; i < slot.buffers.size(); ++i) {
-    if (slot.buffers[i].defined()) state.buffers[i].copy_(slot.buffers[i]);
-  }
+  // The optimizer first: a front that cannot put its state back refuses before anything was
+  // written, and the run goes on as it was rather than with the weights of one step and the
+  // optimizer state of another.
   if (slot.optimizer_archive.empty()) {
     state.optimizer.restore_state_tensors(slot.optimizer);
   } else {
     state.optimizer.restore_serialised(slot.optimizer_archive);
+  }
+  for (size_t i = 0; i < slot.weights.size(); ++i) state.weights[i].copy_(slot.weights[i]);
+  for (size_t i = 0; i < slot.buffers.size(); ++i) {
+    if (slot.buffers[i].defined()) state.buffers[i].copy_(slot.buffers[i]);
   }
   if (slot.has_scaler && state.scaler != nullptr && state.scaler->enabled()) {
     state.scaler->load_state(slot.scale, slot.growth_tracker);

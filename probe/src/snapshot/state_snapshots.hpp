@@ -57,9 +57,10 @@ class StateSnapshots {
   // The newest snapshot of a step at or before `step`.
   std::optional<int64_t> newest_at_or_before(int64_t step) const;
   // Writes snapshot `step` (one newest_at_or_before named) back into `state`, and forgets the
-  // snapshots of later steps (the abandoned span's). Throws, naming what does not match,
-  // where the model's tensors changed since (the state is then as it was, but for the
-  // tensors already written, which the caller reports).
+  // snapshots of later steps (the abandoned span's). Throws, having written nothing, where the
+  // model's tensors changed since (naming what does not match) or the optimizer's front
+  // cannot put its state back; a device failing midway leaves what was written, which the
+  // caller reports.
   void restore(int64_t step, const TrainingState& state);
 
   uint64_t bytes() const;

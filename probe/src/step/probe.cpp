@@ -306,6 +306,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     const std::optional<StepCause>& cause = cause_of_step_.cause();
     message.cause = cause ? cause->cause.kind : std::string();
     raise_events(outcome, r.stats_ok);
+    watch_divergence(outcome, r);
     message.dropped = publisher_ ? publisher_->dropped() : 0;
     message.probe_errors = events_.probe_errors();
     message.record_dropped = recording_.dropped();

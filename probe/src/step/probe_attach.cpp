@@ -44,6 +44,20 @@ void check_layer_detail(const ProbeOptions& options) {
   }
 }
 
+// The rewind's settings: a policy that could never rewind is refused rather than left silent.
+void check_rewind(const ProbeOptions& options) {
+  if (options.rewind_every < 0 || options.rewind_keep < 1 || options.rewind_max < 0) {
+    throw AttachError("keel probe: rewind_every must be 0 or more, rewind_keep 1 or more and rewind_max 0 or more");
+  }
+  if (options.rewind_on_divergence && options.rewind_every == 0) {
+    throw AttachError("keel probe: rewind_on_divergence rewinds to snapshots, and rewind_every is 0 (none are kept): "
+                      "set rewind_every, e.g. 100");
+  }
+  if (options.rewind_on_divergence && !(options.rewind_loss_factor > 1.0 && options.rewind_loss_steps >= 1)) {
+    throw AttachError("keel probe: rewind_loss_factor must be above 1 and rewind_loss_steps 1 or more");
+  }
+}
+
 // The model name goes into dump directory names and every message of the run: refused at
 // attach, with what is allowed, rather than altered behind the user's back.
 void check_model_name(const ProbeOptions& options) {
@@ -123,6 +137,7 @@ Probe::Impl::Impl(std::unique_ptr<TrainedModel> model, std::unique_ptr<Optimizer
   check_rank(options_);
   check_model_name(options_);
   check_layer_detail(options_);
+  check_rewind(options_);
   use_user_keys_by_default(options_);
   check_command_security(options_);
   recording_.start(options_, description_);

@@ -71,6 +71,7 @@
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "remote_control.hpp"
+#include "snapshot/divergence_rule.hpp"
 #include "snapshot/state_snapshots.hpp"
 #include "run_recording.hpp"
 #include "step_decision.hpp"
@@ -154,6 +155,9 @@ class Probe::Impl {
   DeferredScalar loss_;                               // this step's loss, read with the gradient pass
   std::optional<PendingStep> pending_;   // the deferred step not yet settled (probe_deferred.cpp)
   StateSnapshots snapshots_{options_.rewind_every, options_.rewind_keep};   // the state kept to rewind to
+  // The rewind policy (rewind_on_divergence): whether the run diverged, and its rewinds so far.
+  DivergenceDetector divergence_{DivergenceRule{options_.rewind_loss_factor, options_.rewind_loss_steps}};
+  int64_t policy_rewinds_ = 0;
 
   int64_t step_ = 0;
   StepTiming timing_;   // what the probe costs the training thread
@@ -237,6 +241,10 @@ class Probe::Impl {
   // turn: the snapshot put back and the rewind event raised. Returns the snapshot's step, the
   // next step's number; nullopt when it could not be put back (a probe_error).
   std::optional<int64_t> rewind(int64_t from_step);
+  // The rewind policy's turn, as the step being recorded is: a divergence it completes asks for
+  // a rewind to the newest snapshot from before its onset, or says why there is none
+  // (probe_rewind.cpp).
+  void watch_divergence(const StepOutcome& outcome, const Reduction& reduction);
   // The events of the step being recorded, each stage telling its own (probe_events.cpp).
   // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
   void raise_events(const StepOutcome& outcome, bool measured);

@@ -36,17 +36,50 @@ std::optional<int64_t> Probe::Impl::rewind(int64_t from_step) {
   }
   // The weights are the snapshot's: the update pass's copy of them is of the state left.
   layers_.weights_written();
+  divergence_.restart();
   const double pause_ms = micros(Clock::now() - start) / 1000.0;
   char pause[32];
   std::snprintf(pause, sizeof pause, "%.1f", pause_ms);
   add_event(wire::event_kind::kRewind, "",
             "rewound from step " + std::to_string(from_step) + " to step " + std::to_string(request.to_step) +
-                " (command " + std::to_string(request.command_id) + "): weights, buffers, optimizer state" +
+                " (" + request.why + "): weights, buffers, optimizer state" +
                 (scaler_ && scaler_->enabled() ? " and loss scale" : "") + " put back in " + pause +
                 " ms; the batches of steps " + std::to_string(request.to_step) + ".." + std::to_string(from_step) +
                 " were consumed and are not replayed unless the trainer's on_rewind repositions its data",
             from_step);
   return request.to_step;
+}
+
+void Probe::Impl::watch_divergence(const StepOutcome& outcome, const Reduction& r) {
+  // The step a rewind interrupted is of the state left behind.
+  if (!options_.rewind_on_divergence || !r.stats_ok || outcome.skip_reason == "rewind") return;
+  const std::optional<Divergence> diverged =
+      divergence_.observe(record_step_, r.loss, decision_.health().blown_up());
+  if (!diverged) return;
+  const std::string cures =
+      "; what usually cures a run that keeps diverging: a lower learning rate or a longer warmup, QK-norm "
+      "(attention logits growing), z-loss (the output logits drifting), or fp32 for the layer that overflows";
+  const std::optional<int64_t> to = diverged->onset > 0 ? snapshots_.newest_at_or_before(diverged->onset - 1)
+                                                        : std::nullopt;
+  if (policy_rewinds_ >= options_.rewind_max) {
+    add_event(wire::event_kind::kRewindStopped, "",
+              "diverged again (" + diverged->why + ") after " + std::to_string(policy_rewinds_) +
+                  " rewinds (rewind_max): not rewinding, training goes on" + cures);
+    return;
+  }
+  if (!to) {
+    std::string kept;
+    for (const int64_t s : snapshots_.steps()) kept += (kept.empty() ? "" : ", ") + std::to_string(s);
+    add_event(wire::event_kind::kRewindStopped, "",
+              "diverged (" + diverged->why + "), and no snapshot from before step " + std::to_string(diverged->onset) +
+                  " is kept (kept: " + (kept.empty() ? "none yet" : kept) + "): not rewound" + cures);
+    return;
+  }
+  if (control_.schedule_rewind(RemoteControl::RewindRequest{
+          *to, -1, "the rewind policy, " + std::to_string(policy_rewinds_ + 1) + " of at most " +
+                       std::to_string(options_.rewind_max) + ": " + diverged->why})) {
+    ++policy_rewinds_;
+  }
 }
 
 }  // namespace keel::probe

@@ -103,30 +103,7 @@ std::optional<wire::Ack> RemoteControl::apply(const PendingCommand& pending, con
                    command.policy + (command.enable ? " on" : " off") + " from step " + std::to_string(step) +
                        " (command " + std::to_string(command.id) + ")");
   } else if (command.kind == wire::command_kind::kRewind) {
-    if (rewind_requested_) {
-      ack.error = "a rewind to step " + std::to_string(rewind_requested_->to_step) + " is already pending";
-      return ack;
-    }
-    if (!run.snapshots.enabled()) {
-      ack.error = "this run keeps no snapshots to rewind to (the probe's rewind_every is 0)";
-      return ack;
-    }
-    const int64_t wanted = command.to_step < 0 ? step : command.to_step;
-    const std::optional<int64_t> to = run.snapshots.newest_at_or_before(wanted);
-    if (!to) {
-      std::string kept;
-      for (const int64_t s : run.snapshots.steps()) kept += (kept.empty() ? "" : ", ") + std::to_string(s);
-      ack.error = "no snapshot at or before step " + std::to_string(wanted) + " (kept: " +
-                  (kept.empty() ? "none yet" : kept) + ")";
-      return ack;
-    }
-    if (command.at_step >= 0 && command.at_step < step) {
-      ack.error = "step " + std::to_string(command.at_step) + " is already trained (this probe is at step " +
-                  std::to_string(step) + ")";
-      return ack;
-    }
-    rewind_requested_ = RewindRequest{*to, command.at_step, command.id};
-    ack.step = *to;
+    if (!ask_rewind(command, run, ack)) return ack;
   } else if (command.kind == wire::command_kind::kDescribe) {
     describe_due_ = true;
     ack.step = step;
@@ -136,6 +113,35 @@ std::optional<wire::Ack> RemoteControl::apply(const PendingCommand& pending, con
   }
   ack.ok = true;
   return ack;
+}
+
+bool RemoteControl::ask_rewind(const wire::Command& command, const Run& run, wire::Ack& ack) {
+  const int64_t step = run.step;
+  if (rewind_requested_) {
+    ack.error = "a rewind to step " + std::to_string(rewind_requested_->to_step) + " is already pending";
+    return false;
+  }
+  if (!run.snapshots.enabled()) {
+    ack.error = "this run keeps no snapshots to rewind to (the probe's rewind_every is 0)";
+    return false;
+  }
+  const int64_t wanted = command.to_step < 0 ? step : command.to_step;
+  const std::optional<int64_t> to = run.snapshots.newest_at_or_before(wanted);
+  if (!to) {
+    std::string kept;
+    for (const int64_t s : run.snapshots.steps()) kept += (kept.empty() ? "" : ", ") + std::to_string(s);
+    ack.error = "no snapshot at or before step " + std::to_string(wanted) + " (kept: " +
+                (kept.empty() ? "none yet" : kept) + ")";
+    return false;
+  }
+  if (command.at_step >= 0 && command.at_step < step) {
+    ack.error = "step " + std::to_string(command.at_step) + " is already trained (this probe is at step " +
+                std::to_string(step) + ")";
+    return false;
+  }
+  rewind_requested_ = RewindRequest{*to, command.at_step, "command " + std::to_string(command.id)};
+  ack.step = *to;
+  return true;
 }
 
 bool RemoteControl::set_policy(const std::string& name, bool enable, const Run& run) {

@@ -60,8 +60,15 @@ class RemoteControl {
   struct RewindRequest {
     int64_t to_step;       // a snapshot's step
     int64_t at_step;       // the step it is taken at (every rank the same); -1: the next
-    uint64_t command_id;
+    std::string why;       // "command 7", or the rewind policy's divergence
   };
+  // A rewind the rewind policy asks for, taken at the next boundary as a command's would be;
+  // false (nothing asked) while another is pending.
+  bool schedule_rewind(RewindRequest request) {
+    if (rewind_requested_) return false;
+    rewind_requested_ = std::move(request);
+    return true;
+  }
   const std::optional<RewindRequest>& rewind_requested() const { return rewind_requested_; }
   // Whether the rewind asked for is taken at `step`.
   bool rewinds(int64_t step) const {
@@ -81,6 +88,9 @@ class RemoteControl {
   // answers once the files are on disk.
   std::optional<wire::Ack> apply(const PendingCommand& pending, const Run& run);
   bool set_policy(const std::string& name, bool enable, const Run& run);
+  // A "rewind" command: the rewind asked for (ack.step the snapshot's step), or false with
+  // ack.error saying why not.
+  bool ask_rewind(const wire::Command& command, const Run& run, wire::Ack& ack);
 
   std::unique_ptr<CommandServer> commands_;
   std::vector<PendingCommand> taken_;                   // reused: no allocation while idle
@@ -92,7 +102,7 @@ class RemoteControl {
   int64_t skips_left_ = 0;                              // "skip" updates still to skip
   std::set<int64_t> scheduled_skips_;                   // steps an at_step "skip" named (bounded)
   std::optional<DumpRequest> dump_requested_;           // by command, taken at this step
-  std::optional<RewindRequest> rewind_requested_;       // by command, taken at this step
+  std::optional<RewindRequest> rewind_requested_;       // by command or the rewind policy
   std::optional<Clock::time_point> last_command_dump_;
   std::vector<AuthRefusal> refusals_;                   // reused
 };

@@ -56,8 +56,10 @@ struct StepCause {
 
 // How far back a jump of the learning rate is still the likely cause of a blow-up, and how
 // large a jump counts: warm-up and decay move it a few percent a step, a misconfigured
-// schedule or a restart by 10x or more.
-constexpr int64_t kLrJumpWindow = 16;
+// schedule or a restart by 10x or more. A jump's damage can take long to show: keel-demo's
+// learning rate x100000 for one step at step 150 blows up at step 314 (its weights pushed far
+// off, every value finite until then), so the window reaches 256 steps back.
+constexpr int64_t kLrJumpWindow = 256;
 constexpr double kLrJumpFactor = 10.0;
 
 // The latest jump in `lrs` (step, lr) pairs, oldest first, within kLrJumpWindow of `step`.

@@ -336,8 +336,10 @@ TEST(JsonFormat, CommandHasEveryField) {
   command.enable = true;
   const Json json = to_json(command, LayerNames{});
   EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "rank", "seq", "id", "kind", "count",
-                                                     "label", "policy", "enable", "at_step", "token"}));
+                                                     "label", "policy", "enable", "at_step", "to_step",
+                                                     "token"}));
   EXPECT_EQ(json["at_step"], -1);
+  EXPECT_EQ(json["to_step"], -1);
   EXPECT_EQ(json["type"], "cmd");
   EXPECT_EQ(json["kind"], "policy");
   EXPECT_EQ(json["id"], 77);

@@ -87,6 +87,16 @@ struct ProbeOptions {
   // batches of steps to_step .. from_step were consumed; a loader that just goes on skips
   // them, which is what a rewind past a divergence wants. Its exceptions are the trainer's.
   std::function<void(int64_t from_step, int64_t to_step)> on_rewind;
+  // Rewind by policy (opt-in; needs rewind_every): when the run diverges, the probe rewinds as a
+  // "rewind" command would, to the newest snapshot from before the divergence began. Diverged
+  // (docs/rewind.md): the loss above rewind_loss_factor times its recent median for
+  // rewind_loss_steps steps in a row, or 3 unsafe steps in a row. After rewind_max such rewinds
+  // it stops rewinding and says so (a rewind_stopped event) with what usually cures a run that
+  // keeps diverging, rather than loop.
+  bool rewind_on_divergence = false;
+  double rewind_loss_factor = 2.0;
+  int64_t rewind_loss_steps = 10;
+  int64_t rewind_max = 3;
   // Where dumps are written (created when needed). Never taken from a request.
   std::string dump_dir = "keel-dumps";
   // Dumps asked for by command: at most one per this many seconds (and one at a time).

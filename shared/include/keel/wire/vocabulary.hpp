@@ -27,13 +27,15 @@ inline constexpr const char kLayoutChanged[] = "layout_changed";
 inline constexpr const char kPolicy[] = "policy";
 inline constexpr const char kAuthRefused[] = "auth_refused";
 inline constexpr const char kRewind[] = "rewind";
+inline constexpr const char kRewindStopped[] = "rewind_stopped";
 }  // namespace event_kind
 inline constexpr const char* kEventKinds[] = {
     event_kind::kFirstNonfinite, event_kind::kFirstNonfiniteWatch, event_kind::kNonfiniteBuffer,
     event_kind::kSkip,           event_kind::kSpike,               event_kind::kDump,
     event_kind::kDumpFailed,     event_kind::kDumpsCleaned,        event_kind::kTelemetryReset,
     event_kind::kProbeError,     event_kind::kRecordDropped,       event_kind::kLayoutChanged,
-    event_kind::kPolicy,         event_kind::kAuthRefused,         event_kind::kRewind};
+    event_kind::kPolicy,         event_kind::kAuthRefused,         event_kind::kRewind,
+    event_kind::kRewindStopped};
 
 // Command::kind (PROTOCOL §3.5, §6).
 namespace command_kind {
