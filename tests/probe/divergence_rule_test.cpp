@@ -73,8 +73,11 @@ TEST(DivergenceRule, NoVerdictOnTheLossBeforeTheWindowHoldsSixteenLosses) {
 TEST(DivergenceRule, RestartForgetsARunInProgress) {
   DivergenceDetector rule;
   for (int64_t s = 0; s < 50; ++s) ASSERT_FALSE(rule.observe(s, 1.0, false));
+  EXPECT_FALSE(rule.in_run());
   for (int64_t s = 50; s < 59; ++s) ASSERT_FALSE(rule.observe(s, 10.0, false));
+  EXPECT_TRUE(rule.in_run()) << "no snapshot should replace an older one now";
   rule.restart();
+  EXPECT_FALSE(rule.in_run());
   for (int64_t s = 59; s < 68; ++s) EXPECT_FALSE(rule.observe(s, 10.0, false)) << "step " << s;
   EXPECT_TRUE(rule.observe(68, 10.0, false));
 }

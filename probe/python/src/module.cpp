@@ -73,6 +73,13 @@ void bind_options(py::module_& m) {
   KEEL_OPTION(spike_z);
   KEEL_OPTION(dump_on_nonfinite);
   KEEL_OPTION(dump_nonfinite_every);
+  KEEL_OPTION(rewind_every);
+  KEEL_OPTION(rewind_keep);
+  KEEL_OPTION(on_rewind);
+  KEEL_OPTION(rewind_on_divergence);
+  KEEL_OPTION(rewind_loss_factor);
+  KEEL_OPTION(rewind_loss_steps);
+  KEEL_OPTION(rewind_max);
   KEEL_OPTION(dump_dir);
   KEEL_OPTION(dump_min_interval_secs);
   KEEL_OPTION(dump_max_count);

@@ -229,4 +229,9 @@ std::string PythonOptimizer::serialise() {
   return buffer.attr("getvalue")().cast<std::string>();
 }
 
+void PythonOptimizer::restore_serialised(const std::string& bytes) {
+  py::object buffer = py::module_::import("io").attr("BytesIO")(py::bytes(bytes));
+  optimizer_.attr("load_state_dict")(py::module_::import("torch").attr("load")(buffer));
+}
+
 }  // namespace keel::python

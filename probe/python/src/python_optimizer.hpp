@@ -50,6 +50,10 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
 
   // torch.save(optimizer.state_dict()): optimizer.load_state_dict(torch.load(...)) reads it.
   std::string serialise() override;
+  // A rewind's restore of serialise()'s bytes: torch.load, then the optimizer's own
+  // load_state_dict (which puts each tensor on its parameter's device). The snapshot keeps
+  // those bytes: the Python front hands no state out as tensors.
+  void restore_serialised(const std::string& bytes) override;
 
  private:
   struct Group {

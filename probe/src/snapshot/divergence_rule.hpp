@@ -47,6 +47,9 @@ class DivergenceDetector {
   std::optional<Divergence> observe(int64_t step, double loss, bool unsafe);
   // After a rewind: the runs in progress are forgotten (the window of healthy losses stays).
   void restart();
+  // Whether a run is in progress (a loss above the bound, or an unsafe step, at the last step):
+  // the state now may be one the policy has to leave, so no snapshot should replace an older one.
+  bool in_run() const { return high_steps_ > 0 || unsafe_steps_ > 0; }
   const DivergenceRule& rule() const { return rule_; }
 
  private:

@@ -10,6 +10,10 @@ namespace keel::probe {
 
 void Probe::Impl::take_snapshot_if_due(int64_t next) {
   if (!snapshots_.due(next)) return;
+  // While the run may be diverging, or a rewind is pending, the snapshots from before are the
+  // ones to keep: a new one would hold a state about to be left, and could push out the one
+  // the rewind goes back to.
+  if (control_.rewind_requested() || (options_.rewind_on_divergence && divergence_.in_run())) return;
   try {
     std::vector<torch::Tensor> buffers;
     model_->buffers(buffers);
