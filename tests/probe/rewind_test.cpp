@@ -53,6 +53,13 @@ struct RewoundRun {
     next = told ? told->second : outcome.step + 1;
     return outcome;
   }
+  // Sends a rewind command (to_step -1: the newest snapshot) and steps until it is answered.
+  keel::wire::Ack rewind_by_command(Client& client, uint64_t id, int64_t to_step = -1) {
+    keel::wire::Command rewind = command(id, keel::wire::command_kind::kRewind);
+    rewind.to_step = to_step;
+    client.send(rewind);
+    return step_until_ack(client);
+  }
   // Steps until the probe answers `client`.
   keel::wire::Ack step_until_ack(Client& client) {
     for (int i = 0; i < 200; ++i) {
@@ -95,10 +102,7 @@ TEST(Rewind, ACommandPutsTheSnapshotBackAndTheSameBatchesRetraceTheSameWeightsBi
     const std::map<int64_t, std::vector<torch::Tensor>> original = run.before;
 
     Client client(run.probe->bound_command_endpoint());
-    keel::wire::Command rewind = command(7, keel::wire::command_kind::kRewind);
-    rewind.to_step = 6;
-    client.send(rewind);
-    const keel::wire::Ack ack = run.step_until_ack(client);
+    const keel::wire::Ack ack = run.rewind_by_command(client, 7, /*to_step=*/6);
     ASSERT_TRUE(ack.ok) << ack.error;
     EXPECT_EQ(ack.step, 4) << "the newest snapshot at or before step 6 (every 4 steps)";
     ASSERT_TRUE(run.told.has_value()) << "on_rewind is told in the step that took the command";
@@ -133,8 +137,7 @@ TEST(Rewind, IsRefusedInWordsWithoutSnapshotsOrBeforeTheOldestAndChangesNothing)
     RewoundRun run(adamw, /*every=*/0);
     for (int i = 0; i < 3; ++i) run.step();
     Client client(run.probe->bound_command_endpoint());
-    client.send(command(1, keel::wire::command_kind::kRewind));
-    const keel::wire::Ack ack = run.step_until_ack(client);
+    const keel::wire::Ack ack = run.rewind_by_command(client, 1);
     EXPECT_FALSE(ack.ok);
     EXPECT_NE(ack.error.find("rewind_every is 0"), std::string::npos) << ack.error;
     EXPECT_FALSE(run.told);
@@ -143,10 +146,7 @@ TEST(Rewind, IsRefusedInWordsWithoutSnapshotsOrBeforeTheOldestAndChangesNothing)
   RewoundRun run(adamw, /*every=*/4, /*keep=*/2);
   while (run.next < 13) run.step();
   Client client(run.probe->bound_command_endpoint());
-  keel::wire::Command rewind = command(2, keel::wire::command_kind::kRewind);
-  rewind.to_step = 5;
-  client.send(rewind);
-  const keel::wire::Ack ack = run.step_until_ack(client);
+  const keel::wire::Ack ack = run.rewind_by_command(client, 2, /*to_step=*/5);
   EXPECT_FALSE(ack.ok);
   EXPECT_NE(ack.error.find("no snapshot at or before step 5 (kept: 8, 12)"), std::string::npos) << ack.error;
   EXPECT_FALSE(run.told);
@@ -158,17 +158,11 @@ TEST(Rewind, ForgetsTheSnapshotsOfTheSpanItAbandons) {
   RewoundRun run(keel::test::optimizer_cases().front().make, /*every=*/4, /*keep=*/8);
   while (run.next < 14) run.step();
   Client client(run.probe->bound_command_endpoint());
-  keel::wire::Command back = command(1, keel::wire::command_kind::kRewind);
-  back.to_step = 4;
-  client.send(back);
-  ASSERT_TRUE(run.step_until_ack(client).ok);
+  ASSERT_TRUE(run.rewind_by_command(client, 1, /*to_step=*/4).ok);
   ASSERT_TRUE(run.told);
   run.told.reset();
   run.step();   // step 4 again; its end snapshots nothing new (5 is not due)
-  keel::wire::Command forward = command(2, keel::wire::command_kind::kRewind);
-  forward.to_step = 12;
-  client.send(forward);
-  const keel::wire::Ack ack = run.step_until_ack(client);
+  const keel::wire::Ack ack = run.rewind_by_command(client, 2, /*to_step=*/12);
   ASSERT_TRUE(ack.ok) << ack.error;
   EXPECT_EQ(ack.step, 4) << "8 and 12 were of the abandoned span";
 }
