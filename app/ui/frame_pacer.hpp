@@ -8,6 +8,7 @@
 //     than kMinFrameSecs after the previous frame started, so a fast trainer cannot make the
 //     UI spin (data that arrives meanwhile is drawn by that next frame), or
 //   - kIdleFrameSecs have passed (the status bar's clocks and "stale" still move).
+// Every frame handles the input queued before it, even one that starts without waiting.
 // Waiting a fixed 1/30 s instead cost a step ~17 ms on average before its frame even began.
 // keel's main loop and keel-bench-app's step-to-pixel loop both run this pacer, so the
 // benchmark measures the app's pacing and not an imitation of it.
@@ -21,8 +22,8 @@
 namespace keel::app::ui {
 
 // The platform's event wait: the app's Window (GLFW), or a plain sleep where there is no
-// window. wake() may be called from any thread and makes a wait that is in progress, or the
-// next one, return at once.
+// window. wait(0) handles the input already queued without blocking. wake() may be called
+// from any thread and makes a wait that is in progress, or the next one, return at once.
 class EventWait {
  public:
   virtual ~EventWait() = default;

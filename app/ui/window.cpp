@@ -99,7 +99,13 @@ Window::~Window() {
 
 bool Window::should_close() const { return glfwWindowShouldClose(window_); }
 
-void Window::wait(double max_secs) { glfwWaitEventsTimeout(max_secs); }
+void Window::wait(double max_secs) {
+  if (max_secs > 0) {
+    glfwWaitEventsTimeout(max_secs);
+  } else {
+    glfwPollEvents();
+  }
+}
 
 void Window::wake() { glfwPostEmptyEvent(); }
 

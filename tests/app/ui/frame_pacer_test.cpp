@@ -73,8 +73,30 @@ TEST(FramePacer, DataQueuedLongEnoughAfterTheLastFrameStartsOneWithoutWaiting) {
   pacer.notify_data();
   platform.requested.clear();
   pacer.wait_for_next_frame();
-  // The idle pacing would still have slept the rest of its interval.
-  EXPECT_TRUE(platform.requested.empty()) << "waited although the data was already there";
+  // The idle pacing would still have slept the rest of its interval: the one wait is the
+  // zero-length one that handles the input queued meanwhile.
+  ASSERT_EQ(platform.requested.size(), 1u);
+  EXPECT_EQ(platform.requested[0], 0.0) << "waited although the data was already there";
+}
+
+TEST(FramePacer, AFrameSlowerThanTheIdleIntervalStillHandlesTheInputQueuedMeanwhile) {
+  RecordingWait platform;
+  FramePacer pacer(platform);
+  pacer.wait_for_next_frame();
+  // The frame takes longer than both intervals (a software renderer drawing a modal dialog),
+  // with data streaming in: the next frame is due at once, yet its input must be handled.
+  std::this_thread::sleep_for(std::chrono::duration<double>(FramePacer::kIdleFrameSecs * 1.5));
+  pacer.notify_data();
+  platform.requested.clear();
+  pacer.wait_for_next_frame();
+  ASSERT_EQ(platform.requested.size(), 1u) << "no wait: the clicks and keys of a slow frame were never handled";
+  EXPECT_EQ(platform.requested[0], 0.0);
+  // ...and likewise without data.
+  std::this_thread::sleep_for(std::chrono::duration<double>(FramePacer::kIdleFrameSecs * 1.5));
+  platform.requested.clear();
+  pacer.wait_for_next_frame();
+  ASSERT_EQ(platform.requested.size(), 1u);
+  EXPECT_EQ(platform.requested[0], 0.0);
 }
 
 TEST(FramePacer, DataArrivingDuringTheWaitEndsItEarly) {
