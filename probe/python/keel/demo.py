@@ -12,6 +12,12 @@ beside each rank's own:
 
     torchrun --nproc-per-node 2 -m keel.demo --fully-shard --inject-nan 300:blocks.1.mlp.fc.weight &
     keel --connect tcp://127.0.0.1:5557 --connect tcp://127.0.0.1:5559
+
+and a run that one step's learning rate x1000 would ruin (every value finite, nothing to skip)
+rewound by keel's policy to a snapshot from before it, finishing as if it had not happened
+(docs/rewind.md):
+
+    python -m keel.demo --steps 400 --seed 6 --lr-spike 150:1000 --rewind-every 50 --rewind-on-divergence
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import keel
 
 from ._demo_model import CharTransformer
 from ._local_shards import local_part
+from ._probe import ProbeOptions
 
 CAUSES = ("attention", "norm", "fp16", "batch", "lr", "input")
 DEFAULT_TEXT = "/usr/share/common-licenses/GPL-3"
@@ -85,6 +92,16 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--no-skip-nonfinite", action="store_true", help="apply updates even when a gradient is non-finite")
     p.add_argument("--no-dump-nonfinite", action="store_true", help="no dump at the first non-finite gradient")
     p.add_argument("--dump-dir", default="keel-dumps")
+    defaults = ProbeOptions()
+    p.add_argument("--rewind-every", type=int, default=defaults.rewind_every, metavar="N",
+                   help="keep a snapshot of the training state in memory every N steps, for a rewind (0: none)")
+    p.add_argument("--rewind-keep", type=int, default=defaults.rewind_keep, metavar="K",
+                   help="snapshots kept for a rewind")
+    p.add_argument("--rewind-on-divergence", action="store_true",
+                   help="rewind to a snapshot from before a divergence (the loss high for many steps, or unsafe "
+                        "steps in a row); needs --rewind-every")
+    p.add_argument("--rewind-max", type=int, default=defaults.rewind_max, metavar="N",
+                   help="rewinds the policy takes before it stops and says so")
     p.add_argument("--record-dir", default="keel-runs", help='where the run is recorded ("": nowhere)')
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--world-size", type=int, default=1)
@@ -181,10 +198,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     data = Batches(text, args.batch, args.context, device, args.seed + (rank if args.fully_shard else 0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = torch.amp.GradScaler(args.device) if args.scaler or cause == "fp16" else None
-    probe = keel.Probe(model, optimizer, **placement,
-                       skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
-                       dump_dir=args.dump_dir, record_dir=args.record_dir,
-                       allow_unauthenticated_local=args.allow_unauthenticated_local)
+    rewinds = Rewinds(args.lr)
+    try:
+        probe = keel.Probe(model, optimizer, **placement,
+                           skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
+                           dump_dir=args.dump_dir, record_dir=args.record_dir,
+                           allow_unauthenticated_local=args.allow_unauthenticated_local,
+                           rewind_every=args.rewind_every, rewind_keep=args.rewind_keep,
+                           rewind_on_divergence=args.rewind_on_divergence, rewind_max=args.rewind_max,
+                           on_rewind=rewinds.on_rewind)
+    except keel.AttachError as e:
+        sys.exit(f"keel.demo: {e}")
     who = f"rank {rank}: " if args.fully_shard else ""
     say(f"keel.demo: {who}{sum(p.numel() for p in model.parameters()):,} parameters in "
         f"{len(probe.layer_names)} tensors; publishing on {probe.bound_endpoint or 'nothing'}")
@@ -194,21 +218,27 @@ def main(argv: Optional[List[str]] = None) -> int:
             sys.exit(f"keel.demo: no parameter {layer} (--list-layers lists them)")
 
     step = 0
+    furthest = -1   # the furthest step taken: a step at or before it is taken again after a rewind
     while args.steps == 0 or step < args.steps:
         started = time.monotonic()
-        lr = args.lr * min(1.0, (step + 1) / max(1, args.warmup))
-        lr *= math.prod(f for s, f in args.lr_spike if s == step)
+        # A fault of one moment is not met again when a rewind takes the run back over its step;
+        # --cause lr (from its step on) is a setting, and stays.
+        now = step > furthest
+        furthest = max(furthest, step)
+        lr = rewinds.peak_lr * min(1.0, (step + 1) / max(1, args.warmup))
+        if now:
+            lr *= math.prod(f for s, f in args.lr_spike if s == step)
         if cause == "lr" and step >= cause_step:
             lr *= 1000.0
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = data.next()
         weights = torch.ones(args.batch, device=device)
-        if cause == "batch" and step == cause_step:
+        if cause == "batch" and now and step == cause_step:
             weights[0] = 1e25
-        if cause == "input" and step == cause_step:
+        if cause == "input" and now and step == cause_step:
             weights[0] = float("nan")
-        blown = blow_up(model, cause, step == cause_step)
+        blown = blow_up(model, cause, now and step == cause_step)
 
         def closure() -> torch.Tensor:
             optimizer.zero_grad()
@@ -219,14 +249,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             loss = (per_token.mean(1) * weights).mean()
             scaled = loss
             if scaler is not None:
-                scaled = scaler.scale(loss.half() if cause == "fp16" and step == cause_step else loss)
+                scaled = scaler.scale(loss.half() if cause == "fp16" and now and step == cause_step else loss)
             scaled.backward()
             for s, layer in args.inject_nan:
-                if s == step and (not args.fully_shard or rank == world_size - 1):
+                if now and s == step and (not args.fully_shard or rank == world_size - 1):
                     with torch.no_grad():   # a NaN written into the gradient, as keel-demo does
                         local_part(names[layer].grad).view(-1)[:1].fill_(float("nan"))
             for s, factor in args.inject_spike:
-                if s == step:
+                if now and s == step:
                     for p in model.parameters():
                         if p.grad is not None:
                             p.grad.mul_(factor)
@@ -238,16 +268,43 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             outcome = probe.step(closure=closure)
         restore(blown)
-        if not outcome.applied or (args.log_every and step % args.log_every == 0):
+        for event in probe.last_events:
+            if event["kind"] in ("rewind", "rewind_stopped"):
+                say(f"{who}step {event['step']:6d}  event {event['kind']}: {event['detail']}")
+        last = args.steps and step + 1 == args.steps and rewinds.resume_at is None
+        if not outcome.applied or last or (args.log_every and step % args.log_every == 0):
             record = probe.last_record
             what = "applied" if outcome.applied else f"skipped ({outcome.skip_reason})"
             say(f"{who}step {step:6d}  loss {record['loss']:.4f}  lr {lr:.2e}  {what}")
-        step += 1
+        step = rewinds.next_step(step)
         if args.pace > 0:
             time.sleep(max(0.0, 1.0 / args.pace - (time.monotonic() - started)))
     if args.fully_shard:
         torch.distributed.destroy_process_group()
     return 0
+
+
+class Rewinds:
+    """The demo's side of a rewind (docs/rewind.md, "The data is yours"): the probe's
+    ``on_rewind`` tells it where the run goes on from, and the loop takes its next step from
+    there, so the learning-rate schedule follows the step. The batches are new draws: the
+    rewound span's are not replayed."""
+
+    def __init__(self, peak_lr: float) -> None:
+        self.peak_lr = peak_lr
+        self.resume_at: Optional[int] = None
+
+    def on_rewind(self, from_step: int, to_step: int, lr_factor: float = 1.0) -> None:
+        """``lr_factor``: the cut the rewind policy applied to the learning rate on a repeated
+        divergence (1.0: none). The schedule sets the learning rate every step, so the cut is
+        kept in its peak, or the next step would undo it."""
+        self.resume_at = to_step
+        self.peak_lr *= lr_factor
+
+    def next_step(self, step: int) -> int:
+        """The step after ``step``: the rewound-to one when ``step`` was rewound."""
+        resume_at, self.resume_at = self.resume_at, None
+        return step + 1 if resume_at is None else resume_at
 
 
 def blow_up(model: CharTransformer, cause: Optional[str], now: bool):
