@@ -93,6 +93,10 @@ void add_policy_options(CLI::App& app, DemoOptions& o) {
                "row); needs --rewind-every");
   app.add_option("--rewind-max", p.rewind_max, "rewinds the policy takes before it stops and says so")
       ->capture_default_str();
+  app.add_option("--rewind-lr-factor", p.rewind_lr_factor,
+                 "the policy's second and later rewinds also multiply the learning rate by this (1 = no cut)")
+      ->check(CLI::Range(1e-9, 1.0))
+      ->capture_default_str();
   app.add_option("--dump-dir", p.dump_dir, "directory the probe writes dumps into")->capture_default_str();
   app.add_option("--record-dir", p.record_dir,
                  "directory the probe records the run into (keel --open, keel-cli summary FILE); \"\" records nothing")

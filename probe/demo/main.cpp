@@ -206,7 +206,10 @@ int main(int argc, char** argv) {
     if (!injected_layer_exists(trainer, faults) || !freeze_parameters(trainer, options.freeze)) return 2;
     std::optional<int64_t> rewound_to;
     keel::probe::ProbeOptions probe_settings = probe_options(options);
-    probe_settings.on_rewind = [&rewound_to](int64_t /*from_step*/, int64_t to_step) { rewound_to = to_step; };
+    probe_settings.on_rewind = [&rewound_to, &trainer](int64_t /*from_step*/, int64_t to_step, double lr_factor) {
+      rewound_to = to_step;
+      trainer.scale_lr(lr_factor);
+    };
     Probe probe(*trainer.model(), trainer.optimizer(), std::move(probe_settings));
     keel::probe::GradScaler scaler;
     if (options.use_scaler) probe.use_scaler(&scaler);

@@ -75,6 +75,9 @@ class Trainer {
 
   // Sets this step's learning rate (linear warmup, then constant; lr spike if due).
   void schedule(int64_t step, const Faults& faults);
+  // A rewind's learning-rate cut, kept by every later schedule() (which would otherwise set
+  // the rate from the configured one again).
+  void scale_lr(double factor) { config_.lr *= factor; }
   // The next batch, on the training device.
   Batch next_batch();
   // zero_grad, forward of `batch` (logits handed to on_logits, e.g. probe.watch), loss (each

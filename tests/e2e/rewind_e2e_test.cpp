@@ -2,7 +2,8 @@
 // learning rate x1000 at step 150 (every value finite, nothing to skip) ruins the run without
 // the rewind policy, and with it the run is rewound to a snapshot from before the spike and
 // finishes within 5% of the undisturbed run's loss. A learning rate that stays 1000x too high
-// diverges after every rewind: the policy stops at rewind_max and says so.
+// diverges after every rewind: the policy stops at rewind_max and says so, once; with
+// rewind_lr_factor its repeated rewinds cut the learning rate and the run heals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,10 +13,11 @@
 
 namespace {
 
-// keel-demo's output for `flags` (no telemetry, no recording), and its exit status.
+// keel-demo's output for `flags` (no telemetry, no recording; a rewind's dump in the test's
+// temporary directory), and its exit status.
 std::string run_demo(const std::string& flags, int& status) {
   const std::string command = KEEL_DEMO_PATH " --steps 400 --seed 6 --log-every 1000 --endpoint '' --record-dir '' " +
-                              flags + " 2>&1";
+                              ("--dump-dir " + testing::TempDir() + "keel-rewind-e2e-dumps ") + flags + " 2>&1";
   std::string out;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {
@@ -68,6 +70,26 @@ TEST(RewindE2e, ARunThatDivergesAfterEveryRewindStopsAtTheCapAndSaysWhy) {
   ASSERT_NE(stopped, std::string::npos) << out;
   EXPECT_NE(out.find("after 2 rewinds (rewind_max): not rewinding", stopped), std::string::npos) << out;
   EXPECT_NE(out.find("a lower learning rate", stopped), std::string::npos) << out;
+  EXPECT_EQ(out.find("event rewind_stopped", stopped + 1), std::string::npos) << "said more than once: " << out;
+  EXPECT_EQ(out.find("learning rate x"), std::string::npos) << "cut without rewind_lr_factor: " << out;
+  const double unhealed = final_loss(out);
+
+  // With rewind_lr_factor the second and third rewinds also cut the learning rate, each x0.1:
+  // the run that diverged again and again finishes healthy. Each rewind writes the state it put back.
+  const std::string cut_out = run_demo(
+      "--cause lr:150 --rewind-every 50 --rewind-on-divergence --rewind-max 3 --rewind-lr-factor 0.1", status);
+  ASSERT_EQ(status, 0) << cut_out;
+  const size_t first = cut_out.find("(the rewind policy, 1 of at most 3");
+  const size_t second = cut_out.find("(the rewind policy, 2 of at most 3");
+  ASSERT_NE(first, std::string::npos) << cut_out;
+  ASSERT_NE(second, std::string::npos) << cut_out;
+  EXPECT_EQ(cut_out.substr(first, second - first).find("learning rate x"), std::string::npos)
+      << "the first rewind keeps the learning rate: " << cut_out;
+  EXPECT_NE(cut_out.find("learning rate x0.1 (rewind_lr_factor)", second), std::string::npos) << cut_out;
+  EXPECT_NE(cut_out.find("step-150-rewind"), std::string::npos) << "the rewound state was not dumped: " << cut_out;
+  const double healed = final_loss(cut_out);
+  ASSERT_TRUE(std::isfinite(healed)) << cut_out;
+  EXPECT_LT(healed, 0.01 * unhealed) << cut_out;
 }
 
 // The cause looks back far enough: one step's learning rate x100000 at step 150 leaves every

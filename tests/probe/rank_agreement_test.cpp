@@ -225,7 +225,7 @@ TEST(RankVerdict, TheStrongestReasonAndTheLowestRankWithItWin) {
   EXPECT_EQ(RankVerdict::decode(foreign).scaler, RankVerdict::Scaler::kOverflow);
   EXPECT_EQ(RankVerdict::decode(foreign).skip, RankVerdict::Skip::kCommand);
   for (const auto skip : {RankVerdict::Skip::kSpike, RankVerdict::Skip::kNonfinite, RankVerdict::Skip::kScaler,
-                          RankVerdict::Skip::kCommand}) {
+                          RankVerdict::Skip::kCommand, RankVerdict::Skip::kRewind}) {
     EXPECT_EQ(keel::probe::skip_of(keel::probe::skip_reason_of(skip)), skip);
   }
 }
@@ -396,6 +396,114 @@ TEST(DataParallelRerun, ARanksOwnNonfiniteLossDoesNotRunItsStepAgainAlone) {
   };
   EXPECT_EQ(closure_runs(1), 2) << "the control: one process's own loss is the job's, and its step is run again";
   EXPECT_EQ(closure_runs(2), 1);
+}
+
+// What one rank's run with the rewind policy left (rewind_run).
+struct RewindingRank {
+  std::vector<keel::probe::StepOutcome> outcomes;
+  int64_t told_from = -1, told_to = -1;
+  double told_lr_factor = 0;
+  std::string rewind_detail;
+};
+
+// One rank with the rewind policy on: its own batches, and (rank `diverging_rank`) a loss of
+// its own that climbs 100-fold from step kDivergesAt until the rewind, as a data-parallel
+// rank's loss is its own while its gradients are the job's.
+constexpr int64_t kDivergesAt = 24;
+RewindingRank rewind_run(int rank, int diverging_rank, const keel::probe::SkipAgreement& agreement) {
+  TwoLayer net;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(1e-2));
+  keel::probe::ProbeOptions options = keel::test::quiet();
+  options.rank = rank;
+  options.world_size = kRanks;
+  options.rewind_every = 4;
+  options.rewind_keep = 4;
+  options.rewind_on_divergence = true;
+  options.rewind_loss_factor = 4.0;
+  options.rewind_loss_steps = 3;
+  options.rewind_dump = false;
+  RewindingRank run;
+  options.on_rewind = [&run](int64_t from, int64_t to, double lr_factor) {
+    run.told_from = from;
+    run.told_to = to;
+    run.told_lr_factor = lr_factor;
+  };
+  keel::probe::Probe probe(*net, opt, options);
+  if (agreement) probe.agree_skips(agreement);
+  at::Generator data = at::detail::createCPUGenerator(static_cast<uint64_t>(200 + rank));
+  for (int i = 0; i < 40; ++i) {
+    const torch::Tensor x = torch::randn({4, 5}, data), y = torch::randn({4, 3}, data);
+    torch::Tensor loss = forward_backward(net, opt, x, y, nullptr, false);
+    const bool diverging = rank == diverging_rank && run.told_to < 0 && i >= kDivergesAt;
+    run.outcomes.push_back(probe.step(diverging ? loss * 100 : loss));
+    for (const auto& e : probe.last_events()) {
+      if (e.kind == "rewind") run.rewind_detail = e.detail;
+    }
+  }
+  return run;
+}
+
+TEST(RankAgreement, ARewindOneRanksPolicyAsksForIsTakenByEveryRankAtTheSameStepToTheSameSnapshot) {
+  const auto job = [](bool agree) {
+    ThreadsAllReduceMax all_reduce(kRanks);
+    std::vector<RewindingRank> runs(kRanks);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < kRanks; ++r) {
+      ranks.emplace_back([&, r] {
+        runs[static_cast<size_t>(r)] =
+            rewind_run(r, /*diverging_rank=*/1, agree ? all_reduce.agreement() : keel::probe::SkipAgreement());
+      });
+    }
+    for (auto& t : ranks) t.join();
+    return runs;
+  };
+  const std::vector<RewindingRank> alone = job(/*agree=*/false);
+  EXPECT_EQ(alone[0].told_to, -1) << "the control: without the agreement rank 0 never rewinds";
+  ASSERT_GE(alone[1].told_to, 0);
+
+  const std::vector<RewindingRank> runs = job(/*agree=*/true);
+  ASSERT_GE(runs[1].told_to, 0) << "rank 1's policy did not rewind";
+  EXPECT_EQ(runs[1].told_to, 20) << "the newest snapshot before the divergence's onset (step 24)";
+  for (int r = 0; r < kRanks; ++r) {
+    const RewindingRank& run = runs[static_cast<size_t>(r)];
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(run.told_from, runs[1].told_from);
+    EXPECT_EQ(run.told_to, runs[1].told_to);
+    EXPECT_EQ(run.told_lr_factor, 1.0);
+    const keel::probe::StepOutcome& rewound = run.outcomes[static_cast<size_t>(run.told_from)];
+    EXPECT_EQ(rewound.step, run.told_from);
+    EXPECT_FALSE(rewound.applied);
+    EXPECT_EQ(rewound.skip_reason, "rewind");
+    EXPECT_EQ(run.outcomes.back().step, runs[1].outcomes.back().step) << "the ranks number their steps apart";
+  }
+  EXPECT_NE(runs[0].rewind_detail.find("another rank's rewind policy, 1 of at most 3; the ranks rewind together"),
+            std::string::npos)
+      << runs[0].rewind_detail;
+  EXPECT_NE(runs[1].rewind_detail.find("(the rewind policy, 1 of at most 3: the loss above 4x"), std::string::npos)
+      << runs[1].rewind_detail;
+}
+
+TEST(RankVerdict, TheOldestSnapshotAnyRankRewindsToWinsAndNoRewindReadsAsNone) {
+  const auto words = [](int64_t to, int64_t policy) {
+    RankVerdict v;
+    v.rewind_to = to;
+    v.policy_rewind = policy;
+    if (to >= 0) v.skip = RankVerdict::Skip::kRewind;
+    std::vector<int64_t> w(RankVerdict::kWords);
+    v.encode(w.data());
+    return w;
+  };
+  std::vector<int64_t> max = words(-1, 0);
+  EXPECT_EQ(RankVerdict::decode(max.data()).rewind_to, -1);
+  for (const auto& w : {words(300, 1), words(200, 2), words(-1, 0), words(0, 0)}) {
+    for (size_t i = 0; i < max.size(); ++i) max[i] = std::max(max[i], w[i]);
+  }
+  const RankVerdict job = RankVerdict::decode(max.data());
+  EXPECT_EQ(job.rewind_to, 0) << "a snapshot of step 0 is one to rewind to";
+  EXPECT_EQ(job.policy_rewind, 2);
+  EXPECT_EQ(job.skip, RankVerdict::Skip::kRewind) << "a rewind outranks every other reason to skip";
+  const int64_t foreign[RankVerdict::kWords] = {0, 0, 0, 0, -5, 3};
+  EXPECT_EQ(RankVerdict::decode(foreign).rewind_to, -1) << "a word no probe writes rewinds nowhere";
 }
 
 }  // namespace

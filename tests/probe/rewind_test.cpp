@@ -40,7 +40,10 @@ struct RewoundRun {
     keel::probe::ProbeOptions options = keel::test::listening();
     options.rewind_every = every;
     options.rewind_keep = keep;
-    options.on_rewind = [this](int64_t from, int64_t to) { told = std::make_pair(from, to); };
+    options.on_rewind = [this](int64_t from, int64_t to, double lr_factor) {
+      told = std::make_pair(from, to);
+      told_lr_factor = lr_factor;
+    };
     probe = std::make_unique<keel::probe::Probe>(*net, *optimizer, options);
   }
   // One step on the batch of seed `next` (the probe's step number): the weights it began from
@@ -80,6 +83,7 @@ struct RewoundRun {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<keel::probe::Probe> probe;
   std::optional<std::pair<int64_t, int64_t>> told;
+  double told_lr_factor = 0;   // what on_rewind was told the learning rate was multiplied by
   int64_t next = 0;
   std::map<int64_t, std::vector<torch::Tensor>> before;   // weights each step began from, the latest run
   std::vector<keel::wire::Event> events;

@@ -1,6 +1,7 @@
 """torchrun --nproc-per-node 2 with gloo on the CPU: each rank's probe on its own port, and a
 NaN in one rank's batch skipped by both, so the replicas stay equal; under FSDP1 (flat and
-original parameters) and FSDP2 (fully_shard, DTensor parameters) too."""
+original parameters) and FSDP2 (fully_shard, DTensor parameters) too; and a rewind one rank's
+policy asks for taken by both."""
 
 from __future__ import annotations
 
@@ -44,6 +45,29 @@ def test_two_ranks_skip_the_same_step_and_stay_equal(tmp_path):
     for name, weight in ranks[0]["weights"].items():
         assert torch.isfinite(weight).all(), name
         assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
+
+
+def test_two_ranks_rewind_together_when_one_ranks_loss_diverges_and_stay_equal(tmp_path):
+    run_two_ranks("rewind_ranks_trainer.py", tmp_path)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    assert ranks[1]["told"], f"rank 1's policy did not rewind: {ranks[1]['outcomes']}"
+    (from_step, to_step), = ranks[1]["told"]
+    assert to_step == 20, "the newest snapshot before the divergence's onset (step 24)"
+    for r, result in enumerate(ranks):
+        assert result["agrees"], "snapshots kept with several ranks: the agreement is on by default"
+        assert result["told"] == [(from_step, to_step)], f"rank {r}: {result['told']}"
+        assert result["outcomes"][from_step] == (from_step, False, "rewind"), f"rank {r}: {result['outcomes']}"
+    assert ranks[0]["outcomes"] == ranks[1]["outcomes"]
+    for name, weight in ranks[0]["weights"].items():
+        assert torch.equal(weight, ranks[1]["weights"][name]), f"the replicas drifted apart at {name}"
+
+    # The control: without the agreement rank 0 never hears of rank 1's rewind, and they part.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    run_two_ranks("rewind_ranks_trainer.py", alone, {"KEEL_TEST_AGREE": "0"})
+    apart = [torch.load(alone / f"rank{r}.pt") for r in (0, 1)]
+    assert apart[0]["told"] == [] and apart[1]["told"], [a["told"] for a in apart]
+    assert any(not torch.equal(w, apart[1]["weights"][n]) for n, w in apart[0]["weights"].items())
 
 
 @pytest.mark.parametrize("wrap", ["flat", "orig", "fully_shard"], ids=["flat_params", "use_orig_params", "fully_shard"])

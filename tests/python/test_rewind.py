@@ -10,13 +10,14 @@ import torch
 import keel
 
 
-def test_the_policy_rewinds_a_diverged_run_to_the_snapshot_before_it():
+def test_the_policy_rewinds_a_diverged_run_to_the_snapshot_before_it(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     told = []
-    probe = keel.Probe(model, optimizer, endpoint="", record_dir="", rewind_every=5, rewind_on_divergence=True,
-                       on_rewind=lambda from_step, to_step: told.append((from_step, to_step)))
+    # on_rewind written for the two steps alone: called without the learning-rate factor.
+    probe = keel.Probe(model, optimizer, endpoint="", record_dir="", dump_dir=str(tmp_path), rewind_every=5,
+                       rewind_on_divergence=True, on_rewind=lambda from_step, to_step: told.append((from_step, to_step)))
     began = {}   # the probe's step -> (weights, optimizer state) it began from
     step = 0
     for _ in range(60):
@@ -44,3 +45,7 @@ def test_the_policy_rewinds_a_diverged_run_to_the_snapshot_before_it():
             assert torch.equal(torch.as_tensor(now), torch.as_tensor(value)), (index, key)
     rewinds = [e for e in probe.last_events if e["kind"] == "rewind"]
     assert rewinds and "the rewind policy" in rewinds[0]["detail"]
+    del probe   # its end finishes the dump it took
+    rewound = torch.load(tmp_path / f"step-{to_step}-rewind" / "model.pt")
+    for name, tensor in weights.items():
+        assert torch.equal(rewound[name], tensor), f"the rewind's dump is not the state put back: {name}"

@@ -2,7 +2,8 @@
 value finite, nothing to skip) ruins the run without the rewind policy, and with it the run is
 rewound to a snapshot from before the spike, does not meet the spike again, and finishes within
 5% of the undisturbed run. A learning rate that stays 1000x too high diverges after every
-rewind: the policy stops at rewind_max and says why. keel-demo's model made small (65k
+rewind: the policy stops at rewind_max and says why, and with rewind_lr_factor its repeated
+rewinds cut the learning rate until the run heals. keel-demo's model made small (65k
 parameters, 200 steps) so that each run takes seconds on a CPU; the full-size measurement is
 the demo's docstring's command."""
 
@@ -14,7 +15,6 @@ from typing import List
 import pytest
 import torch
 
-import keel
 from keel import demo
 
 SMALL = ["--steps", "200", "--seed", "6", "--width", "48", "--layers", "2", "--context", "32", "--warmup", "20",
@@ -67,18 +67,16 @@ def test_a_run_that_diverges_after_every_rewind_stops_at_the_cap_and_says_why(ru
     assert "a lower learning rate" in out[stopped:]
 
 
-def test_a_learning_rate_cut_passed_to_on_rewind_stays_in_the_schedule(run_demo, monkeypatch):
-    # The probe calls on_rewind(from_step, to_step) today; the policy's cut on a repeated
-    # divergence is to come as a third argument. A probe that passes 0.5 stands in for it.
-    attach = keel.Probe
-
-    def probe_that_cuts(model, optimizer, *, on_rewind, **options):
-        return attach(model, optimizer, on_rewind=lambda from_step, to_step: on_rewind(from_step, to_step, 0.5),
-                      **options)
-
-    monkeypatch.setattr(keel, "Probe", probe_that_cuts)
-    out = run_demo("--lr-spike", "80:1000", "--rewind-on-divergence", "--log-every", "10", "--steps", "100")
-    assert out.count("event rewind:") == 1, out
-    rewound = out.index("event rewind:")
-    assert re.search(r"^step +70  loss \S+  lr 3\.00e-03", out[:rewound], re.MULTILINE), out
-    assert re.search(r"^step +90  loss \S+  lr 1\.50e-03", out[rewound:], re.MULTILINE), out
+def test_a_run_that_diverges_again_is_rewound_with_the_learning_rate_cut_and_heals(run_demo):
+    # The learning rate 1000x too high from step 80 on: without a cut every rewind diverges
+    # again (the test above); rewind_lr_factor 0.1 cuts it on the second and third rewinds,
+    # and the schedule keeps the cut (on_rewind is told it).
+    out = run_demo("--cause", "lr:80", "--rewind-on-divergence", "--rewind-lr-factor", "0.1", "--log-every", "10")
+    rewinds = [m.start() for m in re.finditer(r"event rewind:", out)]
+    assert len(rewinds) == 3, out
+    assert "learning rate x" not in out[rewinds[0]:rewinds[1]], "the first rewind keeps the learning rate"
+    assert "learning rate x0.1 (rewind_lr_factor)" in out[rewinds[1]:rewinds[2]], out
+    assert re.search(r"^step +80  loss \S+  lr 3\.00e\+00", out[:rewinds[0]], re.MULTILINE), out
+    assert re.search(r"^step +80  loss \S+  lr 3\.00e-02", out[rewinds[2]:], re.MULTILINE), out
+    assert "rewind_stopped" not in out
+    assert final_loss(out) < 3.0, out

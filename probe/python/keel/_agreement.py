@@ -3,7 +3,7 @@
 Under FullyShardedDataParallel each rank's probe measures only its own shard of the gradients:
 a NaN the reduce-scatter puts in one shard is seen by one rank, which would skip while the
 others applied, leaving the model part updated. With the agreement, every rank's probe hands
-its verdict to the others once per step (an all-reduce with MAX of four int64 words, as
+its verdict to the others once per step (an all-reduce with MAX of seven int64 words, as
 PyTorch's ShardedGradScaler all-reduces found_inf): a step any rank skips is skipped by all,
 an overflow any rank's scaler finds backs off every rank's scale, and a dump any rank takes is
 taken by all (FSDP's state_dict() is a collective).
@@ -32,12 +32,15 @@ def is_sharded(model: Any) -> bool:
     return has_dtensors(model) or any(getattr(p, "_is_flat_param", False) for p in model.parameters())
 
 
-def skip_agreement(model: Any, agree: Optional[bool], group: Any) -> Optional[Callable[[torch.Tensor], None]]:
+def skip_agreement(model: Any, agree: Optional[bool], group: Any,
+                   rewinds: bool = False) -> Optional[Callable[[torch.Tensor], None]]:
     """The all-reduce the probe agrees through, or None where the rank decides alone.
 
     ``agree``: None agrees when torch.distributed is initialised with more than one rank in
-    ``group`` (None: the default group) and ``model`` is sharded (is_sharded); True agrees
-    whenever there is more than one rank; False never. With the NCCL backend the words travel
+    ``group`` (None: the default group) and ``model`` is sharded (is_sharded) or the probe
+    keeps snapshots to rewind to (``rewinds``: every rank must rewind at the same step, to
+    the same snapshot, and a data-parallel rank's loss, which the rewind policy reads, is its
+    own); True agrees whenever there is more than one rank; False never. With the NCCL backend the words travel
     through a copy on this rank's current CUDA device.
     """
     if agree is False:
@@ -45,7 +48,7 @@ def skip_agreement(model: Any, agree: Optional[bool], group: Any) -> Optional[Ca
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) <= 1:
         return None
-    if agree is None and not is_sharded(model):
+    if agree is None and not (rewinds or is_sharded(model)):
         return None
     device = None
     if dist.get_backend(group) == "nccl":

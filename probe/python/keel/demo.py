@@ -102,6 +102,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         "steps in a row); needs --rewind-every")
     p.add_argument("--rewind-max", type=int, default=defaults.rewind_max, metavar="N",
                    help="rewinds the policy takes before it stops and says so")
+    p.add_argument("--rewind-lr-factor", type=float, default=defaults.rewind_lr_factor, metavar="F",
+                   help="the policy's second and later rewinds also multiply the learning rate by this (1: no cut)")
     p.add_argument("--record-dir", default="keel-runs", help='where the run is recorded ("": nowhere)')
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--world-size", type=int, default=1)
@@ -199,16 +201,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = torch.amp.GradScaler(args.device) if args.scaler or cause == "fp16" else None
     rewinds = Rewinds(args.lr)
-    try:
-        probe = keel.Probe(model, optimizer, **placement,
-                           skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
-                           dump_dir=args.dump_dir, record_dir=args.record_dir,
-                           allow_unauthenticated_local=args.allow_unauthenticated_local,
-                           rewind_every=args.rewind_every, rewind_keep=args.rewind_keep,
-                           rewind_on_divergence=args.rewind_on_divergence, rewind_max=args.rewind_max,
-                           on_rewind=rewinds.on_rewind)
-    except keel.AttachError as e:
-        sys.exit(f"keel.demo: {e}")
+    probe = attach(args, model, optimizer, placement, rewinds)
     who = f"rank {rank}: " if args.fully_shard else ""
     say(f"keel.demo: {who}{sum(p.numel() for p in model.parameters()):,} parameters in "
         f"{len(probe.layer_names)} tensors; publishing on {probe.bound_endpoint or 'nothing'}")
@@ -225,11 +218,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         # --cause lr (from its step on) is a setting, and stays.
         now = step > furthest
         furthest = max(furthest, step)
-        lr = rewinds.peak_lr * min(1.0, (step + 1) / max(1, args.warmup))
-        if now:
-            lr *= math.prod(f for s, f in args.lr_spike if s == step)
-        if cause == "lr" and step >= cause_step:
-            lr *= 1000.0
+        lr = scheduled_lr(args, rewinds.peak_lr, step, now)
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = data.next()
@@ -284,6 +273,33 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def attach(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+           placement: dict, rewinds: "Rewinds") -> keel.Probe:
+    """The demo's probe, as its flags set it; a setting the probe refuses ends the demo with why."""
+    try:
+        return keel.Probe(model, optimizer, **placement,
+                          skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
+                          dump_dir=args.dump_dir, record_dir=args.record_dir,
+                          allow_unauthenticated_local=args.allow_unauthenticated_local,
+                          rewind_every=args.rewind_every, rewind_keep=args.rewind_keep,
+                          rewind_on_divergence=args.rewind_on_divergence, rewind_max=args.rewind_max,
+                          rewind_lr_factor=args.rewind_lr_factor, on_rewind=rewinds.on_rewind)
+    except keel.AttachError as e:
+        sys.exit(f"keel.demo: {e}")
+
+
+def scheduled_lr(args: argparse.Namespace, peak_lr: float, step: int, now: bool) -> float:
+    """Step ``step``'s learning rate: a linear warmup to ``peak_lr``, the --lr-spike of that step
+    when it is met for the first time (``now``), and --cause lr's 1000x from its step on."""
+    lr = peak_lr * min(1.0, (step + 1) / max(1, args.warmup))
+    if now:
+        lr *= math.prod(f for s, f in args.lr_spike if s == step)
+    cause, cause_step = args.cause if args.cause else (None, -1)
+    if cause == "lr" and step >= cause_step:
+        lr *= 1000.0
+    return lr
+
+
 class Rewinds:
     """The demo's side of a rewind (docs/rewind.md, "The data is yours"): the probe's
     ``on_rewind`` tells it where the run goes on from, and the loop takes its next step from
@@ -294,7 +310,7 @@ class Rewinds:
         self.peak_lr = peak_lr
         self.resume_at: Optional[int] = None
 
-    def on_rewind(self, from_step: int, to_step: int, lr_factor: float = 1.0) -> None:
+    def on_rewind(self, from_step: int, to_step: int, lr_factor: float) -> None:
         """``lr_factor``: the cut the rewind policy applied to the learning rate on a repeated
         divergence (1.0: none). The schedule sets the learning rate every step, so the cut is
         kept in its peak, or the next step would undo it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, Callable, Dict, List, Optional
 
@@ -64,6 +65,18 @@ def _eager_reruns(closure: Callable[[], torch.Tensor]) -> Callable[[], torch.Ten
     return run
 
 
+def _rewind_callback(fn: Callable[..., Any]) -> Callable[[int, int, float], Any]:
+    """``on_rewind`` as the core calls it, ``(from_step, to_step, lr_factor)``; a callable written
+    for the two steps alone is called with them."""
+    try:
+        inspect.signature(fn).bind(0, 0, 1.0)
+    except TypeError:
+        return lambda from_step, to_step, lr_factor: fn(from_step, to_step)
+    except ValueError:   # no signature to read (a builtin): called as the core calls it
+        pass
+    return fn
+
+
 def _options(overrides: Dict[str, Any]) -> "_probe.ProbeOptions":
     options = _probe.ProbeOptions()
     for name, value in overrides.items():
@@ -95,12 +108,13 @@ class Probe:
     measures are the all-reduced ones, so every rank sees a NaN from any rank's batch and they
     all skip the same step. Under FullyShardedDataParallel (and FSDP2's ``fully_shard``, or
     any model with DTensor parameters: keel measures each one's local part) each rank
-    measures its own shard, and the ranks agree on every step's verdict before the update (an all-reduce of two
-    integers on ``process_group``, the default group when None): a step any rank skips is
+    measures its own shard, and the ranks agree on every step's verdict before the update (an all-reduce of seven
+    int64 words on ``process_group``, the default group when None): a step any rank skips is
     skipped by all (``skip_reason`` "other_rank" on the others), and an overflow any rank's
     scaler finds backs off every rank's scale. ``agree_skips=True`` asks for that agreement in
     any job of several ranks, ``False`` turns it off; the default (None) agrees when the model
-    is sharded. With the agreement the step is decided on the host, and an unsafe step is not
+    is sharded or snapshots are kept (``rewind_every``: the ranks rewind together, to the same
+    snapshot). With the agreement the step is decided on the host, and an unsafe step is not
     run again in the closure form. A model whose parameters are partitioned across the ranks
     (every element on one rank: FSDP's FULL_SHARD or SHARD_GRAD_OP, ``fully_shard`` over the
     whole world) says so to the dashboard (``sharded``), which then plots the job's grad norm,
@@ -120,8 +134,10 @@ class Probe:
         self._shards = LocalShards(model)
         options = distributed_defaults(options)
         options.setdefault("sharded", parameters_partitioned(model))
+        if options.get("on_rewind") is not None:
+            options["on_rewind"] = _rewind_callback(options["on_rewind"])
         self._core = _probe.Probe(model, optimizer, _options(options), self._shards.native)
-        agreement = skip_agreement(model, agree_skips, process_group)
+        agreement = skip_agreement(model, agree_skips, process_group, rewinds=bool(options.get("rewind_every")))
         if agreement is not None:
             self._core.agree_skips(agreement)
         self._agrees_skips = agreement is not None

@@ -80,6 +80,8 @@ void bind_options(py::module_& m) {
   KEEL_OPTION(rewind_loss_factor);
   KEEL_OPTION(rewind_loss_steps);
   KEEL_OPTION(rewind_max);
+  KEEL_OPTION(rewind_lr_factor);
+  KEEL_OPTION(rewind_dump);
   KEEL_OPTION(dump_dir);
   KEEL_OPTION(dump_min_interval_secs);
   KEEL_OPTION(dump_max_count);

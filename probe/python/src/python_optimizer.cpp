@@ -234,4 +234,16 @@ void PythonOptimizer::restore_serialised(const std::string& bytes) {
   optimizer_.attr("load_state_dict")(py::module_::import("torch").attr("load")(buffer));
 }
 
+void PythonOptimizer::scale_learning_rates(double factor) {
+  const py::object tensor_type = py::module_::import("torch").attr("Tensor");
+  for (py::handle group : optimizer_.attr("param_groups")) {
+    py::object lr = group["lr"];
+    if (py::isinstance(lr, tensor_type)) {
+      lr.attr("mul_")(factor);
+    } else {
+      group["lr"] = lr.cast<double>() * factor;
+    }
+  }
+}
+
 }  // namespace keel::python

@@ -54,6 +54,9 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
   // load_state_dict (which puts each tensor on its parameter's device). The snapshot keeps
   // those bytes: the Python front hands no state out as tensors.
   void restore_serialised(const std::string& bytes) override;
+  // Every param_group's "lr" multiplied (in place when it is a tensor, as a capturable or
+  // fused optimizer may keep it); begin_step() reads it back.
+  void scale_learning_rates(double factor) override;
 
  private:
   struct Group {

@@ -190,4 +190,8 @@ void LibtorchOptimizer::restore_serialised(const std::string& bytes) {
   optimizer_.load(archive);
 }
 
+void LibtorchOptimizer::scale_learning_rates(double factor) {
+  for (auto& group : optimizer_.param_groups()) group.options().set_lr(group.options().get_lr() * factor);
+}
+
 }  // namespace keel::probe

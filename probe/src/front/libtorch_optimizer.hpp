@@ -47,6 +47,8 @@ class LibtorchOptimizer final : public OptimizerAdapter {
   bool state_tensors(std::vector<OptimizerStateTensors>& out, std::string& why) override;
   void restore_state_tensors(const std::vector<OptimizerStateTensors>& from) override;
   void restore_serialised(const std::string& bytes) override;
+  // Every group's OptimizerOptions::set_lr (any torch::optim kind).
+  void scale_learning_rates(double factor) override;
 
  private:
   torch::optim::Optimizer& optimizer_;

@@ -53,7 +53,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
   // The closure form decides on the host: an unsafe step must be known before its update, to
   // run it again while its closure and batch are there (DESIGN §2.1). The plain form defers.
   // A rewind is taken on the host: its step is skipped, and the state it leaves is not settled later.
-  const bool rewinding = control_.rewinds(step_);
+  bool rewinding = control_.rewinds(step_);
   if (!rerun_.has_closure() && !rewinding && deferrable_device(plan, loss) >= 0) {
     deferred_step(loss, plan, grad_passes_before, outcome, times);
     end_step(plan, Reduction{}, times);
@@ -82,7 +82,7 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
     outcome.skip_reason = "rewind";
   }
   DumpDue dump = dump_due(reduction, /*take_requested=*/true, buffers_.turn_nonfinite());
-  if (skip_agreement_) agree_with_ranks(reduction, outcome, dump);
+  if (skip_agreement_) agree_with_ranks(reduction, outcome, dump, rewinding);
   if (!reduction.stats_ok) report_probe_error("the step's reductions", reduction.error, StepDecision::consequence_of(outcome));
   take_due_dump(dump);
   trace_origin_if_due(reduction, outcome);
@@ -102,17 +102,17 @@ StepOutcome Probe::Impl::step(const torch::Tensor& loss) {
 
   if (reduction.stats_ok) measure_updates(plan, outcome.applied, reduction);
   // Before the record, which then says so with its events.
-  std::optional<int64_t> rewound_to;
-  if (rewinding) rewound_to = rewind(outcome.step);
+  std::optional<Rewound> rewound;
+  if (rewinding) rewound = rewind(outcome.step);
   times.updated = Clock::now();
   record(plan, reduction, outcome, times);
   times.recorded = Clock::now();
   last_settled_ = outcome;
   end_step(plan, reduction, times, rewinding);
-  if (rewound_to) {
-    step_ = *rewound_to;
+  if (rewound) {
+    step_ = rewound->to_step;
     // The trainer's own code, once the probe is at the step it goes on from: its exceptions are its own.
-    if (options_.on_rewind) options_.on_rewind(outcome.step, *rewound_to);
+    if (options_.on_rewind) options_.on_rewind(outcome.step, rewound->to_step, rewound->lr_factor);
   }
   return outcome;
 }

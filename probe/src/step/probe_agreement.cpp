@@ -1,5 +1,8 @@
 // Probe::Impl's agreement of a sharded job's ranks on each step's verdict (skip_agreement.hpp,
 // DESIGN §9): this rank's verdict handed to the others after decide(), the job's taken back.
+#include <algorithm>
+#include <string>
+
 #include "probe_impl.hpp"
 
 namespace keel::probe {
@@ -21,7 +24,7 @@ void Probe::Impl::agree_skips(SkipAgreement agreement) {
   if (skip_agreement_ && !verdict_words_.defined()) verdict_words_ = torch::zeros({RankVerdict::kWords}, torch::kLong);
 }
 
-void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& dump) {
+void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& dump, bool& rewinding) {
   const bool scaler_active = scaler_ && scaler_->enabled();
   RankVerdict own;
   own.rank = options_.rank;
@@ -31,6 +34,11 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& 
   own.skip = outcome.applied ? RankVerdict::Skip::kApplied : skip_of(outcome.skip_reason);
   own.auto_dump = dump.automatic;
   own.command_dump = dump.command;
+  own.hold_snapshots = holds_snapshots();
+  if (rewinding) {
+    own.rewind_to = control_.rewind_requested()->to_step;
+    own.policy_rewind = control_.rewind_requested()->policy_rewind;
+  }
   agreed_ = own;
   try {
     own.encode(verdict_words_.data_ptr<int64_t>());
@@ -58,6 +66,26 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& 
   // A sharded model's state_dict() is a collective: every rank dumps, or none.
   dump.automatic = agreed_.auto_dump;
   dump.command = agreed_.command_dump;
+  if (agreed_.rewind_to >= 0) join_agreed_rewind(outcome, rewinding);
+}
+
+void Probe::Impl::join_agreed_rewind(StepOutcome& outcome, bool& rewinding) {
+  const std::optional<RemoteControl::RewindRequest>& own = control_.rewind_requested();
+  RemoteControl::RewindRequest joined{agreed_.rewind_to, step_, "", agreed_.policy_rewind};
+  if (rewinding && own->to_step == agreed_.rewind_to) {
+    joined.why = own->why;
+  } else if (agreed_.policy_rewind > 0) {
+    joined.why = "another rank's rewind policy, " + std::to_string(agreed_.policy_rewind) + " of at most " +
+                 std::to_string(options_.rewind_max) + "; the ranks rewind together";
+  } else {
+    joined.why = "a command to another rank; the ranks rewind together";
+  }
+  control_.join_rewind(std::move(joined));
+  // The cap and the learning-rate cut count the job's rewinds, not this rank's alone.
+  policy_rewinds_ = std::max(policy_rewinds_, agreed_.policy_rewind);
+  rewinding = true;
+  outcome.applied = false;
+  outcome.skip_reason = "rewind";
 }
 
 std::string Probe::Impl::agree_on_dump(const std::string& error) {

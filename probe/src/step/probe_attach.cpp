@@ -56,6 +56,9 @@ void check_rewind(const ProbeOptions& options) {
   if (options.rewind_on_divergence && !(options.rewind_loss_factor > 1.0 && options.rewind_loss_steps >= 1)) {
     throw AttachError("keel probe: rewind_loss_factor must be above 1 and rewind_loss_steps 1 or more");
   }
+  if (!(options.rewind_lr_factor > 0.0 && options.rewind_lr_factor <= 1.0)) {
+    throw AttachError("keel probe: rewind_lr_factor must be above 0 and at most 1 (1 cuts nothing), e.g. 0.5");
+  }
 }
 
 // The model name goes into dump directory names and every message of the run: refused at

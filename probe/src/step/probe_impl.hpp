@@ -158,6 +158,7 @@ class Probe::Impl {
   // The rewind policy (rewind_on_divergence): whether the run diverged, and its rewinds so far.
   DivergenceDetector divergence_{DivergenceRule{options_.rewind_loss_factor, options_.rewind_loss_steps}};
   int64_t policy_rewinds_ = 0;
+  bool told_rewinds_stopped_ = false;   // the cap's rewind_stopped event is raised once
 
   int64_t step_ = 0;
   StepTiming timing_;   // what the probe costs the training thread
@@ -205,7 +206,11 @@ class Probe::Impl {
   // the other ranks, and the job's taken in its place (the scaler's overflow, the skip, the
   // dumps). The agreement's failure is the probe's: counted and told, this rank's verdict
   // stands, and it takes no dump (a sharded model's state_dict() would wait for the others).
-  void agree_with_ranks(Reduction& reduction, StepOutcome& outcome, DumpDue& dump);
+  // `rewinding` becomes true when another rank rewinds this step (join_agreed_rewind).
+  void agree_with_ranks(Reduction& reduction, StepOutcome& outcome, DumpDue& dump, bool& rewinding);
+  // The rewind the ranks agreed on, taken by this rank too: the same snapshot step, the same
+  // count of policy rewinds, this step skipped as "rewind".
+  void join_agreed_rewind(StepOutcome& outcome, bool& rewinding);
   // With skip_agreement_, in a step every rank dumps: `error` (why this rank cannot, or "")
   // agreed with the other ranks. Returns why this rank does not take its part ("" when every
   // rank can).
@@ -237,10 +242,23 @@ class Probe::Impl {
   void end_step(const StepPlan& plan, const Reduction& reduction, const StepTimes& times, bool rewinding = false);
   // The snapshot of the state step `next` begins from, when one is due (probe_rewind.cpp).
   void take_snapshot_if_due(int64_t next);
-  // The rewind a command asked for, taken in step `from_step` (skipped) after its optimizer's
-  // turn: the snapshot put back and the rewind event raised. Returns the snapshot's step, the
-  // next step's number; nullopt when it could not be put back (a probe_error).
-  std::optional<int64_t> rewind(int64_t from_step);
+  // Whether this rank would take no snapshot now: a divergence in progress, a rewind pending.
+  bool holds_snapshots() const;
+  // What a rewind put back: the snapshot's step (the next step's number) and the factor every
+  // group's learning rate was multiplied by (1: not cut).
+  struct Rewound {
+    int64_t to_step;
+    double lr_factor;
+  };
+  // The rewind a command or the policy asked for, taken in step `from_step` (skipped) after
+  // its optimizer's turn: the snapshot put back, the learning rate cut on the policy's repeated
+  // rewinds, and the rewind event raised. nullopt when it could not be put back (a probe_error).
+  std::optional<Rewound> rewind(int64_t from_step);
+  // The policy's repeated rewinds multiply the learning rate by rewind_lr_factor: the factor
+  // applied (1: none, or the optimizer could not, a probe_error).
+  double cut_learning_rate(const RemoteControl::RewindRequest& request);
+  // ProbeOptions::rewind_dump: the state put back, written as the dump of `to_step`.
+  void dump_rewound_state(int64_t to_step);
   // The rewind policy's turn, as the step being recorded is: a divergence it completes asks for
   // a rewind to the newest snapshot from before its onset, or says why there is none
   // (probe_rewind.cpp).

@@ -2,18 +2,19 @@
 // a rewind a command asked for, taken in the step it interrupts (skipped) before its record.
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "keel/wire/vocabulary.hpp"
+#include "origin/short_number.hpp"
 #include "probe_impl.hpp"
 
 namespace keel::probe {
 
 void Probe::Impl::take_snapshot_if_due(int64_t next) {
   if (!snapshots_.due(next)) return;
-  // While the run may be diverging, or a rewind is pending, the snapshots from before are the
-  // ones to keep: a new one would hold a state about to be left, and could push out the one
-  // the rewind goes back to.
-  if (control_.rewind_requested() || (options_.rewind_on_divergence && divergence_.in_run())) return;
+  // The ranks of a job keep the same snapshots, so that each has the one they rewind to: as
+  // their agreement of this step said (it runs on every step of a job that agrees).
+  if (skip_agreement_ ? agreed_.hold_snapshots : holds_snapshots()) return;
   try {
     std::vector<torch::Tensor> buffers;
     model_->buffers(buffers);
@@ -24,7 +25,14 @@ void Probe::Impl::take_snapshot_if_due(int64_t next) {
   }
 }
 
-std::optional<int64_t> Probe::Impl::rewind(int64_t from_step) {
+bool Probe::Impl::holds_snapshots() const {
+  // While the run may be diverging, or a rewind is pending, the snapshots from before are the
+  // ones to keep: a new one would hold a state about to be left, and could push out the one
+  // the rewind goes back to.
+  return control_.rewind_requested() || (options_.rewind_on_divergence && divergence_.in_run());
+}
+
+std::optional<Probe::Impl::Rewound> Probe::Impl::rewind(int64_t from_step) {
   const RemoteControl::RewindRequest request = *control_.rewind_requested();
   control_.rewind_taken();
   const auto start = Clock::now();
@@ -44,14 +52,40 @@ std::optional<int64_t> Probe::Impl::rewind(int64_t from_step) {
   const double pause_ms = micros(Clock::now() - start) / 1000.0;
   char pause[32];
   std::snprintf(pause, sizeof pause, "%.1f", pause_ms);
+  const double lr_factor = cut_learning_rate(request);
+  dump_rewound_state(request.to_step);
   add_event(wire::event_kind::kRewind, "",
             "rewound from step " + std::to_string(from_step) + " to step " + std::to_string(request.to_step) +
                 " (" + request.why + "): weights, buffers, optimizer state" +
                 (scaler_ && scaler_->enabled() ? " and loss scale" : "") + " put back in " + pause +
                 " ms; the batches of steps " + std::to_string(request.to_step) + ".." + std::to_string(from_step) +
-                " were consumed and are not replayed unless the trainer's on_rewind repositions its data",
+                " were consumed and are not replayed unless the trainer's on_rewind repositions its data" +
+                (lr_factor != 1.0 ? "; learning rate x" + short_number(lr_factor) + " (rewind_lr_factor)" : ""),
             from_step);
-  return request.to_step;
+  return Rewound{request.to_step, lr_factor};
+}
+
+void Probe::Impl::dump_rewound_state(int64_t to_step) {
+  if (!options_.rewind_dump) return;
+  const CheckpointDumps::Subject subject{*model_, *optimizer_, description_, publisher_.get(), control_.commands()};
+  CheckpointDumps::AgreeOnDump agree;
+  // Every rank rewinds together (join_agreed_rewind), so every rank is here to agree.
+  if (skip_agreement_) agree = [this](const std::string& refusal) { return agree_on_dump(refusal); };
+  dumps_.take(to_step, "rewind", std::nullopt, subject, agree, events_);
+}
+
+double Probe::Impl::cut_learning_rate(const RemoteControl::RewindRequest& request) {
+  // The first rewind past a divergence keeps the learning rate: the batches were the likelier
+  // cause. Diverging again from the state before says the step size is too (OPT's logbook).
+  if (request.policy_rewind < 2 || options_.rewind_lr_factor == 1.0) return 1.0;
+  try {
+    optimizer_->scale_learning_rates(options_.rewind_lr_factor);
+    return options_.rewind_lr_factor;
+  } catch (const std::exception& e) {
+    report_probe_error("cutting the learning rate after the rewind", e.what(),
+                       "rewound, with the learning rate as it was");
+    return 1.0;
+  }
 }
 
 void Probe::Impl::watch_divergence(const StepOutcome& outcome, const Reduction& r) {
@@ -66,6 +100,8 @@ void Probe::Impl::watch_divergence(const StepOutcome& outcome, const Reduction& 
   const std::optional<int64_t> to = diverged->onset > 0 ? snapshots_.newest_at_or_before(diverged->onset - 1)
                                                         : std::nullopt;
   if (policy_rewinds_ >= options_.rewind_max) {
+    // Said once: every later divergence of a run past its cap would say the same.
+    if (std::exchange(told_rewinds_stopped_, true)) return;
     add_event(wire::event_kind::kRewindStopped, "",
               "diverged again (" + diverged->why + ") after " + std::to_string(policy_rewinds_) +
                   " rewinds (rewind_max): not rewinding, training goes on" + cures);
@@ -80,8 +116,10 @@ void Probe::Impl::watch_divergence(const StepOutcome& outcome, const Reduction& 
     return;
   }
   if (control_.schedule_rewind(RemoteControl::RewindRequest{
-          *to, -1, "the rewind policy, " + std::to_string(policy_rewinds_ + 1) + " of at most " +
-                       std::to_string(options_.rewind_max) + ": " + diverged->why})) {
+          *to, -1,
+          "the rewind policy, " + std::to_string(policy_rewinds_ + 1) + " of at most " +
+              std::to_string(options_.rewind_max) + ": " + diverged->why,
+          policy_rewinds_ + 1})) {
     ++policy_rewinds_;
   }
 }

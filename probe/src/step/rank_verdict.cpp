@@ -9,6 +9,9 @@ constexpr int kRankBits = 32;
 constexpr int64_t kRankMask = (int64_t{1} << kRankBits) - 1;
 
 int64_t rank_bits(int rank) { return kRankMask - (static_cast<int64_t>(rank) & kRankMask); }
+
+// A rewind's snapshot step, complemented below this so that the lowest step is the largest word.
+constexpr int64_t kStepCeiling = int64_t{1} << 62;
 int rank_of(int64_t word) { return static_cast<int>(kRankMask - (word & kRankMask)); }
 
 }  // namespace
@@ -19,6 +22,9 @@ void RankVerdict::encode(int64_t* words) const {
   words[1] = reason == 0 ? 0 : (reason << kRankBits) | rank_bits(rank);
   words[2] = static_cast<int64_t>(auto_dump);
   words[3] = command_dump ? 1 : 0;
+  words[4] = rewind_to < 0 ? 0 : kStepCeiling - rewind_to;
+  words[5] = rewind_to < 0 ? 0 : policy_rewind;
+  words[6] = hold_snapshots ? 1 : 0;
 }
 
 RankVerdict RankVerdict::decode(const int64_t* words) {
@@ -26,12 +32,19 @@ RankVerdict RankVerdict::decode(const int64_t* words) {
   v.scaler = words[0] == 0 ? Scaler::kClean : words[0] == 1 ? Scaler::kProbeFailed : Scaler::kOverflow;
   if (words[1] != 0) {
     const int64_t reason = words[1] >> kRankBits;
-    const bool known = reason >= static_cast<int64_t>(Skip::kSpike) && reason <= static_cast<int64_t>(Skip::kCommand);
+    const bool known = reason >= static_cast<int64_t>(Skip::kSpike) && reason <= static_cast<int64_t>(Skip::kRewind);
     v.skip = known ? static_cast<Skip>(reason) : Skip::kCommand;
     v.rank = rank_of(words[1]);
   }
   v.auto_dump = words[2] == 0 ? AutoDump::kNone : words[2] == 1 ? AutoDump::kNonfiniteBuffer : AutoDump::kNonfinite;
   v.command_dump = words[3] != 0;
+  // A word no probe writes (beyond the ceiling, or a negative step) rewinds nowhere: a rewind
+  // needs a snapshot that exists, and each rank checks its own.
+  if (words[4] > 0 && words[4] <= kStepCeiling) {
+    v.rewind_to = kStepCeiling - words[4];
+    v.policy_rewind = words[5];
+  }
+  v.hold_snapshots = words[6] != 0;
   return v;
 }
 
@@ -49,13 +62,14 @@ const char* skip_reason_of(RankVerdict::Skip skip) {
     case RankVerdict::Skip::kNonfinite: return "nonfinite";
     case RankVerdict::Skip::kScaler: return "scaler";
     case RankVerdict::Skip::kCommand: return "command";
+    case RankVerdict::Skip::kRewind: return "rewind";
   }
   return "";
 }
 
 RankVerdict::Skip skip_of(const std::string& reason) {
   for (const auto skip : {RankVerdict::Skip::kSpike, RankVerdict::Skip::kNonfinite, RankVerdict::Skip::kScaler,
-                          RankVerdict::Skip::kCommand}) {
+                          RankVerdict::Skip::kCommand, RankVerdict::Skip::kRewind}) {
     if (reason == skip_reason_of(skip)) return skip;
   }
   return RankVerdict::Skip::kApplied;

@@ -61,6 +61,7 @@ class RemoteControl {
     int64_t to_step;       // a snapshot's step
     int64_t at_step;       // the step it is taken at (every rank the same); -1: the next
     std::string why;       // "command 7", or the rewind policy's divergence
+    int64_t policy_rewind = 0;   // the rewind policy's how-manieth rewind this is; 0: a command's
   };
   // A rewind the rewind policy asks for, taken at the next boundary as a command's would be;
   // false (nothing asked) while another is pending.
@@ -70,6 +71,9 @@ class RemoteControl {
     return true;
   }
   const std::optional<RewindRequest>& rewind_requested() const { return rewind_requested_; }
+  // The rewind the ranks of a job agreed on (probe_agreement.cpp), taken in place of this
+  // rank's own, if it had one.
+  void join_rewind(RewindRequest request) { rewind_requested_ = std::move(request); }
   // Whether the rewind asked for is taken at `step`.
   bool rewinds(int64_t step) const {
     return rewind_requested_ && (rewind_requested_->at_step < 0 || rewind_requested_->at_step == step);

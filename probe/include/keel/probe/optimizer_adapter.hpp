@@ -108,6 +108,11 @@ class OptimizerAdapter {
   virtual void restore_serialised(const std::string& /*bytes*/) {
     throw std::runtime_error("this optimizer's front cannot put a serialised state back");
   }
+  // A rewind's learning-rate cut (ProbeOptions::rewind_lr_factor): every group's learning rate
+  // multiplied by `factor`, read back by the next hyperparameters(). Throws what it cannot do.
+  virtual void scale_learning_rates(double /*factor*/) {
+    throw std::runtime_error("this optimizer's front cannot change its learning rate");
+  }
 };
 
 }  // namespace keel::probe

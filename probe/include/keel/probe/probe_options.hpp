@@ -85,8 +85,11 @@ struct ProbeOptions {
   // Told, on the training thread, after a rewind put the state of step `to_step` back while
   // step `from_step` was being taken: the trainer repositions or skips its data here. The
   // batches of steps to_step .. from_step were consumed; a loader that just goes on skips
-  // them, which is what a rewind past a divergence wants. Its exceptions are the trainer's.
-  std::function<void(int64_t from_step, int64_t to_step)> on_rewind;
+  // them, which is what a rewind past a divergence wants. `lr_factor` is what the rewind
+  // multiplied every param group's learning rate by (rewind_lr_factor on a repeated
+  // divergence; 1 otherwise): a trainer whose schedule sets the learning rate from its own
+  // base applies it there too, or the schedule undoes the cut. Its exceptions are the trainer's.
+  std::function<void(int64_t from_step, int64_t to_step, double lr_factor)> on_rewind;
   // Rewind by policy (opt-in; needs rewind_every): when the run diverges, the probe rewinds as a
   // "rewind" command would, to the newest snapshot from before the divergence began. Diverged
   // (docs/rewind.md): the loss above rewind_loss_factor times its recent median for
@@ -97,6 +100,14 @@ struct ProbeOptions {
   double rewind_loss_factor = 2.0;
   int64_t rewind_loss_steps = 10;
   int64_t rewind_max = 3;
+  // The policy's second and later rewinds (the run diverged again from the state before)
+  // also multiply every param group's learning rate by this, as OPT's restarts did by hand;
+  // in (0, 1], and 1 (the default) cuts nothing. on_rewind is told the factor.
+  double rewind_lr_factor = 1.0;
+  // A rewind (by command or policy) also writes the state it put back as a dump,
+  // "step-<S>-rewind" under dump_dir (within dump_max_count and dump_min_free_bytes): the
+  // morning after, the state training went on from loads as any dump does.
+  bool rewind_dump = true;
   // Where dumps are written (created when needed). Never taken from a request.
   std::string dump_dir = "keel-dumps";
   // Dumps asked for by command: at most one per this many seconds (and one at a time).

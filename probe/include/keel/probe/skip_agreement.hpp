@@ -16,8 +16,8 @@
 
 namespace keel::probe {
 
-// All-reduces `verdict` with MAX across the job's ranks, in place: a CPU tensor of four int64
-// words (torch.distributed.all_reduce(verdict, op=ReduceOp.MAX), or c10d's allreduce; with
+// All-reduces `verdict` with MAX across the job's ranks, in place: a CPU tensor of seven int64
+// words (rank_verdict.hpp) (torch.distributed.all_reduce(verdict, op=ReduceOp.MAX), or c10d's allreduce; with
 // NCCL, through a copy on the rank's device). Every rank's probe calls it once per step(), at
 // the same point, and once more in a step whose dump every rank takes (whether any rank
 // cannot), so the ranks must call step() alike. An exception it throws is the probe's failure:
