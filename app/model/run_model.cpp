@@ -364,6 +364,7 @@ void RunModel::note_latest(const wire::StepRecord& record) {
   latest_.stamp_unix_ns = record.stamp_unix_ns;
   latest_.has_scaler = record.scaler.has_value();
   if (record.scaler) latest_.scaler = *record.scaler;
+  latest_.snapshot_bytes = record.snapshot_bytes;
   ++counters_.steps_stored;
   counters_.probe_dropped = record.dropped;
   counters_.probe_errors = record.probe_errors;

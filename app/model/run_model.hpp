@@ -124,6 +124,7 @@ struct LatestStep {
   int64_t stamp_unix_ns = 0;
   bool has_scaler = false;
   wire::ScalerState scaler;
+  uint64_t snapshot_bytes = 0;  // what the probe's rewind snapshots hold; 0: it keeps none
 };
 
 class RunModel {
