@@ -13,6 +13,7 @@
 #include "cli/layer_names.hpp"
 #include "cli/table_format.hpp"
 #include "keel/wire/messages.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "net/recording_file.hpp"
 
 namespace keel::app {
@@ -53,6 +54,9 @@ struct Loudest {
   int64_t step = 0;
 };
 
+// Rewinds and rewind_stopped events listed one a line; the rest are counted.
+constexpr uint64_t kRewindsListed = 8;
+
 // Everything the ten lines need, gathered in one pass over the file.
 struct RunSummary {
   std::optional<wire::RunDescription> run;
@@ -66,6 +70,8 @@ struct RunSummary {
   int64_t min_loss_step = 0;
   std::map<std::string, uint64_t> events;
   std::optional<wire::Event> first_nonfinite;
+  std::vector<std::string> rewinds;   // "step N: rewound from ... (why)", the first kRewindsListed
+  uint64_t rewind_events = 0;
   std::map<std::string, Loudest> loudest;   // by layer name
   uint64_t record_dropped = 0;
 
@@ -77,8 +83,22 @@ struct RunSummary {
       take_step(*step);
     } else if (auto* event = std::get_if<wire::Event>(&message)) {
       ++events[event->kind];
+      if (event->kind == wire::event_kind::kRewind || event->kind == wire::event_kind::kRewindStopped) take_rewind(*event);
       if (event->kind == "first_nonfinite" && !first_nonfinite) first_nonfinite = std::move(*event);
     }
+  }
+
+  // A rewind's detail reads "rewound from step N to step S (why): what was put back ...", a
+  // stop's "diverged ... : not rewound; what usually cures ...": the line keeps from, to and why.
+  void take_rewind(const wire::Event& event) {
+    if (++rewind_events > kRewindsListed) return;
+    std::string said = event.detail;
+    const size_t put_back = said.find("): ");
+    if (event.kind == wire::event_kind::kRewind && put_back != std::string::npos) said.resize(put_back + 1);
+    const size_t cures = said.find("; what usually cures");
+    if (cures != std::string::npos) said.resize(cures);
+    const std::string what = event.kind == wire::event_kind::kRewind ? "" : "not rewound, ";
+    rewinds.push_back("step " + std::to_string(event.step) + ": " + what + terminal_safe(said));
   }
 
   void take_step(const wire::StepRecord& step) {
@@ -172,6 +192,8 @@ int run_summary(const std::string& path, std::ostream& out, std::ostream& err) {
   }
   out << '\n';
   out << "events   " << (s.events.empty() ? "none" : counts(s.events)) << '\n';
+  for (const std::string& rewind : s.rewinds) out << "rewind   " << rewind << '\n';
+  if (s.rewind_events > kRewindsListed) out << "rewind   and " << s.rewind_events - kRewindsListed << " more\n";
   return 0;
 }
 

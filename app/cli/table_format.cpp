@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <variant>
 
+#include "keel/wire/vocabulary.hpp"
+
 namespace keel::app {
 namespace {
 
@@ -157,6 +159,10 @@ std::string format_command(const wire::Command& command) {
   if (!command.policy.empty()) {
     out += "  policy " + terminal_safe(command.policy) + (command.enable ? " on" : " off");
   }
+  if (command.kind == wire::command_kind::kRewind) {
+    out += command.to_step < 0 ? std::string("  to the newest snapshot") : "  to_step " + std::to_string(command.to_step);
+  }
+  if (command.at_step >= 0) out += "  at_step " + std::to_string(command.at_step);
   return out;
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "keel/wire/vocabulary.hpp"
+
 namespace keel::app {
 namespace {
 
@@ -196,10 +198,16 @@ void RunModel::relayout(const std::vector<wire::LayerInfo>& layers) {
   }
   layer_names_ = std::move(names);
   gradient_states_ = std::move(states);
+  // Abandoned spans keep their layers by the old indices: rather than a span drawn under
+  // another layer's name, the spans keep their global series only.
+  for (AbandonedSpan& span : abandoned_) {
+    for (auto& per_metric : span.layers) per_metric.clear();
+  }
 }
 
 void RunModel::note_seq(uint64_t seq, bool may_restart) {
   ++counters_.messages;
+  last_in_order_ = true;
   if (!seq_known_) {
     seq_known_ = true;
     last_seq_ = seq;
@@ -217,6 +225,7 @@ void RunModel::note_seq(uint64_t seq, bool may_restart) {
     last_seq_ = seq;
   } else {
     ++counters_.seq_rewinds;
+    last_in_order_ = false;
   }
 }
 
@@ -225,6 +234,7 @@ bool RunModel::add_step(const wire::StepRecord& record) {
     ++counters_.refused_records;
     return false;
   }
+  if (starts_continuation(record)) abandon_from(record.step);
   if (has_steps() && record.step <= latest_.step) {
     ++counters_.duplicate_steps;
     return false;
@@ -354,6 +364,7 @@ void RunModel::note_latest(const wire::StepRecord& record) {
   latest_.stamp_unix_ns = record.stamp_unix_ns;
   latest_.has_scaler = record.scaler.has_value();
   if (record.scaler) latest_.scaler = *record.scaler;
+  latest_.snapshot_bytes = record.snapshot_bytes;
   ++counters_.steps_stored;
   counters_.probe_dropped = record.dropped;
   counters_.probe_errors = record.probe_errors;
@@ -365,6 +376,8 @@ void RunModel::note_latest(const wire::StepRecord& record) {
 }
 
 bool RunModel::add_event(const wire::Event& event) {
+  // A replayed rewind event is history: its continuation is stored already, or never will be.
+  if (event.kind == wire::event_kind::kRewind && last_in_order_) rewind_from_step_ = std::max<int64_t>(event.step, 0);
   // Kept apart from the bounded list, which a long run's later events would push it out of.
   if (event.kind == kFirstNonfiniteKind && (!first_nonfinite_ || event.step < first_nonfinite_->step)) {
     first_nonfinite_ = event;
@@ -484,6 +497,7 @@ size_t RunModel::bytes_used() const {
              layer.shape.capacity() * sizeof(int64_t);
   }
   bytes += events_bytes_;
+  for (const AbandonedSpan& span : abandoned_) bytes += span.bytes_used();
   if (first_nonfinite_) bytes += event_bytes(*first_nonfinite_);
   return bytes;
 }

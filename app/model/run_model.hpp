@@ -8,6 +8,12 @@
 // heatmap's rows.
 // Records are stored in increasing step order only: a record whose step is not after the
 // newest stored one (a duplicate, a `history` replay, a late record) is counted, not stored.
+// One exception: a rewind (docs/rewind.md). After a `rewind` event arrives in order (its seq
+// after the last one), the first in-order record whose step goes back to S, at or before the
+// newest stored one, starts the continuation: every series forgets its steps from S on
+// (SeriesHistory::drop_after()) and the steps S to the newest become an abandoned span
+// (abandoned_spans(), greyed in the views), then the record is stored. A replay (lower seq)
+// never does this; a rewind to before the run's first stored step is counted as duplicates.
 // Layers: the run description names them; a record that arrives before any description (a
 // client attached mid-run) still stores its layers, named "layer <i>" until described (a
 // record with more layers than known adds layers; one with fewer leaves the rest missing).
@@ -24,7 +30,7 @@
 // Never: throws for any message content, or blocks. Memory is bounded: the layer series (with
 // the module series of a model that keeps them) fit the run's share of the budget
 // (ModelConfig::budget_share(), at the smallest series beyond it), the others take SeriesHistory::max_bytes(config) each, events at most max_event_bytes,
-// plus the names.
+// abandoned spans at most ModelConfig::abandoned_share() (abandoned_span.hpp), plus the names.
 #pragma once
 
 #include <array>
@@ -38,6 +44,7 @@
 #include <vector>
 
 #include "keel/wire/messages.hpp"
+#include "model/abandoned_span.hpp"
 #include "model/column_grid.hpp"
 #include "model/model_config.hpp"
 #include "model/module_tree.hpp"
@@ -99,6 +106,8 @@ struct RunCounters {
   uint64_t probe_errors = 0;    // failures inside the probe so far, from the newest record
   uint64_t events_evicted = 0;  // events pushed out of the bounded list (by count or bytes)
   uint64_t details_cut = 0;     // events whose detail was cut past ModelConfig::max_event_detail
+  uint64_t rewinds = 0;         // continuations started after a rewind (abandoned spans made)
+  uint64_t spans_evicted = 0;   // abandoned spans dropped past RunModel::kMaxAbandonedSpans
 };
 
 // The scalars of the newest stored record (no layer values: see latest()).
@@ -115,6 +124,7 @@ struct LatestStep {
   int64_t stamp_unix_ns = 0;
   bool has_scaler = false;
   wire::ScalerState scaler;
+  uint64_t snapshot_bytes = 0;  // what the probe's rewind snapshots hold; 0: it keeps none
 };
 
 class RunModel {
@@ -256,6 +266,17 @@ class RunModel {
   const std::string& watch_name(size_t watch) const { return watch_names_[watch]; }
   const SeriesHistory& watch_series(size_t watch, WatchMetric metric) const;
 
+  // --- Rewinds (see the header comment): the spans left behind, oldest first, at most
+  // kMaxAbandonedSpans (older ones are dropped and counted). Together they take at most
+  // ModelConfig::abandoned_share() (abandoned_span.hpp).
+  static constexpr size_t kMaxAbandonedSpans = 4;
+  const std::deque<AbandonedSpan>& abandoned_spans() const { return abandoned_; }
+  // A span's series; null where the span keeps none (a layer of a run too wide to keep them).
+  const SeriesHistory* abandoned_global(size_t span, GlobalSeries series) const;
+  const SeriesHistory* abandoned_layer(size_t span, size_t layer, wire::LayerMetric metric) const;
+  // The newest step any series of the run shows, abandoned spans included (a view's right end).
+  int64_t last_shown_step() const;
+
   // --- Events (newest first, at most ModelConfig::max_events) and health.
   const std::deque<wire::Event>& events() const { return events_; }
   // The earliest "first_nonfinite" event of this run (the probe raises one per episode of
@@ -323,6 +344,14 @@ class RunModel {
   // Tracks the per-layer cadence (layer_detail_every()).
   void note_layer_detail(bool layer_values, bool rollup, int64_t step);
   static size_t event_bytes(const wire::Event& event);
+  // Whether `record` starts a rewind's continuation (see the header comment); disarms a rewind
+  // event whose continuation did not come.
+  bool starts_continuation(const wire::StepRecord& record);
+  // Moves the steps from `step` on of every series into a new abandoned span and truncates the
+  // series there, so that `step` can be stored again.
+  void abandon_from(int64_t step);
+  // A span of [first_step, last_step] holding the live series' samples there, sized to its share.
+  AbandonedSpan make_span(int64_t first_step, int64_t last_step) const;
 
   wire::RunKey key_;
   ModelConfig config_;
@@ -333,6 +362,10 @@ class RunModel {
   RunCounters counters_;
   bool seq_known_ = false;
   uint64_t last_seq_ = 0;
+  bool last_in_order_ = true;   // the last message noted had a seq after the one before
+  // The step of the newest in-order `rewind` event whose continuation has not come; -1: none.
+  int64_t rewind_from_step_ = -1;
+  std::deque<AbandonedSpan> abandoned_;
 
   int64_t first_step_ = 0;
   LatestStep latest_;

@@ -29,6 +29,7 @@ SeriesHistory::SeriesHistory(int64_t origin_step, const ModelConfig& config)
       recent_capacity_(series_layout::recent_capacity(config)),
       archive_buckets_(series_layout::archive_buckets(config)) {
   const int level_count = series_layout::level_count(archive_buckets_);
+  recent_floor_ = origin_step_;
   levels_.resize(static_cast<size_t>(level_count));
   for (int k = 0; k < level_count; ++k) {
     levels_[static_cast<size_t>(k)].capacity_limit =
@@ -138,7 +139,67 @@ SummaryBuilder SeriesHistory::open_summary(size_t k) const {
 }
 
 int64_t SeriesHistory::recent_first_step() const {
-  return std::max(origin_step_, last_step_ - recent_capacity_ + 1);
+  return std::max(recent_floor_, last_step_ - recent_capacity_ + 1);
+}
+
+void SeriesHistory::drop_after(int64_t step) {
+  if (step >= last_step_) return;
+  if (step < origin_step_) step = origin_step_ - 1;
+  const int64_t old_recent_first = recent_first_step();
+  // The forgotten steps' slots: absent, so that no query reads them as the steps a lap back.
+  const int64_t mask = recent_capacity_ - 1;
+  for (int64_t s = std::max(step + 1, old_recent_first); s <= last_step_; ++s) {
+    const auto slot = static_cast<size_t>((s - origin_step_) & mask);
+    if (slot < recent_.size()) recent_[slot] = series_layout::absent();
+  }
+  drop_buckets_after(step, old_recent_first);
+  recent_floor_ = std::min(std::max(old_recent_first, origin_step_), step + 1);
+  last_step_ = step;
+  float value = std::numeric_limits<float>::quiet_NaN();
+  last_value_ = value_at(step, &value) ? value : std::numeric_limits<float>::quiet_NaN();
+}
+
+void SeriesHistory::drop_buckets_after(int64_t step, int64_t old_recent_first) {
+  if (step < origin_step_) {
+    for (Level& level : levels_) {
+      level.lo.clear();
+      level.hi.clear();
+      level.flags.clear();
+      level.open = SummaryBuilder{};
+    }
+    return;
+  }
+  const int64_t offset = step - origin_step_;
+  int shift = base_shift_;
+  for (size_t k = 0; k < levels_.size(); ++k, shift += 2) {
+    Level& level = levels_[k];
+    const auto open = static_cast<size_t>(offset >> shift);
+    SummaryBuilder rebuilt;
+    if (k == 0) {
+      const int64_t bucket_first = origin_step_ + (static_cast<int64_t>(open) << shift);
+      if (bucket_first < old_recent_first) {
+        // Older than the window: its extremes, forgotten steps included (see drop_after()).
+        if (open < level.lo.size()) rebuilt.add_bucket(level.lo[open], level.hi[open], level.flags[open]);
+        else rebuilt = level.open;
+      }
+      const int64_t mask = recent_capacity_ - 1;
+      for (int64_t s = std::max(bucket_first, old_recent_first); s <= step; ++s) {
+        const float value = recent_[static_cast<size_t>((s - origin_step_) & mask)];
+        if (!series_layout::is_absent(value)) rebuilt.add_value(value);
+      }
+    } else {
+      // The closed buckets below that fall in this open one; the open ones below are folded in
+      // at query time (open_summary()).
+      const Level& below = levels_[k - 1];
+      for (size_t j = open * 4; j < below.lo.size(); ++j) rebuilt.add_bucket(below.lo[j], below.hi[j], below.flags[j]);
+    }
+    if (level.lo.size() > open) {
+      level.lo.resize(open);
+      level.hi.resize(open);
+      level.flags.resize(open);
+    }
+    level.open = rebuilt;
+  }
 }
 
 bool SeriesHistory::value_at(int64_t step, float* value) const {

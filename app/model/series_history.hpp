@@ -71,6 +71,16 @@ class SeriesHistory {
   // quiet NaN. Steps between last_step() and `step` become missing (no data).
   bool append(int64_t step, float value);
 
+  // Forgets every sample after `step`, so that append() takes steps from step + 1 again: a
+  // rewound run's continuation (RunModel keeps the forgotten span apart). The recent window
+  // keeps the samples up to `step` it held; the pyramid's buckets after `step` go, and the one
+  // holding `step` is rebuilt from what remains. That is exact when that bucket starts inside
+  // the recent window (a rewind of up to R - W steps). Further back, the steps of that one
+  // base bucket older than the window cannot be told apart: it keeps its extremes over the
+  // steps forgotten too, a column a little wider than it should be rather than a lost NaN.
+  // Nothing allocates; a step before the origin empties the series.
+  void drop_after(int64_t step);
+
   // Asks the cache for what append(step, ...) touches besides this object: the step's recent
   // slot and the base level's open bucket, each in a heap block of its own. A caller appending
   // to thousands of series in a row (a wide record's layers) calls it a few series ahead: those
@@ -139,6 +149,8 @@ class SeriesHistory {
   void append_recent(int64_t step, float value);
   void close_buckets(int64_t last_offset, int64_t offset);
   void coarsen();
+  // drop_after()'s pyramid part: level k's buckets after `step` go, its open one rebuilt.
+  void drop_buckets_after(int64_t step, int64_t old_recent_first);
   // Index of the open bucket of level k, and its full content (open buckets of levels <= k).
   int64_t open_index(size_t k) const;
   SummaryBuilder open_summary(size_t k) const;
@@ -150,6 +162,9 @@ class SeriesHistory {
   int64_t archive_buckets_;          // B, a power of two
   int base_shift_ = 0;               // W = 1 << base_shift_
   std::vector<float> recent_;        // slot (step - origin) & (R - 1); absent = kAbsentBits
+  // Oldest step whose slot still holds its own sample: after drop_after() the slots of the
+  // steps just before it were reused by the forgotten steps, a lap ahead.
+  int64_t recent_floor_;
   std::vector<Level> levels_;        // [0] is the base; level k buckets are W * 4^k wide
 };
 

@@ -19,6 +19,8 @@ Rgba viridis(float t);
 // Not on the viridis path (which runs blue-green-yellow): a saturated red-magenta stands out.
 inline constexpr Rgba kNonfiniteColour = 0xFF4020FFu;  // IM_COL32(255, 32, 64, 255)
 inline constexpr Rgba kNoDataColour = 0xFF261E1Eu;     // IM_COL32(30, 30, 38, 255)
+// A rewind's abandoned span (RunModel::abandoned_spans()): grey, drawn under the continuation.
+inline constexpr Rgba kAbandonedColour = 0xAA969696u;  // IM_COL32(150, 150, 150, 170)
 inline constexpr Rgba kSkippedColour = 0xFF20A0FFu;    // IM_COL32(255, 160, 32, 255)
 // A layer with no gradient to measure (frozen or unused): a slate grey, lighter than no data
 // and off the viridis path, so a frozen layer does not read as a dead one.

@@ -1,6 +1,9 @@
 #include "ui/control_panel.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include <imgui.h>
 #include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
@@ -57,6 +60,20 @@ const char* policy_state_name(PolicyState state) {
   return "unknown";
 }
 
+// The to_step of a rewind command from what was typed: -1 (the newest snapshot) for nothing,
+// else a step at or after 0; nullopt for anything else.
+std::optional<int64_t> rewind_target(const char* typed) {
+  std::string text(typed);
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  while (!text.empty() && text.front() == ' ') text.erase(text.begin());
+  if (text.empty()) return -1;
+  char* end = nullptr;
+  errno = 0;
+  const long long step = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || step < 0) return std::nullopt;
+  return static_cast<int64_t>(step);
+}
+
 }  // namespace
 
 void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInput& input) {
@@ -74,7 +91,10 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInpu
   ImGui::BeginDisabled(run == nullptr || links.empty());
   if (ImGui::Button("Skip next update")) {
     log_click("Skip next update");
-    send_skip(model, links, *run);
+    keel::wire::Command skip;
+    skip.kind = wire::command_kind::kSkip;
+    skip.count = 1;
+    send_every_rank("skip", skip, model, links, *run);
   }
   if (ImGui::IsItemHovered()) {
     ImGui::SetTooltip(every_rank(links).size() > 1
@@ -89,6 +109,8 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInpu
     open_dump_popup_ = true;
   }
   log_geometry("dump", dump_rect_);
+  separator();
+  draw_rewind_button(run);
   separator();
   ImGui::TextDisabled("policies:");
   for (const char* name : wire::kPolicyNames) {
@@ -118,6 +140,7 @@ void ControlPanel::draw(const Model& model, const RunModel* run, const FrameInpu
   ImGui::EndDisabled();
   draw_status();
   if (run != nullptr) draw_dump_popup(links, *run);
+  if (run != nullptr) draw_rewind_popup(model, links, *run);
 }
 
 void ControlPanel::draw_status() {
@@ -134,8 +157,8 @@ void ControlPanel::draw_status() {
   const std::string text = status_text(*status);
   std::string line = text.rfind(status->command.kind, 0) == 0 ? text : last_control_ + ": " + text;
   // The other ranks of a skip sent to every rank: only a rank that did not take it is named.
-  if (last_control_ == "skip") {
-    for (const auto& [rank, control] : other_rank_skips_) {
+  if (last_control_ == "skip" || last_control_ == "rewind") {
+    for (const auto& [rank, control] : other_ranks_) {
       const CommandStatus* other = state_.latest(control);
       if (other == nullptr || other->state == CommandState::kAcknowledged) continue;
       line += "; rank " + std::to_string(rank) + ": " + status_text(*other);
@@ -181,6 +204,76 @@ void ControlPanel::draw_dump_popup(const std::vector<EndpointState>& links, cons
   ImGui::EndPopup();
 }
 
+void ControlPanel::draw_rewind_button(const RunModel* run) {
+  // A probe that keeps no snapshots refuses every rewind: say so before the click.
+  const uint64_t snapshot_bytes = run != nullptr ? run->latest_step().snapshot_bytes : 0;
+  ImGui::BeginDisabled(snapshot_bytes == 0);
+  if (ImGui::Button("Rewind...")) {
+    log_click("Rewind");
+    open_rewind_popup_ = true;
+    rewind_error_.clear();
+  }
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+    if (snapshot_bytes == 0) {
+      ImGui::SetTooltip("The run keeps no snapshots to rewind to: the probe takes them with rewind_every\n"
+                        "(keel-demo --rewind-every N; docs/rewind.md)");
+    } else {
+      ImGui::SetTooltip("Put back the training state of an earlier step from a snapshot in memory (%.1f MB held);\n"
+                        "training goes on from there with new batches",
+                        static_cast<double>(snapshot_bytes) / 1e6);
+    }
+  }
+  log_geometry("rewind", rewind_rect_);
+}
+
+void ControlPanel::draw_rewind_popup(const Model& model, const std::vector<EndpointState>& links,
+                                     const RunModel& run) {
+  const char* title = "Rewind?";
+  bool focus_step = false;
+  if (open_rewind_popup_) {
+    ImGui::OpenPopup(title);
+    open_rewind_popup_ = false;
+    focus_step = true;
+  }
+  if (!ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("Rewind to the newest snapshot at or before step");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  if (focus_step) ImGui::SetKeyboardFocusHere();
+  const bool entered = ImGui::InputTextWithHint("##rewind step", "newest", rewind_step_.data(), rewind_step_.size(),
+                                                ImGuiInputTextFlags_CharsDecimal | ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  ImGui::TextUnformatted("?");
+  ImGui::TextDisabled("The next step's update is skipped and the snapshot's weights, buffers and optimizer state");
+  ImGui::TextDisabled("are put back; the steps after it stay on the charts, greyed.");
+  if (!rewind_error_.empty()) ImGui::TextColored(status_colour(CommandState::kRefused), "%s", rewind_error_.c_str());
+  const bool confirmed = ImGui::Button("Rewind");
+  log_geometry("confirm-rewind", confirm_rect_);
+  if (confirmed || entered) {
+    const std::optional<int64_t> to_step = rewind_target(rewind_step_.data());
+    if (to_step) {
+      log_click("Rewind (to step " + std::to_string(*to_step) + ")");
+      keel::wire::Command rewind;
+      rewind.kind = wire::command_kind::kRewind;
+      rewind.to_step = *to_step;
+      send_every_rank("rewind", rewind, model, links, run);
+      rewind_step_.fill('\0');
+      rewind_error_.clear();
+      ImGui::CloseCurrentPopup();
+    } else {
+      rewind_error_ = std::string("not a step: \"") + rewind_step_.data() + "\" (empty for the newest snapshot)";
+    }
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Cancel") || key_pressed(ImGuiKey_Escape, false)) {
+    log_click("Cancel (no rewind)");
+    ImGui::CloseCurrentPopup();
+  }
+  ImGui::EndPopup();
+}
+
 void ControlPanel::send(const std::string& control, keel::wire::Command command,
                         const std::vector<EndpointState>& links, const RunModel& run) {
   const std::optional<CommandTarget> target = target_for_rank(links, run.rank());
@@ -190,23 +283,22 @@ void ControlPanel::send(const std::string& control, keel::wire::Command command,
   post(control, command, target->endpoint);
 }
 
-void ControlPanel::send_skip(const Model& model, const std::vector<EndpointState>& links, const RunModel& run) {
-  keel::wire::Command skip;
-  skip.kind = wire::command_kind::kSkip;
-  skip.count = 1;
+void ControlPanel::send_every_rank(const std::string& control, keel::wire::Command command, const Model& model,
+                                   const std::vector<EndpointState>& links, const RunModel& run) {
   const std::vector<CommandTarget> ranks = every_rank(links);
-  other_rank_skips_.clear();
-  last_control_ = "skip";
+  other_ranks_.clear();
+  last_control_ = control;
   if (ranks.size() < 2) {
-    send("skip", skip, links, run);
+    send(control, command, links, run);
     return;
   }
-  skip.at_step = synchronized_skip_step(model);
+  // One step for every rank: a data-parallel job's replicas must skip (or rewind at) the same one.
+  command.at_step = synchronized_skip_step(model);
   for (const CommandTarget& target : ranks) {
-    skip.rank = target.rank;
-    const std::string control = target.rank == run.rank() ? "skip" : "skip rank " + std::to_string(target.rank);
-    if (target.rank != run.rank()) other_rank_skips_.emplace_back(target.rank, control);
-    post(control, skip, target.endpoint);
+    command.rank = target.rank;
+    const std::string named = target.rank == run.rank() ? control : control + " rank " + std::to_string(target.rank);
+    if (target.rank != run.rank()) other_ranks_.emplace_back(target.rank, named);
+    post(named, command, target.endpoint);
   }
 }
 

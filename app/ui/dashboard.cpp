@@ -99,8 +99,9 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
       }
     }
     focus_.update(*run, state_);
+    // The view reaches a rewind's abandoned span too, greyed beyond the continuation.
     state_.begin_frame(run->has_steps() ? run->first_step() : 0,
-                       run->has_steps() ? run->last_step() : 0);
+                       run->has_steps() ? run->last_shown_step() : 0);
     // A selection made for the user (the first non-finite, an event clicked) is shown in its own
     // row of the list and the heatmap, not inside a folded module.
     if (state_.scroll_to_selection() && state_.selected_layer() >= 0) {

@@ -10,6 +10,7 @@
 
 #include "ui/distinct_labels.hpp"
 #include "ui/fonts.hpp"
+#include "ui/abandoned_series.hpp"
 #include "ui/plot.hpp"
 
 namespace keel::app::ui {
@@ -93,6 +94,7 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
                       kOtherRunColours[i % kOtherRunColours.size()], &others[i]->global_series(GlobalSeries::kSkipped),
                       full(i + 1)});
   }
+  losses[0].abandoned = abandoned_global_series(run, GlobalSeries::kLoss);
   plot_series(loss_title, cell, losses, false, state, skipped);
   ImGui::SameLine();
   // The global grad norm the same way: each run's under its name, in the loss chart's colours,
@@ -100,6 +102,7 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
   std::vector<SeriesSpec> norms{{&run.global_series(GlobalSeries::kGradNorm),
                                  others.empty() ? (job_norm ? own_label : "grad norm") : labels[0].c_str(), kNormColour,
                                  nullptr, others.empty() ? nullptr : full(0)}};
+  norms[0].abandoned = abandoned_global_series(run, GlobalSeries::kGradNorm);
   if (job_norm != nullptr) norms.push_back({job_norm, job_label, kJobColour});
   for (size_t i = 0; i < others.size(); ++i) {
     norms.push_back({&others[i]->global_series(GlobalSeries::kGradNorm), labels[i + 1].c_str(),
@@ -113,13 +116,14 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
   // empty chart, so the slot still says something about the run.
   const SeriesHistory& scale = run.global_series(GlobalSeries::kLossScale);
   if (!scale.empty()) {
-    plot_series("loss scale (skipped steps marked)", cell, {{&scale, "scale", kScaleColour}}, true,
-                state, skipped);
+    SeriesSpec spec{&scale, "scale", kScaleColour};
+    spec.abandoned = abandoned_global_series(run, GlobalSeries::kLossScale);
+    plot_series("loss scale (skipped steps marked)", cell, {spec}, true, state, skipped);
   } else {
-    plot_series("step time, us (skipped steps marked)", cell,
-                {{&run.global_series(GlobalSeries::kStepTimeUs), "step us", kScaleColour},
-                 {&run.global_series(GlobalSeries::kProbeUs), "probe us", kLossColour}},
-                true, state, skipped);
+    std::vector<SeriesSpec> times{{&run.global_series(GlobalSeries::kStepTimeUs), "step us", kScaleColour},
+                                  {&run.global_series(GlobalSeries::kProbeUs), "probe us", kLossColour}};
+    times[0].abandoned = abandoned_global_series(run, GlobalSeries::kStepTimeUs);
+    plot_series("step time, us (skipped steps marked)", cell, times, true, state, skipped);
   }
   ImGui::SameLine();
   if (run.watch_count() > 0) {
@@ -129,8 +133,9 @@ void draw_global_charts(const RunModel& run, const std::vector<const RunModel*>&
                  {&run.watch_series(0, WatchMetric::kZ), "z", kZColour}},
                 false, state, skipped);
   } else {
-    plot_series(lr_title(run.latest_step().group_lrs).c_str(), cell,
-                {{&run.global_series(GlobalSeries::kLr), "lr", kScaleColour}}, false, state, skipped);
+    SeriesSpec lr{&run.global_series(GlobalSeries::kLr), "lr", kScaleColour};
+    lr.abandoned = abandoned_global_series(run, GlobalSeries::kLr);
+    plot_series(lr_title(run.latest_step().group_lrs).c_str(), cell, {lr}, false, state, skipped);
   }
 }
 

@@ -81,4 +81,26 @@ void HeatmapImage::build(const std::vector<Summary>& cells, size_t rows, size_t 
   }
 }
 
+Rgba HeatmapImage::abandoned_grey(int level) {
+  // From 60 to 200: darker than no data's blue-black never, lighter than white text never.
+  const auto v = static_cast<uint32_t>(60 + std::clamp(level, 0, kLevels) * 140 / kLevels);
+  return 0xFF000000u | (v << 16) | (v << 8) | v;
+}
+
+void HeatmapImage::grey_abandoned(const std::vector<Summary>& cells, const std::vector<Summary>& abandoned) {
+  const size_t count = std::min({cells.size(), abandoned.size(), pixels_.size()});
+  const float scale = float((kLevels - 1) / (log_high_ - log_low_));
+  const float offset = float(log_low_);
+  for (size_t i = 0; i < count; ++i) {
+    const Summary& cell = abandoned[i];
+    if (cells[i].has_data() || !cell.has_data()) continue;
+    int level = kLevels;
+    if (!cell.has_nonfinite()) {
+      const float v = cell.max > 0 ? std::log10(cell.max) : -std::numeric_limits<float>::infinity();
+      level = int(std::clamp((v - offset) * scale + 0.5f, 0.0f, float(kLevels - 1)));
+    }
+    pixels_[i] = abandoned_grey(level);
+  }
+}
+
 }  // namespace keel::app::ui

@@ -36,6 +36,13 @@ class HeatmapImage {
   void build(const std::vector<Summary>& cells, size_t rows, size_t columns, int min_nonfinite_texels,
              const NoGradientCells& no_gradient = {});
 
+  // After build(): each cell without data of its own whose `abandoned` cell (same layout: what a
+  // rewind left behind in those steps) has data becomes a grey whose lightness is that value's
+  // place on build()'s scale (a non-finite one the lightest), so the span reads as the same
+  // picture without colour. Cells with data of their own (the continuation) stay as built.
+  void grey_abandoned(const std::vector<Summary>& cells, const std::vector<Summary>& abandoned);
+  // The grey of a value at `level` (0 to kLevels - 1) of the scale; of a non-finite one at kLevels.
+  static Rgba abandoned_grey(int level);
   const std::vector<Rgba>& pixels() const { return pixels_; }
   size_t rows() const { return rows_; }
   size_t columns() const { return columns_; }

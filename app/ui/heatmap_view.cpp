@@ -11,6 +11,7 @@
 #include "model/column_grid.hpp"
 #include "model/module_tree.hpp"
 #include "ui/colormap.hpp"
+#include "ui/abandoned_series.hpp"
 #include "ui/image_texture.hpp"
 #include "ui/plot.hpp"
 #include "ui/verbose_log.hpp"
@@ -98,6 +99,7 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   // (a few hundred thousand of them) was most of the frame and ~20 MB of vertices to draw.
   const float column_px = (frame.max.x - frame.min.x) / float(columns);
   image_.build(cells_, r1 - r0, columns, int(std::ceil(kMinNonfinitePx / column_px)), no_gradient_);
+  if (query_abandoned(run, state, tree_rows, grid, r0, r1)) image_.grey_abandoned(cells_, abandoned_cells_);
   if (!texture_) texture_ = make_image_texture();
   const ImTextureID texture = texture_->update(image_.pixels().data(), int(columns), int(r1 - r0));
 
@@ -117,6 +119,20 @@ void HeatmapView::draw(const RunModel& run, AppState& state) {
   ImGui::SetCursorScreenPos(ImVec2(layout.origin.x, frame.max.y + layout.axis_h + ImGui::GetFontSize() * 0.3f));
   draw_legend(image_.log_low(), image_.log_high(),
               std::find(no_gradient_.rows.begin(), no_gradient_.rows.end(), true) != no_gradient_.rows.end());
+}
+
+bool HeatmapView::query_abandoned(const RunModel& run, const AppState& state, const std::vector<ModuleRow>& tree_rows,
+                                  const ColumnGrid& grid, size_t r0, size_t r1) {
+  if (run.abandoned_spans().empty()) return false;
+  const size_t columns = size_t(grid.columns());
+  abandoned_cells_.assign((r1 - r0) * columns, Summary{});
+  for (size_t r = r0; r < r1; ++r) {
+    if (tree_rows[r].module) continue;
+    const std::vector<const SeriesHistory*> spans = abandoned_layer_series(run, tree_rows[r].index, state.heat_metric);
+    if (spans.empty()) continue;
+    summarize_abandoned(spans, grid, abandoned_cells_.data() + (r - r0) * columns, abandoned_scratch_);
+  }
+  return true;
 }
 
 void HeatmapView::draw_metric_choice(AppState& state) {

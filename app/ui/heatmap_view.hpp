@@ -64,6 +64,10 @@ class HeatmapView {
   // steps into skipped_; the rows without a gradient into no_gradient_.
   void query_cells(const RunModel& run, const AppState& state, const std::vector<ModuleRow>& tree_rows,
                    const ColumnGrid& grid, size_t r0, size_t r1);
+  // The abandoned spans' cells of rows [r0, r1) (layers only: a folded module's row has none)
+  // into abandoned_cells_, for HeatmapImage::grey_abandoned(). Whether there are any.
+  bool query_abandoned(const RunModel& run, const AppState& state, const std::vector<ModuleRow>& tree_rows,
+                       const ColumnGrid& grid, size_t r0, size_t r1);
   void draw_skipped_strip(ImDrawList* draw, const Layout& layout, float column_px) const;
   // Rows [r0, r1) from `texture` (image_), each run of non-finite cells outlined; marks the
   // rows with one in nonfinite_rows_.
@@ -100,6 +104,8 @@ class HeatmapView {
   int worst_layer_ = -1;
 
   std::vector<Summary> cells_;  // visible rows only, row-major
+
+  std::vector<Summary> abandoned_cells_, abandoned_scratch_;   // query_abandoned()
   HeatmapImage image_;           // cells_ coloured, one texel each
   std::unique_ptr<ImageTexture> texture_;
   std::vector<Summary> skipped_;

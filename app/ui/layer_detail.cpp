@@ -10,6 +10,7 @@
 #include "model/first_cause.hpp"
 #include "ui/instability_focus.hpp"
 #include "ui/metric_styles.hpp"
+#include "ui/abandoned_series.hpp"
 #include "ui/plot.hpp"
 #include "ui/verbose_log.hpp"
 
@@ -100,6 +101,7 @@ void LayerDetail::draw(const RunModel& run, AppState& state) {
     const char* title = wire::info_of(metric).label;
     const MetricStyle& style = style_of(metric);
     SeriesSpec spec{&run.layer_series(size_t(layer), metric), title, style.colour};
+    spec.abandoned = abandoned_layer_series(run, size_t(layer), metric);
     // A wide model's layers are sent every few steps: their samples joined, not dotted.
     if (!run.description().modules.empty()) spec.sampled_every = run.layer_detail_every();
     plot_series(title, cell, {spec}, style.log_y, state, skipped);

@@ -297,6 +297,15 @@ void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& 
     series[i].history->summarize(grid, columns[i].data());
     all.push_back(&columns[i]);
   }
+  // Abandoned spans: part of the y range, so the greyed trace a rewind left is not cut off.
+  std::vector<std::vector<Summary>> abandoned;
+  for (const SeriesSpec& spec : series) {
+    for (const SeriesHistory* span : spec.abandoned) {
+      abandoned.emplace_back(size_t(grid.columns()));
+      span->summarize(grid, abandoned.back().data());
+    }
+  }
+  for (const std::vector<Summary>& span : abandoned) all.push_back(&span);
   fit_y(frame, all);
   handle_plot_input(frame, state);
 
@@ -313,6 +322,7 @@ void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& 
     spec.skipped->summarize(grid, flags.data());
     draw_flag_columns(draw, frame, flags, (spec.colour & 0x00FFFFFFu) | 0x90000000u);
   }
+  for (const std::vector<Summary>& span : abandoned) draw_series(draw, frame, span, kAbandonedColour);
   for (size_t i = 0; i < series.size(); ++i) {
     draw_series(draw, frame, columns[i], series[i].colour, bridge_columns(grid, series[i].sampled_every));
   }

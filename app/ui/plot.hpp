@@ -97,9 +97,13 @@ struct SeriesSpec {
   const char* full_label = nullptr;
   // Samples this many steps apart are joined (draw_series' bridge): 0 for a series of every step.
   int64_t sampled_every = 0;
+  // The series' copies in a rewound run's abandoned spans (ui/abandoned_series.hpp), drawn
+  // greyed under it: the steps the continuation took the numbers of.
+  std::vector<const SeriesHistory*> abandoned{};
 };
 
-// A whole step plot over the shared view range of `state`: axes, one min/max trace per series,
+// A whole step plot over the shared view range of `state`: axes, one min/max trace per series
+// (over its abandoned spans' traces, greyed),
 // skipped steps marked (when `skipped` is given, and each series' own `skipped`), cursors, mouse input and a hover read-out
 // of every series at the cursor step (over a shortened legend entry: its full_label instead).
 void plot_series(const char* title, ImVec2 size, const std::vector<SeriesSpec>& series, bool log_y,

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <imgui.h>
 
@@ -286,6 +288,45 @@ void draw_probe_errors(const Model& model, const RunModel& run) {
   }
 }
 
+// The host memory the probe's rewind snapshots hold, while it keeps any, and the rewinds seen:
+// their abandoned spans are the greyed steps of the charts and the heatmap (docs/rewind.md).
+void draw_rewinds(const RunModel& run) {
+  const uint64_t bytes = run.latest_step().snapshot_bytes;
+  const auto& spans = run.abandoned_spans();
+  // Logged for tests and scripts, what the model holds after a rewind: when a span appears, and
+  // at each step of the continuation until it passes the span (a bounded number of lines).
+  static std::tuple<const RunModel*, uint64_t, int64_t> logged;
+  const auto now = std::make_tuple(&run, run.counters().rewinds, run.last_step());
+  if (!spans.empty() && logged != now && (std::get<1>(logged) != run.counters().rewinds || run.last_step() <= spans.back().last_step)) {
+    logged = now;
+    verbose_log("keel: run %s rank %d abandoned span %lld to %lld, continued to step %lld", run.run_id().c_str(),
+                run.rank(), static_cast<long long>(spans.back().first_step),
+                static_cast<long long>(spans.back().last_step), static_cast<long long>(run.last_step()));
+  }
+  if (bytes == 0 && spans.empty()) return;
+  separator();
+  if (bytes > 0) {
+    ImGui::Text("snapshots %.1f MB", static_cast<double>(bytes) / 1e6);
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip("Host memory the probe's rewind snapshots hold now (docs/rewind.md): Rewind goes back to one");
+    }
+  }
+  if (spans.empty()) return;
+  if (bytes > 0) ImGui::SameLine();
+  ImGui::TextDisabled("rewound %llu x", static_cast<unsigned long long>(run.counters().rewinds));
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    ImGui::TextUnformatted("The steps each rewind left behind, greyed on the charts and the heatmap:");
+    for (const AbandonedSpan& span : spans) {
+      ImGui::Text("  steps %lld to %lld", static_cast<long long>(span.first_step), static_cast<long long>(span.last_step));
+    }
+    if (run.counters().spans_evicted > 0) {
+      ImGui::Text("(%llu older spans no longer kept)", static_cast<unsigned long long>(run.counters().spans_evicted));
+    }
+    ImGui::EndTooltip();
+  }
+}
+
 }  // namespace
 
 void draw_status_bar(const FrameInput& input, const Model& model, const RunModel* run,
@@ -313,6 +354,7 @@ void draw_status_bar(const FrameInput& input, const Model& model, const RunModel
   separator();
   draw_probe_cost(run->latest_step());
   draw_probe_errors(model, *run);
+  draw_rewinds(*run);
 }
 
 }  // namespace keel::app::ui

@@ -120,6 +120,7 @@ void expect_same_step(const StepRecord& out, const StepRecord& in) {
   EXPECT_EQ(out.dropped, in.dropped);
   EXPECT_EQ(out.probe_errors, in.probe_errors);
   EXPECT_EQ(out.record_dropped, in.record_dropped);
+  EXPECT_EQ(out.snapshot_bytes, in.snapshot_bytes);
   EXPECT_EQ(out.frozen_layers, in.frozen_layers);
   EXPECT_EQ(out.unused_layers, in.unused_layers);
   EXPECT_EQ(out.group_lrs, in.group_lrs);
@@ -251,6 +252,16 @@ TEST(CodecRoundTrip, RunIdentityIsOptionalAndLeftOutWhenEmpty) {
   ASSERT_TRUE(std::holds_alternative<Event>(older.message)) << older.error;
   EXPECT_TRUE(std::get<Event>(older.message).run.empty());
   EXPECT_TRUE(std::get<Event>(older.message).model.empty());
+}
+
+// A probe older than rewind's snapshots sends no snapshot_bytes: the record decodes, keeping none.
+TEST(CodecRoundTrip, ARecordWithoutSnapshotBytesKeepsNone) {
+  std::vector<char> bytes;
+  encode(sample_step(), bytes);
+  const DecodeResult older = decode_bytes(without_field(bytes, "snapshot_bytes"));
+  ASSERT_TRUE(std::holds_alternative<StepRecord>(older.message)) << older.error;
+  EXPECT_EQ(std::get<StepRecord>(older.message).snapshot_bytes, 0u);
+  EXPECT_EQ(round_trip(sample_step()).snapshot_bytes, 48200000u);
 }
 
 TEST(CodecRoundTrip, CommandKeepsEveryField) {

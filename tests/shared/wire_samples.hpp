@@ -70,6 +70,7 @@ inline StepRecord sample_step(bool with_scaler = true) {
   m.dropped = 17;
   m.probe_errors = 2;
   m.record_dropped = 5;
+  m.snapshot_bytes = 48200000;
   m.stamp_unix_ns = 1717210800123456789ll;
   m.metric_mask = kSampleMask;
   m.layer_count = 3;

@@ -100,7 +100,7 @@ TEST(JsonFormat, StepHasEveryFieldAndLayerNamesFromTheDescription) {
             (std::vector<std::string>{"type", "rank", "seq", "run", "model", "step", "loss", "lr",
                                       "grad_norm", "skipped", "skip_reason", "step_time_us",
                                       "probe_us", "dropped", "probe_errors", "record_dropped",
-                                      "stamp_unix_ns", "metric_mask", "layer_count", "layers",
+                                      "snapshot_bytes", "stamp_unix_ns", "metric_mask", "layer_count", "layers",
                                       "module_mask", "module_count", "module_values", "scaler",
                                       "watches", "buffer_absmax", "frozen", "unused", "group_lrs",
                                       "cause"}));

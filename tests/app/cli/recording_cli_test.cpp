@@ -18,6 +18,7 @@
 
 #include "cli/export_command.hpp"
 #include "cli/summary_command.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel/wire/recording_writer.hpp"
 
@@ -132,6 +133,36 @@ TEST(RecordingCli, SummaryTellsTheRunInTenLines) {
   EXPECT_EQ(lines[8].find("loudest  blocks.0.mlp.fc.weight 42 (step 7)"), 0u) << lines[8];
   EXPECT_NE(lines[9].find("first_nonfinite 1"), std::string::npos) << lines[9];
   EXPECT_EQ(err.str(), "");
+}
+
+// A rewound run's summary says each rewind's from, to and why, and each stop's divergence,
+// without the paragraphs after them (what was put back, what usually cures a divergence).
+TEST(RecordingCli, SummaryListsEachRewindWithFromToAndWhy) {
+  std::vector<wire::Message> recorded = messages();
+  wire::Event rewind;
+  rewind.run = "night-run";
+  rewind.step = 9;
+  rewind.kind = wire::event_kind::kRewind;
+  rewind.detail = "rewound from step 9 to step 4 (a command): weights, buffers, optimizer state put back in 1.7 ms; "
+                  "the batches of steps 4..9 were consumed and are not replayed unless the trainer's on_rewind "
+                  "repositions its data";
+  wire::Event stopped;
+  stopped.run = "night-run";
+  stopped.step = 12;
+  stopped.kind = wire::event_kind::kRewindStopped;
+  stopped.detail = "diverged again (loss 9.1 above 2x its median 2.2 for 10 steps) after 3 rewinds (rewind_max): "
+                   "not rewinding, training goes on; what usually cures a run that keeps diverging: a lower lr";
+  recorded.push_back(rewind);
+  recorded.push_back(stopped);
+  const fs::path path = write_recording("rewound.keelrec", recorded);
+  std::ostringstream out, err;
+  ASSERT_EQ(run_summary(path.string(), out, err), 0) << err.str();
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 12u) << out.str();
+  EXPECT_NE(lines[9].find("rewind 1"), std::string::npos) << lines[9];
+  EXPECT_EQ(lines[10], "rewind   step 9: rewound from step 9 to step 4 (a command)");
+  EXPECT_EQ(lines[11], "rewind   step 12: not rewound, diverged again (loss 9.1 above 2x its median 2.2 for 10 steps) "
+                       "after 3 rewinds (rewind_max): not rewinding, training goes on");
 }
 
 TEST(RecordingCli, ExportWritesTidyCsvWithEveryMetricAndNanAsNan) {

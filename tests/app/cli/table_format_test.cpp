@@ -1,4 +1,5 @@
 #include "cli/table_format.hpp"
+#include "keel/wire/vocabulary.hpp"
 
 #include <limits>
 #include <sstream>
@@ -120,6 +121,29 @@ TEST(TableFormat, RunHeaderListsTheLayers) {
   wire::RunDescription sharded = sample_run();
   sharded.sharded = true;
   EXPECT_TRUE(contains(format_run(sharded), "rank 0 of 2, sharded"));
+}
+
+// `keel-cli tail` of a rewound run: the event says from, to and why; the command its target.
+TEST(TableFormat, ARewindReadsFromToAndWhy) {
+  wire::Event event;
+  event.step = 199;
+  event.kind = wire::event_kind::kRewind;
+  event.detail = "rewound from step 199 to step 100 (a command): weights, buffers, optimizer state put back in 1.7 ms";
+  const std::string line = format_event(event);
+  EXPECT_EQ(line.find("event rewind"), 0u) << line;
+  EXPECT_TRUE(contains(line, "step 199")) << line;
+  EXPECT_TRUE(contains(line, "rewound from step 199 to step 100 (a command)")) << line;
+  event.kind = wire::event_kind::kRewindStopped;
+  event.detail = "diverged again (loss above 2x its median for 10 steps) after 3 rewinds (rewind_max)";
+  EXPECT_TRUE(contains(format_event(event), "event rewind_stopped")) << format_event(event);
+  EXPECT_TRUE(contains(format_event(event), "after 3 rewinds (rewind_max)")) << format_event(event);
+
+  wire::Command command;
+  command.kind = wire::command_kind::kRewind;
+  EXPECT_TRUE(contains(format_command(command), "to the newest snapshot")) << format_command(command);
+  command.to_step = 6000;
+  command.at_step = 6120;
+  EXPECT_TRUE(contains(format_command(command), "to_step 6000  at_step 6120")) << format_command(command);
 }
 
 TEST(TableFormat, EventCommandAndAckAreOneLineEach) {

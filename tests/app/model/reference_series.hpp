@@ -32,6 +32,15 @@ class ReferenceSeries {
     present_[index] = true;
   }
 
+  // Forgets the samples after `step`, as SeriesHistory::drop_after() does.
+  void drop_after(int64_t step) {
+    const auto keep = static_cast<size_t>(std::max<int64_t>(0, step + 1 - origin_));
+    if (keep < values_.size()) {
+      values_.resize(keep);
+      present_.resize(keep);
+    }
+  }
+
   // Brute force over steps [first, last], both inclusive.
   Summary summarize(int64_t first, int64_t last) const {
     SummaryBuilder builder;

@@ -230,5 +230,104 @@ TEST(SeriesHistoryExactness, RecentWindowWrapsWithoutStaleSamples) {
   EXPECT_EQ(columns[8].value.max, 1.0f);
 }
 
+// Queries over the whole series, the newest steps and a few random ranges, at several widths.
+void check_rewound(const SeriesHistory& series, const ReferenceSeries& reference, int64_t origin,
+                   std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int q = 0; q < 24; ++q) {
+    const int64_t span = series.last_step() - origin + 100;
+    int64_t a = origin + static_cast<int64_t>(unit(rng) * span) - 50;
+    int64_t b = q % 3 == 0 ? series.last_step() : origin + static_cast<int64_t>(unit(rng) * span);
+    if (a > b) std::swap(a, b);
+    // Within the stored steps: past the newest, a fine column rightly covers fewer steps.
+    b = std::min(b, series.last_step());
+    a = std::min(a, b);
+    check_query(series, reference, a, b, 1 + static_cast<int>(unit(rng) * (q % 2 ? 30 : 1500)));
+    if (testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(SeriesHistoryRewind, ContinuationAfterDropAfterMatchesBruteForce) {
+  // A run rewound many times, each time by less than the window minus a bucket (the case
+  // drop_after() keeps exact): every query must then match the samples of the kept steps and
+  // of the continuation, never those forgotten.
+  const ModelConfig config = small_config(1024, 64);
+  const int64_t origin = 300;
+  SeriesHistory series(origin, config);
+  ReferenceSeries reference(origin);
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> back(0, 900);
+  int64_t step = origin;
+  int rewinds = 0;
+  for (int round = 0; round < 40; ++round) {
+    const int64_t run_to = step + 200 + static_cast<int64_t>(rng() % 3000);
+    for (; step < run_to; ++step) {
+      const float value = test_support::random_sample(rng, step);
+      ASSERT_TRUE(series.append(step, value)) << step;
+      reference.set(step, value);
+    }
+    const int64_t newest = step - 1;
+    const int64_t keep_to = newest - back(rng);
+    if (keep_to - series.bucket_steps() < series.recent_first_step()) continue;
+    series.drop_after(keep_to);
+    reference.drop_after(keep_to);
+    ++rewinds;
+    EXPECT_EQ(series.last_step(), keep_to);
+    EXPECT_FALSE(series.append(keep_to, 1.0f)) << "a kept step is still stored";
+    step = keep_to + 1;
+    check_rewound(series, reference, origin, rng);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(rewinds, 20);
+  EXPECT_GT(series.bucket_steps(), 4) << "the test must exercise coarsened buckets";
+}
+
+TEST(SeriesHistoryRewind, ForgottenSamplesNeverShowInTheRecentWindow) {
+  SeriesHistory series(0, small_config(64, 1024));
+  for (int64_t step = 0; step < 200; ++step) ASSERT_TRUE(series.append(step, 1.0f));
+  // Steps 150..199 are forgotten; 120..149 are continued with 2.0 from 150 on.
+  series.drop_after(149);
+  EXPECT_EQ(series.last_step(), 149);
+  EXPECT_EQ(series.last_value(), 1.0f);
+  float value = 0;
+  EXPECT_FALSE(series.value_at(150, &value));
+  for (int64_t step = 150; step < 170; ++step) ASSERT_TRUE(series.append(step, 2.0f));
+  ASSERT_TRUE(series.value_at(160, &value));
+  EXPECT_EQ(value, 2.0f);
+  // The slots of 86..135 held 150..199 a lap ahead: they must not read as those samples.
+  ASSERT_TRUE(series.value_at(140, &value));
+  EXPECT_EQ(value, 1.0f);
+  for (const Column& column : series.columns(100, 169, 70)) {
+    if (!column.value.has_data()) continue;
+    EXPECT_EQ(column.value.max, column.first_step < 150 ? 1.0f : 2.0f) << column.first_step;
+  }
+}
+
+TEST(SeriesHistoryRewind, DropBeyondTheWindowLosesNoKeptExtremeAndStillAppends) {
+  // Back further than the recent window: the bucket holding the kept step keeps the forgotten
+  // steps' extremes too (documented), but no kept sample's extreme or NaN is lost.
+  SeriesHistory series(0, small_config(16, 8));
+  ReferenceSeries reference(0);
+  for (int64_t step = 0; step < 500; ++step) {
+    const float value = step == 37 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(step % 50);
+    ASSERT_TRUE(series.append(step, value));
+    reference.set(step, value);
+  }
+  series.drop_after(100);
+  reference.drop_after(100);
+  EXPECT_EQ(series.last_step(), 100);
+  const Summary kept = merge(series.columns(0, 100, 5));
+  EXPECT_LE(kept.min, 0.0f);
+  EXPECT_GE(kept.max, 49.0f);
+  EXPECT_TRUE(kept.has_nan());
+  ASSERT_TRUE(series.append(101, 1000.0f));
+  EXPECT_EQ(merge(series.columns(0, 101, 3)).max, 1000.0f);
+  series.drop_after(-5);
+  EXPECT_TRUE(series.empty());
+  EXPECT_FALSE(merge(series.columns(0, 101, 3)).has_data());
+  ASSERT_TRUE(series.append(0, 3.0f));
+  EXPECT_EQ(merge(series.columns(0, 101, 3)).max, 3.0f);
+}
+
 }  // namespace
 }  // namespace keel::app

@@ -194,6 +194,7 @@ void for_each_field(M& m, Visit&& visit) {
   visit(field("dropped", m.dropped));
   visit(field("probe_errors", m.probe_errors));
   visit(field("record_dropped", m.record_dropped).when_set());
+  visit(field("snapshot_bytes", m.snapshot_bytes).when_set());
   visit(field("stamp_unix_ns", m.stamp_unix_ns));
   visit(field("metric_mask", m.metric_mask).must());
   visit(field("layer_count", m.layer_count).must());
@@ -295,7 +296,7 @@ inline constexpr bool has_fields_v = has_fields<std::remove_const_t<T>>::value;
 #if defined(__GLIBCXX__) && defined(__x86_64__)
 static_assert(sizeof(RunDescription) == 360 && sizeof(LayerInfo) == 120 && sizeof(ModuleRange) == 40,
               "a run description's member changed: update its table above, then this size");
-static_assert(sizeof(StepRecord) == 448 && sizeof(ScalerState) == 24 && sizeof(WatchStats) == 56,
+static_assert(sizeof(StepRecord) == 456 && sizeof(ScalerState) == 24 && sizeof(WatchStats) == 56,
               "a step record's member changed: update its table above, then this size");
 static_assert(sizeof(Event) == 360 && sizeof(Cause) == 160, "an event's member changed: update its table above, then this size");
 static_assert(sizeof(Command) == 184 && sizeof(Ack) == 184, "a command's or an ack's member changed: update its table above, then this size");

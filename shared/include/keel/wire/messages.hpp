@@ -114,6 +114,9 @@ struct StepRecord {
   // Messages the flight recorder could not write to its file so far (cumulative): a full or
   // slow disk. Each new run of losses is also a "record_dropped" event.
   uint64_t record_dropped = 0;
+  // Host memory the probe's rewind snapshots hold now, in bytes (docs/rewind.md); 0 when it
+  // keeps none, which also tells a client that a rewind command would be refused.
+  uint64_t snapshot_bytes = 0;
   int64_t stamp_unix_ns = 0;  // when the probe finished the step (for latency measurement)
   // Per-layer values, metric-major: for each metric present in metric_mask (ascending
   // LayerMetric order), layer_count float32 values in model order. A metric that is not due
