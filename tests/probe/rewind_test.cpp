@@ -146,9 +146,15 @@ TEST(Rewind, IsRefusedInWordsWithoutSnapshotsOrBeforeTheOldestAndChangesNothing)
     EXPECT_NE(ack.error.find("rewind_every is 0"), std::string::npos) << ack.error;
     EXPECT_FALSE(run.told);
     EXPECT_TRUE(run.last.applied);
+    EXPECT_EQ(run.probe->last_record().snapshot_bytes, 0u) << "no snapshots: the dashboard's Rewind is off";
   }
   RewoundRun run(adamw, /*every=*/4, /*keep=*/2);
   while (run.next < 13) run.step();
+  // Two snapshots of the net's weights and AdamW's two moments, 4 bytes each (and the step counts).
+  int64_t numel = 0;
+  for (const auto& p : run.net->parameters()) numel += p.numel();
+  EXPECT_GE(run.probe->last_record().snapshot_bytes, uint64_t(2 * 3 * 4 * numel));
+  EXPECT_LT(run.probe->last_record().snapshot_bytes, uint64_t(2 * 3 * 4 * numel + 4096));
   Client client(run.probe->bound_command_endpoint());
   const keel::wire::Ack ack = run.rewind_by_command(client, 2, /*to_step=*/5);
   EXPECT_FALSE(ack.ok);

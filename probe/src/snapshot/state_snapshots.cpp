@@ -54,6 +54,11 @@ SideCopy* StateSnapshots::side_copy(int device_index) {
 
 void StateSnapshots::take(int64_t step, const TrainingState& state) {
   if (slots_.empty()) return;
+  // Counted again however the copy ends: a failed one leaves its slot's host tensors made.
+  struct Recount {
+    StateSnapshots& snapshots;
+    ~Recount() { snapshots.bytes_ = snapshots.count_bytes(); }
+  } recount{*this};
   // An empty slot first (a rewind empties the abandoned span's), else the oldest.
   Slot* slot = &slots_[0];
   for (Slot& s : slots_) {
@@ -160,7 +165,7 @@ void StateSnapshots::restore(int64_t step, const TrainingState& state) {
   }
 }
 
-uint64_t StateSnapshots::bytes() const {
+uint64_t StateSnapshots::count_bytes() const {
   uint64_t total = 0;
   const auto add = [&total](const torch::Tensor& t) {
     if (t.defined()) total += static_cast<uint64_t>(t.nbytes());

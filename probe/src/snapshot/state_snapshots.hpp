@@ -10,7 +10,8 @@
 // waits for the step's update on the device, the buffers (which the next forward writes) on
 // the training stream; the next update waits on the device for the side stream, not the host.
 // Memory: each slot's host tensors are made for the first snapshot it holds and reused while
-// the shapes stay; bytes() is what all slots hold.
+// the shapes stay; bytes() is what all slots hold, counted as a snapshot is taken (every
+// step's record reads it: a 50,000-tensor model's slots are not walked per step).
 // Threads: the training thread. Never: waits on the host while taking a snapshot (but where
 // keel is built without the CUDA probe), or allocates once every slot is made and the shapes
 // stay. A restore waits for the copies: it is the rewind's pause.
@@ -63,7 +64,7 @@ class StateSnapshots {
   // caller reports.
   void restore(int64_t step, const TrainingState& state);
 
-  uint64_t bytes() const;
+  uint64_t bytes() const { return bytes_; }
   std::vector<int64_t> steps() const;   // oldest first
 
  private:
@@ -80,10 +81,12 @@ class StateSnapshots {
   // CUDA device are enqueued (into pinned memory) on the current stream.
   static void copy_to_host(torch::Tensor& host, const torch::Tensor& source);
   SideCopy* side_copy(int device_index);
+  uint64_t count_bytes() const;
 
   int64_t every_;
   std::vector<Slot> slots_;
   size_t next_ = 0;   // the slot the next snapshot takes
+  uint64_t bytes_ = 0;  // count_bytes() after the last take()
   std::map<int, std::unique_ptr<SideCopy>> side_copies_;   // per CUDA device; null without the CUDA probe
   std::vector<OptimizerStateTensors> live_state_;          // reused
 };

@@ -310,6 +310,7 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     message.dropped = publisher_ ? publisher_->dropped() : 0;
     message.probe_errors = events_.probe_errors();
     message.record_dropped = recording_.dropped();
+    message.snapshot_bytes = snapshots_.bytes();
     message.stamp_unix_ns = unix_ns();
     message.probe_us = timing_.probe_us(times, Clock::now());
     if (publisher_) {
