@@ -137,5 +137,29 @@ TEST(HeatmapImage, ZerosTakeTheBottomColourAndAConstantMetricTheMiddle) {
   }
 }
 
+// A rewind's abandoned steps (issue 59): where the continuation has no step yet, the cell is the
+// abandoned value's grey, lighter for a larger value and lightest for a non-finite one; where
+// the continuation has data, or nothing was abandoned, the cell stays as built.
+TEST(HeatmapImage, AbandonedCellsWithoutAContinuationAreGreyAndTheContinuationKeepsItsColour) {
+  const Summary none;
+  const std::vector<Summary> cells = {finite(1e-3f), finite(1.0f), none, none, none, none};
+  const std::vector<Summary> abandoned = {finite(1.0f), finite(1.0f), finite(1e-3f), finite(1.0f), nan_cell(), none};
+  HeatmapImage image;
+  image.build(cells, 1, 6, 1);
+  const std::vector<Rgba> built = image.pixels();
+  image.grey_abandoned(cells, abandoned);
+  const std::vector<Rgba>& p = image.pixels();
+  EXPECT_EQ(p[0], built[0]) << "the continuation's own step keeps its colour";
+  EXPECT_EQ(p[1], built[1]);
+  EXPECT_EQ(p[5], kNoDataColour) << "nothing abandoned there: still no data";
+  for (size_t c = 2; c <= 4; ++c) {
+    const Rgba g = p[c];
+    EXPECT_TRUE((g & 0xFF) == ((g >> 8) & 0xFF) && (g & 0xFF) == ((g >> 16) & 0xFF)) << "cell " << c << " is not grey";
+    EXPECT_NE(g, kNoDataColour);
+  }
+  EXPECT_LT(lightness(p[2]), lightness(p[3])) << "a smaller abandoned value is a darker grey";
+  EXPECT_LT(lightness(p[3]), lightness(p[4])) << "a non-finite one is the lightest";
+}
+
 }  // namespace
 }  // namespace keel::app::ui
