@@ -161,18 +161,26 @@ RankRun train_rank(int rank, const keel::probe::SkipAgreement& agreement, const 
   return run;
 }
 
-std::vector<RankRun> train_job(const JobSetup& setup) {
+// kRanks threads, each running `one_rank(rank, agreement)` (the agreement empty unless `agree`);
+// what each returned, by rank.
+template <typename Run, typename OneRank>
+std::vector<Run> on_ranks(bool agree, const OneRank& one_rank) {
   ThreadsAllReduceMax all_reduce(kRanks);
-  std::vector<RankRun> runs(kRanks);
+  std::vector<Run> runs(kRanks);
   std::vector<std::thread> ranks;
   for (int r = 0; r < kRanks; ++r) {
     ranks.emplace_back([&, r] {
-      runs[static_cast<size_t>(r)] =
-          train_rank(r, setup.agree ? all_reduce.agreement() : keel::probe::SkipAgreement(), setup);
+      runs[static_cast<size_t>(r)] = one_rank(r, agree ? all_reduce.agreement() : keel::probe::SkipAgreement());
     });
   }
   for (auto& t : ranks) t.join();
   return runs;
+}
+
+std::vector<RankRun> train_job(const JobSetup& setup) {
+  return on_ranks<RankRun>(setup.agree, [&](int rank, const keel::probe::SkipAgreement& agreement) {
+    return train_rank(rank, agreement, setup);
+  });
 }
 
 std::vector<int64_t> skipped_steps(const RankRun& run) {
@@ -445,17 +453,9 @@ RewindingRank rewind_run(int rank, int diverging_rank, const keel::probe::SkipAg
 
 TEST(RankAgreement, ARewindOneRanksPolicyAsksForIsTakenByEveryRankAtTheSameStepToTheSameSnapshot) {
   const auto job = [](bool agree) {
-    ThreadsAllReduceMax all_reduce(kRanks);
-    std::vector<RewindingRank> runs(kRanks);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < kRanks; ++r) {
-      ranks.emplace_back([&, r] {
-        runs[static_cast<size_t>(r)] =
-            rewind_run(r, /*diverging_rank=*/1, agree ? all_reduce.agreement() : keel::probe::SkipAgreement());
-      });
-    }
-    for (auto& t : ranks) t.join();
-    return runs;
+    return on_ranks<RewindingRank>(agree, [](int rank, const keel::probe::SkipAgreement& agreement) {
+      return rewind_run(rank, /*diverging_rank=*/1, agreement);
+    });
   };
   const std::vector<RewindingRank> alone = job(/*agree=*/false);
   EXPECT_EQ(alone[0].told_to, -1) << "the control: without the agreement rank 0 never rewinds";
