@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <utility>
 
 #include <imgui.h>
 #include <imgui_internal.h>  // ImGuiItemFlags_MixedValue: a checkbox that shows "unknown"
@@ -72,6 +73,14 @@ std::optional<int64_t> rewind_target(const char* typed) {
   const long long step = std::strtoll(text.c_str(), &end, 10);
   if (errno != 0 || end == text.c_str() || *end != '\0' || step < 0) return std::nullopt;
   return static_cast<int64_t>(step);
+}
+
+// A confirmation's modal: opened when asked (`requested`, then cleared), and begun. `opened`
+// says it opened this frame (its field takes the keyboard). False while it is not shown.
+bool begin_confirmation(const char* title, bool& requested, bool& opened) {
+  opened = std::exchange(requested, false);
+  if (opened) ImGui::OpenPopup(title);
+  return ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_AlwaysAutoResize);
 }
 
 }  // namespace
@@ -172,14 +181,8 @@ void ControlPanel::draw_status() {
 }
 
 void ControlPanel::draw_dump_popup(const std::vector<EndpointState>& links, const RunModel& run) {
-  const char* title = "Dump checkpoint?";
   bool focus_label = false;
-  if (open_dump_popup_) {
-    ImGui::OpenPopup(title);
-    open_dump_popup_ = false;
-    focus_label = true;
-  }
-  if (!ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
+  if (!begin_confirmation("Dump checkpoint?", open_dump_popup_, focus_label)) return;
   ImGui::TextUnformatted("Write the model and optimizer state and the recent telemetry now,");
   ImGui::TextUnformatted("into the trainer's dump directory. Training goes on.");
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 20);
@@ -229,14 +232,8 @@ void ControlPanel::draw_rewind_button(const RunModel* run) {
 
 void ControlPanel::draw_rewind_popup(const Model& model, const std::vector<EndpointState>& links,
                                      const RunModel& run) {
-  const char* title = "Rewind?";
   bool focus_step = false;
-  if (open_rewind_popup_) {
-    ImGui::OpenPopup(title);
-    open_rewind_popup_ = false;
-    focus_step = true;
-  }
-  if (!ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
+  if (!begin_confirmation("Rewind?", open_rewind_popup_, focus_step)) return;
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Rewind to the newest snapshot at or before step");
   ImGui::SameLine();
