@@ -1,8 +1,6 @@
 #include "ui/control_panel.hpp"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <utility>
 
@@ -12,6 +10,7 @@
 #include "keel/wire/vocabulary.hpp"
 #include "ui/command_targets.hpp"
 #include "ui/events_view.hpp"
+#include "ui/rewind_target.hpp"
 #include "ui/fonts.hpp"
 #include "ui/key_presses.hpp"
 #include "ui/text_fit.hpp"
@@ -59,20 +58,6 @@ const char* policy_state_name(PolicyState state) {
     case PolicyState::kUnknown: break;
   }
   return "unknown";
-}
-
-// The to_step of a rewind command from what was typed: -1 (the newest snapshot) for nothing,
-// else a step at or after 0; nullopt for anything else.
-std::optional<int64_t> rewind_target(const char* typed) {
-  std::string text(typed);
-  while (!text.empty() && text.back() == ' ') text.pop_back();
-  while (!text.empty() && text.front() == ' ') text.erase(text.begin());
-  if (text.empty()) return -1;
-  char* end = nullptr;
-  errno = 0;
-  const long long step = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str() || *end != '\0' || step < 0) return std::nullopt;
-  return static_cast<int64_t>(step);
 }
 
 // A confirmation's modal: opened when asked (`requested`, then cleared), and begun. `opened`
