@@ -12,24 +12,19 @@ OUT/rank<R>.pt.
 from __future__ import annotations
 
 import os
-import sys
 
 import torch
 import torch.distributed as dist
 
 import keel
+from ddp_replicas import join_replicas, run_and_leave
 
 DIVERGES_AT = 24
 STEPS = 40
 
 
 def main(out: str) -> None:
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    torch.manual_seed(0)   # the same initial weights on both ranks
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-2)
+    rank, model, ddp, optimizer = join_replicas()
     told = []
     agree = None if os.environ.get("KEEL_TEST_AGREE", "1") == "1" else False
     probe = keel.Probe(ddp, optimizer, agree_skips=agree, record_dir="", endpoint="", rewind_every=4,
@@ -52,8 +47,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])   # its probe is gone when it returns: keel's own teardown has run
-    # Then leave without the interpreter's teardown, as fsdp_trainer.py does (why: there).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    run_and_leave(main)

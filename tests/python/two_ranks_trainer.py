@@ -7,25 +7,18 @@ its outcomes and final weights to OUT/rank<R>.pt.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import torch
 import torch.distributed as dist
 
 import keel
+from ddp_replicas import join_replicas, run_and_leave
 
 POISON_STEP = 3
 STEPS = 6
 
 
 def main(out: str) -> None:
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    torch.manual_seed(0)   # the same initial weights on both ranks
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=1e-2)
+    rank, model, ddp, optimizer = join_replicas()
     # No endpoint given: each rank publishes on its own port ($KEEL_PORT + 2 * rank).
     probe = keel.Probe(ddp, optimizer, record_dir="", dump_on_nonfinite=False, allow_unauthenticated_local=True)
     outcomes = []
@@ -46,8 +39,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])   # its probe is gone when it returns: keel's own teardown has run
-    # Then leave without the interpreter's teardown, as fsdp_trainer.py does (why: there).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    run_and_leave(main)
