@@ -230,11 +230,15 @@ void Probe::Impl::take_due_dump(const DumpDue& due) {
   // With a sharded job's agreement a command another rank took is this rank's too, with no
   // request of its own to answer.
   const std::optional<DumpRequest> request = due.command ? control_.dump_requested() : std::nullopt;
+  take_dump(record_step_, due.command ? "command" : dump_reason_of(due.automatic), request);
+  if (request) control_.dump_taken();
+}
+
+void Probe::Impl::take_dump(int64_t step, const std::string& reason, const std::optional<DumpRequest>& request) {
   const CheckpointDumps::Subject subject{*model_, *optimizer_, description_, publisher_.get(), control_.commands()};
   CheckpointDumps::AgreeOnDump agree;
   if (skip_agreement_) agree = [this](const std::string& refusal) { return agree_on_dump(refusal); };
-  dumps_.take(record_step_, due.command ? "command" : dump_reason_of(due.automatic), request, subject, agree, events_);
-  if (request) control_.dump_taken();
+  dumps_.take(step, reason, request, subject, agree, events_);
 }
 
 void Probe::Impl::dump_if_due(const Reduction& r, bool take_requested, bool buffers_start) {

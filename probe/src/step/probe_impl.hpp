@@ -228,6 +228,9 @@ class Probe::Impl {
   DumpDue dump_due(const Reduction& reduction, bool take_requested, bool buffers_start) const;
   // Takes the dump `due` calls for, if any (a command's answered).
   void take_due_dump(const DumpDue& due);
+  // Takes the dump of `step` for `reason` (a command's with its request), agreed with the other
+  // ranks when they agree on each step.
+  void take_dump(int64_t step, const std::string& reason, const std::optional<DumpRequest>& request);
   // take_due_dump(dump_due(...)).
   void dump_if_due(const Reduction& reduction, bool take_requested = true, bool buffers_start = false);
   // The update pass of an immediate step, after the optimizer's.

@@ -66,12 +66,8 @@ std::optional<Probe::Impl::Rewound> Probe::Impl::rewind(int64_t from_step) {
 }
 
 void Probe::Impl::dump_rewound_state(int64_t to_step) {
-  if (!options_.rewind_dump) return;
-  const CheckpointDumps::Subject subject{*model_, *optimizer_, description_, publisher_.get(), control_.commands()};
-  CheckpointDumps::AgreeOnDump agree;
-  // Every rank rewinds together (join_agreed_rewind), so every rank is here to agree.
-  if (skip_agreement_) agree = [this](const std::string& refusal) { return agree_on_dump(refusal); };
-  dumps_.take(to_step, "rewind", std::nullopt, subject, agree, events_);
+  // Every rank rewinds together (join_agreed_rewind), so every rank is here to agree on it.
+  if (options_.rewind_dump) take_dump(to_step, "rewind", std::nullopt);
 }
 
 double Probe::Impl::cut_learning_rate(const RemoteControl::RewindRequest& request) {
