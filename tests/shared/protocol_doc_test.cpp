@@ -203,7 +203,7 @@ TEST(ProtocolDoc, EveryFieldTableMatchesTheCodecs) {
   std::istringstream in(text);
   const Tables document = document_tables(in);
   const Tables codec = codec_tables();
-  EXPECT_EQ(codec.size(), 11u) << "header, 5 messages, 5 nested maps";
+  EXPECT_EQ(codec.size(), 12u) << "header, 5 messages, 6 nested maps";
   const std::vector<std::string> found = differences(codec, document);
   EXPECT_TRUE(found.empty()) << "PROTOCOL.md §3 and keel/wire/message_fields.hpp differ:" << joined(found);
 }
@@ -274,7 +274,7 @@ std::vector<std::string> missing_from(const std::string& row, const char* const 
   return missing;
 }
 
-// Every event kind, command kind, policy and cause kind of keel/wire is documented where a
+// Every event kind, command kind, policy, cause kind and warning signal of keel/wire is documented where a
 // client's author looks for it.
 TEST(ProtocolDoc, EveryKindAndPolicyIsDocumented) {
   const std::string text = protocol_md();
@@ -282,11 +282,13 @@ TEST(ProtocolDoc, EveryKindAndPolicyIsDocumented) {
   const std::string command_kinds = row_starting(text.substr(text.find("### 3.5")), "| `kind` | str | yes |");
   const std::string policies = row_starting(text, "| `policy` | `policy` = ");
   const std::string causes = row_starting(text.substr(text.find("`cause` map")), "| `kind` | str | yes |");
-  ASSERT_FALSE(event_kinds.empty() || command_kinds.empty() || policies.empty() || causes.empty());
+  const std::string signals = row_starting(text.substr(text.find("`warning` map")), "| `signal` | str | yes |");
+  ASSERT_FALSE(event_kinds.empty() || command_kinds.empty() || policies.empty() || causes.empty() || signals.empty());
   EXPECT_TRUE(missing_from(event_kinds, kEventKinds, true).empty()) << "§3.4 kind:" << joined(missing_from(event_kinds, kEventKinds, true));
   EXPECT_TRUE(missing_from(command_kinds, kCommandKinds, true).empty()) << "§3.5 kind:" << joined(missing_from(command_kinds, kCommandKinds, true));
   EXPECT_TRUE(missing_from(policies, kPolicyNames, true).empty()) << "§6 policy:" << joined(missing_from(policies, kPolicyNames, true));
   EXPECT_TRUE(missing_from(causes, kCauseKinds, true).empty()) << "§3.4 cause kind:" << joined(missing_from(causes, kCauseKinds, true));
+  EXPECT_TRUE(missing_from(signals, kWarningSignals, true).empty()) << "§3.4 warning signal:" << joined(missing_from(signals, kWarningSignals, true));
 }
 
 }  // namespace

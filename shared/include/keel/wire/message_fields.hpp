@@ -222,6 +222,16 @@ void for_each_field(M& m, Visit&& visit) {
   visit(field("sentence", m.sentence));
 }
 
+template <typename M, typename Visit, if_fields_of<M, Warning> = 0>
+void for_each_field(M& m, Visit&& visit) {
+  visit(field("signal", m.signal).must());
+  visit(field("value", m.value));
+  visit(field("baseline", m.baseline));
+  visit(field("per_step", m.per_step));
+  visit(field("lead_steps", m.lead_steps).when_not(-1));
+  visit(field("advice", m.advice));
+}
+
 template <typename M, typename Visit, if_fields_of<M, Event> = 0>
 void for_each_field(M& m, Visit&& visit) {
   visit(field("run", m.run).when_set());
@@ -232,6 +242,7 @@ void for_each_field(M& m, Visit&& visit) {
   visit(field("detail", m.detail));
   visit(field("stamp_unix_ns", m.stamp_unix_ns));
   visit(field("cause", m.cause).when_set());
+  visit(field("warning", m.warning).when_set());
 }
 
 // ---- cmd and ack (PROTOCOL §3.5, §3.6) -----------------------------------------------------
@@ -298,7 +309,7 @@ static_assert(sizeof(RunDescription) == 360 && sizeof(LayerInfo) == 120 && sizeo
               "a run description's member changed: update its table above, then this size");
 static_assert(sizeof(StepRecord) == 456 && sizeof(ScalerState) == 24 && sizeof(WatchStats) == 56,
               "a step record's member changed: update its table above, then this size");
-static_assert(sizeof(Event) == 360 && sizeof(Cause) == 160, "an event's member changed: update its table above, then this size");
+static_assert(sizeof(Event) == 464 && sizeof(Cause) == 160 && sizeof(Warning) == 96, "an event's member changed: update its table above, then this size");
 static_assert(sizeof(Command) == 184 && sizeof(Ack) == 184, "a command's or an ack's member changed: update its table above, then this size");
 #endif
 

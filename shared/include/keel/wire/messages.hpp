@@ -172,6 +172,19 @@ struct Cause {
 inline constexpr const char* kCauseKinds[] = {"forward", "backward", "loss_scale", "batch",
                                               "learning_rate", "weights", "input", "transient"};
 
+// The forecaster's reading of a trend that usually ends in a divergence (PROTOCOL §3.4,
+// docs/warnings.md). `signal` is one of kWarningSignals; the event's `layer` names the layer or
+// watched tensor the trend is in ("" for the run's global grad norm or loss scale).
+struct Warning {
+  std::string signal;      // one of kWarningSignals
+  double value = 0;        // the signal now, smoothed over the last steps
+  double baseline = 0;     // its level before the trend
+  double per_step = 0;     // the trend: how much log(value) rises a step (log_z: nats a step; loss_scale: falls)
+  int64_t lead_steps = -1; // steps until trouble at this rate; -1 when the trend gives no estimate
+  std::string advice;      // one sentence: what usually cures it
+};
+inline constexpr const char* kWarningSignals[] = {"grad_norm", "update_ratio", "logit_max", "log_z", "loss_scale"};
+
 struct Event {
   int32_t rank = 0;
   uint64_t seq = 0;
@@ -183,6 +196,7 @@ struct Event {
   std::string detail;     // human-readable
   int64_t stamp_unix_ns = 0;
   std::optional<Cause> cause;  // first_nonfinite: why the step was unsafe
+  std::optional<Warning> warning;  // warning: the trend the forecaster saw
 };
 
 // A request from a client to the probe's command socket.

@@ -28,6 +28,7 @@ inline constexpr const char kPolicy[] = "policy";
 inline constexpr const char kAuthRefused[] = "auth_refused";
 inline constexpr const char kRewind[] = "rewind";
 inline constexpr const char kRewindStopped[] = "rewind_stopped";
+inline constexpr const char kWarning[] = "warning";
 }  // namespace event_kind
 inline constexpr const char* kEventKinds[] = {
     event_kind::kFirstNonfinite, event_kind::kFirstNonfiniteWatch, event_kind::kNonfiniteBuffer,
@@ -35,7 +36,7 @@ inline constexpr const char* kEventKinds[] = {
     event_kind::kDumpFailed,     event_kind::kDumpsCleaned,        event_kind::kTelemetryReset,
     event_kind::kProbeError,     event_kind::kRecordDropped,       event_kind::kLayoutChanged,
     event_kind::kPolicy,         event_kind::kAuthRefused,         event_kind::kRewind,
-    event_kind::kRewindStopped};
+    event_kind::kRewindStopped,  event_kind::kWarning};
 
 // Command::kind (PROTOCOL §3.5, §6).
 namespace command_kind {
