@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "keel/wire/vocabulary.hpp"
 #include "test_publisher.hpp"
 
 namespace keel::app {
@@ -304,8 +305,10 @@ TEST(JsonFormat, EventHasEveryField) {
   event.model = "critic";
   const Json json = to_json(event, LayerNames{});
   EXPECT_EQ(keys_of(json), (std::vector<std::string>{"type", "rank", "seq", "run", "model", "step",
-                                                     "kind", "layer", "detail", "stamp_unix_ns", "cause"}));
+                                                     "kind", "layer", "detail", "stamp_unix_ns", "cause",
+                                                     "warning"}));
   EXPECT_TRUE(json["cause"].is_null());
+  EXPECT_TRUE(json["warning"].is_null());
   EXPECT_EQ(json["type"], "event");
   EXPECT_EQ(json["kind"], "first_nonfinite");
   EXPECT_EQ(json["step"], 1234);
@@ -322,6 +325,27 @@ TEST(JsonFormat, EventHasEveryField) {
   EXPECT_EQ(with_cause["cause"]["kind"], "input");
   EXPECT_EQ(with_cause["cause"]["module"], "head");
   EXPECT_EQ(with_cause["cause"]["sentence"], "Non-finite input at step 1234");
+}
+
+// The forecaster's warning map (PROTOCOL §3.4) under its wire names, an unknown lead as -1: what
+// an alert command reads on its standard input (keel-cli watch).
+TEST(JsonFormat, AWarningEventCarriesItsWarningMap) {
+  wire::Event event;
+  event.step = 120;
+  event.kind = wire::event_kind::kWarning;
+  event.layer = "blocks.0.attn.qkv.weight";
+  event.warning = wire::Warning{"update_ratio", 0.081, 0.031, 0.04, 35, "lower the learning rate"};
+  const Json json = to_json(event, LayerNames{});
+  EXPECT_EQ(keys_of(json["warning"]),
+            (std::vector<std::string>{"signal", "value", "baseline", "per_step", "lead_steps", "advice"}));
+  EXPECT_EQ(json["warning"]["signal"], "update_ratio");
+  EXPECT_DOUBLE_EQ(json["warning"]["value"].get<double>(), 0.081);
+  EXPECT_DOUBLE_EQ(json["warning"]["baseline"].get<double>(), 0.031);
+  EXPECT_DOUBLE_EQ(json["warning"]["per_step"].get<double>(), 0.04);
+  EXPECT_EQ(json["warning"]["lead_steps"], 35);
+  EXPECT_EQ(json["warning"]["advice"], "lower the learning rate");
+  event.warning->lead_steps = -1;
+  EXPECT_EQ(to_json(event, LayerNames{})["warning"]["lead_steps"], -1);
 }
 
 TEST(JsonFormat, CommandHasEveryField) {
