@@ -7,8 +7,8 @@
 #include <regex>
 #include <unordered_map>
 
-#include "cli/layer_names.hpp"
-#include "cli/table_format.hpp"
+#include "text/layer_names.hpp"
+#include "text/table_format.hpp"
 #include "keel/wire/layer_metrics.hpp"
 #include "keel/wire/messages.hpp"
 #include "net/recording_file.hpp"

@@ -10,10 +10,10 @@
 #include <sstream>
 #include <variant>
 
-#include "cli/json_format.hpp"
-#include "cli/layer_names.hpp"
+#include "text/json_format.hpp"
+#include "text/layer_names.hpp"
 #include "cli/send_request.hpp"
-#include "cli/table_format.hpp"
+#include "text/table_format.hpp"
 #include "keel/wire/codec.hpp"
 #include "keel/wire/vocabulary.hpp"
 #include "net/client_auth.hpp"

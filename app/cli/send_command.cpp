@@ -10,8 +10,8 @@
 #include <variant>
 #include <vector>
 
-#include "cli/json_format.hpp"
-#include "cli/layer_names.hpp"
+#include "text/json_format.hpp"
+#include "text/layer_names.hpp"
 #include "keel/wire/codec.hpp"
 #include "cli/send_request.hpp"
 #include "keel/wire/vocabulary.hpp"

@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
-#include "cli/layer_names.hpp"
-#include "cli/table_format.hpp"
+#include "text/layer_names.hpp"
+#include "text/table_format.hpp"
 #include "keel/wire/messages.hpp"
 #include "keel/wire/vocabulary.hpp"
 #include "net/recording_file.hpp"

@@ -16,9 +16,9 @@
 #include <variant>
 
 #include "cli/interrupt.hpp"
-#include "cli/json_format.hpp"
-#include "cli/layer_names.hpp"
-#include "cli/table_format.hpp"
+#include "text/json_format.hpp"
+#include "text/layer_names.hpp"
+#include "text/table_format.hpp"
 #include "keel/wire/codec.hpp"
 #include "net/receiver.hpp"
 

@@ -17,7 +17,7 @@
 #include <map>
 #include <string>
 
-#include "cli/layer_names.hpp"
+#include "text/layer_names.hpp"
 #include "keel/wire/messages.hpp"
 
 namespace keel::app {

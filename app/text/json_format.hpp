@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/layer_names.hpp"
+#include "text/layer_names.hpp"
 #include "keel/wire/messages.hpp"
 
 namespace keel::app {

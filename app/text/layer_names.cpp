@@ -1,4 +1,4 @@
-#include "cli/layer_names.hpp"
+#include "text/layer_names.hpp"
 
 #include <utility>
 

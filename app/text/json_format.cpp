@@ -1,4 +1,4 @@
-#include "cli/json_format.hpp"
+#include "text/json_format.hpp"
 
 #include <charconv>
 #include <cmath>

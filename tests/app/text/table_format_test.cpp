@@ -1,4 +1,4 @@
-#include "cli/table_format.hpp"
+#include "text/table_format.hpp"
 #include "keel/wire/vocabulary.hpp"
 
 #include <limits>
