@@ -54,8 +54,10 @@ struct Loudest {
   int64_t step = 0;
 };
 
-// Rewinds and rewind_stopped events listed one a line; the rest are counted.
+// Rewinds, rewind_stopped and warning events listed one a line, so many of each; the rest are
+// counted.
 constexpr uint64_t kRewindsListed = 8;
+constexpr uint64_t kWarningsListed = 8;
 
 // Everything the ten lines need, gathered in one pass over the file.
 struct RunSummary {
@@ -72,6 +74,8 @@ struct RunSummary {
   std::optional<wire::Event> first_nonfinite;
   std::vector<std::string> rewinds;   // "step N: rewound from ... (why)", the first kRewindsListed
   uint64_t rewind_events = 0;
+  std::vector<std::string> warnings;   // "step N: LAYER: numbers", the first kWarningsListed
+  uint64_t warning_events = 0;
   std::map<std::string, Loudest> loudest;   // by layer name
   uint64_t record_dropped = 0;
 
@@ -84,6 +88,7 @@ struct RunSummary {
     } else if (auto* event = std::get_if<wire::Event>(&message)) {
       ++events[event->kind];
       if (event->kind == wire::event_kind::kRewind || event->kind == wire::event_kind::kRewindStopped) take_rewind(*event);
+      if (event->kind == wire::event_kind::kWarning) take_warning(*event);
       if (event->kind == "first_nonfinite" && !first_nonfinite) first_nonfinite = std::move(*event);
     }
   }
@@ -99,6 +104,14 @@ struct RunSummary {
     if (cures != std::string::npos) said.resize(cures);
     const std::string what = event.kind == wire::event_kind::kRewind ? "" : "not rewound, ";
     rewinds.push_back("step " + std::to_string(event.step) + ": " + what + terminal_safe(said));
+  }
+
+  // The forecaster's numbers (warning_line), where its sentence would be a paragraph per line.
+  void take_warning(const wire::Event& event) {
+    if (++warning_events > kWarningsListed) return;
+    const std::string where = event.layer.empty() ? "" : terminal_safe(event.layer) + ": ";
+    const std::string numbers = event.warning ? warning_line(event) : event.detail;
+    warnings.push_back("step " + std::to_string(event.step) + ": " + where + terminal_safe(numbers));
   }
 
   void take_step(const wire::StepRecord& step) {
@@ -194,6 +207,8 @@ int run_summary(const std::string& path, std::ostream& out, std::ostream& err) {
   out << "events   " << (s.events.empty() ? "none" : counts(s.events)) << '\n';
   for (const std::string& rewind : s.rewinds) out << "rewind   " << rewind << '\n';
   if (s.rewind_events > kRewindsListed) out << "rewind   and " << s.rewind_events - kRewindsListed << " more\n";
+  for (const std::string& warning : s.warnings) out << "warning  " << warning << '\n';
+  if (s.warning_events > kWarningsListed) out << "warning  and " << s.warning_events - kWarningsListed << " more\n";
   return 0;
 }
 

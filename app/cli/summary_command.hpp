@@ -4,7 +4,8 @@
 //
 // What it is for: the first look at a run nobody watched: what it was, how far it got, how
 // many updates were skipped and why, where and why it first went non-finite, and which layers
-// were loudest (largest grad norm). Reads a recording or a dump's telemetry.msgpack
+// were loudest (largest grad norm); then each rewind, and each warning of the forecaster with its
+// numbers (a line each, the first eight of each). Reads a recording or a dump's telemetry.msgpack
 // (net/recording_file.hpp); what had to be skipped in a damaged file goes to stderr.
 // Exit status: 0 when the file was read (even if damaged in part), 1 when it cannot be read.
 // Threads: main thread only.

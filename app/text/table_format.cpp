@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "keel/wire/vocabulary.hpp"
+#include "values/warning_numbers.hpp"
 
 namespace keel::app {
 namespace {
@@ -141,6 +142,14 @@ std::string format_step(const wire::StepRecord& step, const LayerNames& names) {
                        worst_text.c_str());
 }
 
+std::string warning_line(const wire::Event& event) {
+  if (!event.warning) return "";
+  std::string out = warning_numbers_text(*event.warning);
+  const std::string& advice = event.warning->advice;
+  if (!advice.empty() && event.detail.find(advice) == std::string::npos) out += "; " + advice;
+  return out;
+}
+
 std::string format_event(const wire::Event& event) {
   std::string out = printf_string("event %-22s step %" PRId64 "  rank %d",
                                   terminal_safe(event.kind).c_str(), event.step, event.rank);
@@ -148,6 +157,8 @@ std::string format_event(const wire::Event& event) {
   if (!event.detail.empty()) out += "  " + terminal_safe(event.detail);
   // The cause on a line of its own: the one sentence a person reads first.
   if (event.cause) out += "\n      cause " + terminal_safe(event.cause->kind) + ": " + terminal_safe(event.cause->sentence);
+  // A warning's numbers on a line of their own, as a cause is; its advice when the detail left it out.
+  if (event.warning) out += "\n      warning " + terminal_safe(warning_line(event));
   return out;
 }
 

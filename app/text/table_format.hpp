@@ -6,7 +6,7 @@
 // dropped records, and the layer with the largest gradient norm, a non-finite one first since
 // that is the signal; on a wide model's rollup step, which has no layer values, the worst
 // module, "module <name>"), its layer named by its own run's description; events, commands and acks
-// are one line each. Non-finite values print as nan / inf / -inf. Text from the network is
+// are one line each, an event's cause and a warning's numbers on a line of their own under it. Non-finite values print as nan / inf / -inf. Text from the network is
 // made safe for a terminal (control bytes become '?').
 // Threads: pure functions; a TablePrinter is a plain value owned by one thread.
 // Never: throws for any message content.
@@ -27,6 +27,10 @@ std::string format_run(const keel::wire::RunDescription& run);
 std::string step_table_header();
 std::string format_step(const keel::wire::StepRecord& step, const LayerNames& names);
 std::string format_event(const keel::wire::Event& event);
+// A `warning` event's numbers (values/warning_numbers.hpp) and its advice when the detail does
+// not carry it already: "update_ratio 0.081, 2.6x its baseline 0.031, rising 4.08% a step; may
+// diverge in ~35 steps"; "" for an event without a warning map. tail prints it under the event.
+std::string warning_line(const keel::wire::Event& event);
 std::string format_command(const keel::wire::Command& command);
 std::string format_ack(const keel::wire::Ack& ack);
 

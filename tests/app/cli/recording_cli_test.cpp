@@ -165,6 +165,34 @@ TEST(RecordingCli, SummaryListsEachRewindWithFromToAndWhy) {
                        "after 3 rewinds (rewind_max): not rewinding, training goes on");
 }
 
+// A run the forecaster warned about: each warning's step, layer and numbers, a line each, the
+// first eight, then how many more.
+TEST(RecordingCli, SummaryListsEachWarningWithItsNumbers) {
+  std::vector<wire::Message> recorded = messages();
+  for (int i = 0; i < 10; ++i) {
+    wire::Event warning;
+    warning.run = "night-run";
+    warning.seq = 100 + uint64_t(i);
+    warning.step = 8;
+    warning.kind = wire::event_kind::kWarning;
+    warning.layer = i == 0 ? "blocks.0.mlp.fc.weight" : "";
+    warning.detail = "the global grad norm 3.1x its baseline; lower the learning rate";
+    warning.warning = wire::Warning{i == 0 ? "update_ratio" : "grad_norm", 0.0806, 0.031, 0.04, -1,
+                                    "lower the learning rate"};
+    recorded.push_back(warning);
+  }
+  const fs::path path = write_recording("warned.keelrec", recorded);
+  std::ostringstream out, err;
+  ASSERT_EQ(run_summary(path.string(), out, err), 0) << err.str();
+  const std::vector<std::string> lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 19u) << out.str();
+  EXPECT_NE(lines[9].find("warning 10"), std::string::npos) << lines[9];
+  EXPECT_EQ(lines[10], "warning  step 8: blocks.0.mlp.fc.weight: update_ratio 0.0806, 2.6x its baseline 0.031, "
+                       "rising 4.08% a step; no estimate of when");
+  EXPECT_EQ(lines[11].find("warning  step 8: grad_norm 0.0806"), 0u) << lines[11];
+  EXPECT_EQ(lines[18], "warning  and 2 more");
+}
+
 TEST(RecordingCli, ExportWritesTidyCsvWithEveryMetricAndNanAsNan) {
   const fs::path path = write_recording("export.keelrec");
   std::ostringstream out, err;

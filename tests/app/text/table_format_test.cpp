@@ -146,6 +146,27 @@ TEST(TableFormat, ARewindReadsFromToAndWhy) {
   EXPECT_TRUE(contains(format_command(command), "to_step 6000  at_step 6120")) << format_command(command);
 }
 
+// `keel-cli tail` of a forecaster's warning: the event's sentence, then its numbers on a line of
+// their own as a cause's, and the advice when the sentence does not carry it.
+TEST(TableFormat, AWarningPrintsItsNumbersOnALineOfItsOwn) {
+  wire::Event event;
+  event.step = 120;
+  event.kind = wire::event_kind::kWarning;
+  event.layer = "blocks.0.attn.qkv.weight";
+  event.detail = "update ratio / lr of blocks.0.attn.qkv.weight 2.6x its baseline 0.031 and rising 4% a step";
+  event.warning = wire::Warning{"update_ratio", 0.0806, 0.031, 0.04, 35, "lower the learning rate"};
+  const std::string text = format_event(event);
+  EXPECT_EQ(text.find("event warning"), 0u) << text;
+  EXPECT_TRUE(contains(text, "layer blocks.0.attn.qkv.weight  update ratio / lr of")) << text;
+  EXPECT_TRUE(contains(text, "\n      warning update_ratio 0.0806, 2.6x its baseline 0.031, rising 4.08% a step; may "
+                             "diverge in ~35 steps; lower the learning rate"))
+      << text;
+  event.detail += "; lower the learning rate";
+  EXPECT_EQ(count_of(format_event(event), "lower the learning rate"), 1u) << "the advice said once";
+  event.warning.reset();
+  EXPECT_FALSE(contains(format_event(event), "\n")) << "no map, no second line";
+}
+
 TEST(TableFormat, EventCommandAndAckAreOneLineEach) {
   wire::Event event;
   event.step = 88;
