@@ -66,7 +66,8 @@ fi
 sanitized_targets=(
   keel_wire_tests keel_command_path_tests keel_fuzz_decode_replay keel_fuzz_command_replay
   keel_fuzz_recording_replay keel_flight_recorder_tests
-  keel_app_values_tests keel_app_model_tests keel_app_net_tests keel_app_text_tests keel_app_core_tests keel_cli_tests keel_ui_tests
+  keel_app_values_tests keel_app_model_tests keel_app_net_tests keel_app_text_tests keel_app_alert_tests
+  keel_app_core_tests keel_cli_tests keel_ui_tests
   keel_probe_tests keel_fused_reduce_tests keel_dashboard_vertices_tests
 )
 if [ "$sanitize" = "thread" ]; then
