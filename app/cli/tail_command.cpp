@@ -6,21 +6,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <variant>
 
 #include "cli/interrupt.hpp"
+#include "cli/received_telemetry.hpp"
 #include "text/json_format.hpp"
 #include "text/layer_names.hpp"
 #include "text/table_format.hpp"
 #include "keel/wire/codec.hpp"
-#include "net/receiver.hpp"
 
 namespace keel::app {
 namespace {
@@ -79,33 +77,20 @@ bool tail_prints(const keel::wire::Message& message, const TailOptions& options)
 int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
   std::vector<std::string> endpoints = options.endpoints;
   if (endpoints.empty()) endpoints.push_back(keel::wire::kDefaultPubEndpoint);
-
-  // The receiver thread wakes this one as soon as it has queued something.
-  std::mutex wake_mutex;
-  std::condition_variable wake;
-  bool queued = false;
-  ReceiverOptions receiver_options;
-  receiver_options.auth = ClientAuth::from_options(options.auth);
-  receiver_options.on_data = [&] {
-    std::lock_guard<std::mutex> lock(wake_mutex);
-    queued = true;
-    wake.notify_one();
-  };
-  std::unique_ptr<Receiver> receiver;
+  std::unique_ptr<ReceivedTelemetry> telemetry;
   try {
-    receiver = std::make_unique<Receiver>(endpoints, receiver_options);
+    telemetry = std::make_unique<ReceivedTelemetry>(endpoints, options.auth);
   } catch (const std::exception& error) {
     err << "keel-cli: " << error.what() << '\n';
     return 1;
   }
+  const ReceivedTelemetry::Say say = [&err](const std::string& line) { err << line << '\n'; };
 
   const auto timeout = std::chrono::milliseconds(
       std::max<int64_t>(1, std::llround(options.timeout_secs * 1000.0)));
   LayerNames names;
   TablePrinter table(options.lines_per_header);
-  uint64_t printed = 0, received_messages = 0, decode_errors = 0;
-  std::vector<std::string> refusals_told(endpoints.size());
-  std::vector<uint64_t> decode_errors_told(endpoints.size(), 0);
+  uint64_t printed = 0;
   std::vector<keel::wire::Message> inbox;
   Clock::time_point deadline = Clock::now() + timeout;
 
@@ -113,42 +98,24 @@ int run_tail(const TailOptions& options, std::ostream& out, std::ostream& err) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       err << "keel-cli: nothing received from " << joined(endpoints);
-      if (received_messages == 0) {
+      if (telemetry->messages() == 0) {
         err << " within " << seconds_text(options.timeout_secs) << " s";
       } else {
-        err << " for " << seconds_text(options.timeout_secs) << " s after message " << received_messages;
+        err << " for " << seconds_text(options.timeout_secs) << " s after message " << telemetry->messages();
       }
-      if (decode_errors > 0) err << " (" << decode_errors << " undecodable messages dropped)";
-      for (const std::string& refusal : refusals_told) {
+      if (telemetry->decode_errors() > 0) err << " (" << telemetry->decode_errors() << " undecodable messages dropped)";
+      for (const std::string& refusal : telemetry->refusals()) {
         if (!refusal.empty()) err << ": refused: " << refusal;
       }
       err << '\n';
       return 2;
     }
-    {
-      std::unique_lock<std::mutex> lock(wake_mutex);
-      wake.wait_for(lock, std::min(left, std::chrono::milliseconds(kMaxWaitMs)), [&] { return queued; });
-      queued = false;
-    }
     inbox.clear();
-    receiver->drain(inbox);
-    const std::vector<EndpointState> links = receiver->endpoint_states();
-    uint64_t messages = 0;
-    for (size_t i = 0; i < links.size(); ++i) {
-      const EndpointState& link = links[i];
-      messages += link.messages;
-      if (link.refusal != refusals_told[i]) {
-        refusals_told[i] = link.refusal;
-        if (!link.refusal.empty()) err << "keel-cli: refused: " << link.refusal << '\n';
-      }
-      for (; decode_errors_told[i] < link.decode_errors; ++decode_errors_told[i], ++decode_errors) {
-        err << "keel-cli: warning: dropped an undecodable message: " << link.last_error << '\n';
-      }
-    }
     // Silence is measured in messages received, printed or not: --every 1000 on a slow run
     // is not a run that stopped. A history arriving is not silence either.
-    if (messages != received_messages || !inbox.empty()) deadline = Clock::now() + timeout;
-    received_messages = messages;
+    if (telemetry->receive(std::min(left, std::chrono::milliseconds(kMaxWaitMs)), inbox, say)) {
+      deadline = Clock::now() + timeout;
+    }
     for (const keel::wire::Message& message : inbox) {
       if (const auto* run = std::get_if<keel::wire::RunDescription>(&message)) names.learn(*run);
       if (!tail_prints(message, options)) continue;
