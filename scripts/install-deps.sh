@@ -34,6 +34,8 @@ packages=(
   libimgui-dev libstb-dev libglfw3-dev
   libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   xvfb xauth xdotool fonts-dejavu-core libgl1-mesa-dri
+  # keel-cli watch's test posts an alert to a webhook on loopback, as docs/watching.md shows
+  curl
   # scripts/long_functions.py, which the house's test of function lengths runs
   python3
 )

@@ -20,10 +20,8 @@ void add_alert_options(CLI::App& app, AlertOptions& options) {
                  "Run CMD (through /bin/sh -c) for each alert, the alert as one JSON object on its standard input; "
                  "its output goes to stderr")
       ->type_name("CMD");
-  std::string kinds;
-  for (const char* kind : kAlertKinds) kinds += (kinds.empty() ? "" : ", ") + std::string(kind);
-  app.add_option("--alert-on", options.kinds,
-                 "The kinds that alert, comma-separated: some of " + kinds + " (default: all)")
+  // CLI11 lists the kinds after the name (IsMember).
+  app.add_option("--alert-on", options.kinds, "The kinds that alert, comma-separated (default: all)")
       ->type_name("KINDS")
       ->delimiter(',')
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kAlertKinds), std::end(kAlertKinds))));

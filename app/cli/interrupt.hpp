@@ -1,4 +1,4 @@
-// Ctrl-C handling for keel-cli's long-running subcommands (tail, record).
+// Ctrl-C handling for keel-cli's long-running subcommands (tail, record, watch).
 //
 // What it is for: SIGINT and SIGTERM end a subcommand cleanly (exit 0, output flushed)
 // instead of killing it mid-line. The handler only sets a flag; it is installed without

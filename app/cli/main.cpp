@@ -12,6 +12,7 @@
 #include "cli/send_command.hpp"
 #include "cli/summary_command.hpp"
 #include "cli/tail_command.hpp"
+#include "cli/watch_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"keel-cli: headless client of keel training-stability probes", "keel-cli"};
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
 
   const std::vector<keel::app::CliCommand> commands = {
       keel::app::add_tail_command(app),
+      keel::app::add_watch_command(app),
       keel::app::add_send_command(app),
       keel::app::add_history_command(app),
       keel::app::add_keygen_command(app),

@@ -16,7 +16,7 @@ set(allowed_alert alert text values)
 set(allowed_model model)
 set(allowed_ui ui model values)
 set(allowed_core core ui net model values)
-set(allowed_cli cli net text values)
+set(allowed_cli cli net text alert values)
 # Libraries a folder must not include: sockets stay in net/ (and the headless cli), ImGui in ui/;
 # text/ only turns messages into words, alert/ only runs commands for what it is handed.
 set(forbidden_values "<zmq.hpp" "<imgui.h" "<torch/")

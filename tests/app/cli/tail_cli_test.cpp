@@ -1,166 +1,30 @@
 // Runs the real keel-cli binary against in-test publishers: exit statuses, stderr messages,
 // --count, --json, the default table and Ctrl-C are what a user or a script relies on.
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <functional>
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "background_publisher.hpp"
+#include "cli_process.hpp"
 #include "test_publisher.hpp"
-
-extern char** environ;
 
 namespace keel::app {
 namespace {
 
 using namespace std::chrono_literals;
+using test_support::BackgroundPublisher;
+using test_support::CliProcess;
 using test_support::sample_run;
 using test_support::sample_step;
 using test_support::TestPublisher;
 namespace wire = keel::wire;
-
-// keel-cli as a child process with its stdout and stderr on pipes.
-class CliProcess {
- public:
-  explicit CliProcess(const std::vector<std::string>& args) {
-    int out_pipe[2];
-    int err_pipe[2];
-    if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
-    posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
-    std::vector<std::string> argv_strings = {KEEL_CLI_PATH};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& arg : argv_strings) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, KEEL_CLI_PATH, &actions, nullptr, argv.data(), environ) != 0) {
-      pid_ = -1;
-    }
-    posix_spawn_file_actions_destroy(&actions);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    out_fd_ = out_pipe[0];
-    err_fd_ = err_pipe[0];
-  }
-
-  ~CliProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (out_fd_ >= 0) close(out_fd_);
-    if (err_fd_ >= 0) close(err_fd_);
-  }
-
-  bool started() const { return pid_ > 0; }
-  pid_t pid() const { return pid_; }
-
-  // One line of stdout (without '\n'); false on end of file or timeout.
-  bool read_line(std::string& line, std::chrono::milliseconds timeout) {
-    const auto give_up = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      const size_t newline = out_buffer_.find('\n');
-      if (newline != std::string::npos) {
-        line = out_buffer_.substr(0, newline);
-        out_buffer_.erase(0, newline + 1);
-        return true;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          give_up - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !read_some(out_fd_, out_buffer_, left)) return false;
-    }
-  }
-
-  std::vector<std::string> read_all_lines(std::chrono::milliseconds timeout) {
-    std::vector<std::string> lines;
-    std::string line;
-    while (read_line(line, timeout)) lines.push_back(line);
-    return lines;
-  }
-
-  std::string read_stderr(std::chrono::milliseconds timeout) {
-    std::string text;
-    while (read_some(err_fd_, text, timeout)) {
-    }
-    return text;
-  }
-
-  // The exit status, or -1 when it was killed by a signal or did not exit in time.
-  int wait_exit(std::chrono::milliseconds timeout) {
-    const auto give_up = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < give_up) {
-      int status = 0;
-      const pid_t done = waitpid(pid_, &status, WNOHANG);
-      if (done == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-
- private:
-  // Appends what arrives on fd within timeout; false on end of file, error or timeout.
-  static bool read_some(int fd, std::string& into, std::chrono::milliseconds timeout) {
-    pollfd item{fd, POLLIN, 0};
-    if (poll(&item, 1, static_cast<int>(timeout.count())) <= 0) return false;
-    char buffer[4096];
-    const ssize_t got = read(fd, buffer, sizeof buffer);
-    if (got <= 0) return false;
-    into.append(buffer, static_cast<size_t>(got));
-    return true;
-  }
-
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-  int err_fd_ = -1;
-  std::string out_buffer_;
-};
-
-// Publishes from its own thread, one cycle every 10 ms, until stopped: PUB drops messages
-// sent before the child subscribes, so a test cannot send once and expect it to arrive. It
-// takes the user's own key by default, as a probe given no keys does.
-class BackgroundPublisher {
- public:
-  explicit BackgroundPublisher(std::function<void(TestPublisher&, int)> cycle,
-                               test_support::ServerAuth auth = test_support::ServerAuth::kUsersOwnKey)
-      : publisher_(auth), endpoint_(publisher_.endpoint()), thread_([this, cycle] {
-          for (int i = 0; !stop_.load(); ++i) {
-            cycle(publisher_, i);
-            std::this_thread::sleep_for(10ms);
-          }
-        }) {}
-  ~BackgroundPublisher() { stop(); }
-
-  const std::string& endpoint() const { return endpoint_; }
-  void stop() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  TestPublisher publisher_;
-  std::string endpoint_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 void run_then_steps(TestPublisher& publisher, int i) {
   if (i % 3 == 0) {
