@@ -21,8 +21,8 @@ namespace keel::app {
 class AlertRateLimit {
  public:
   using Clock = std::chrono::steady_clock;
-  // The dashboard's own bound on ranks (ModelConfig::max_ranks) is of the same size.
-  static constexpr int32_t kMaxRanks = 65536;
+  // The dashboard's own bound on ranks (ModelConfig::max_ranks).
+  static constexpr int32_t kMaxRanks = 4096;
 
   // `interval_secs` 0: every alert goes out.
   explicit AlertRateLimit(double interval_secs) : interval_(std::chrono::duration<double>(interval_secs)) {}

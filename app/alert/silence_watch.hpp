@@ -22,7 +22,8 @@ namespace keel::app {
 class SilenceWatch {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr int32_t kMaxRanks = 65536;
+  // The dashboard's own bound on ranks (ModelConfig::max_ranks).
+  static constexpr int32_t kMaxRanks = 4096;
 
   explicit SilenceWatch(double silent_after_secs) : silent_after_(std::chrono::duration<double>(silent_after_secs)) {}
 

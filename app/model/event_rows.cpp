@@ -66,4 +66,9 @@ std::string dump_path_at(const std::deque<wire::Event>& events, int64_t step) {
   return "";
 }
 
+bool sent_after(const wire::Event& event, const wire::Event& than) {
+  if (event.stamp_unix_ns != than.stamp_unix_ns) return event.stamp_unix_ns > than.stamp_unix_ns;
+  return event.seq > than.seq;
+}
+
 }  // namespace keel::app

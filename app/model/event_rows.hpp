@@ -5,7 +5,8 @@
 // out of view. Events in a row that repeat (same kind, layer and detail, one after another)
 // become one row, "skip x133, steps 38-170"; the run's first_nonfinite is pinned above them
 // all, even once the bounded event list has dropped it. A dump's path is read out of its
-// event whole, for the pane to show and copy.
+// event whole, for the pane to show and copy; which of two events is the newer, for the
+// newest warning.
 // Threads: a plain function of a run's events; the UI thread calls it.
 // Never: allocates per event beyond the rows it returns, or reorders events.
 #pragma once
@@ -41,5 +42,9 @@ std::string event_row_title(const EventRow& row);
 std::string dump_path(const wire::Event& event);
 // The path of the newest dump written for `step` among `events` (newest first); "" when none.
 std::string dump_path_at(const std::deque<wire::Event>& events, int64_t step);
+
+// Whether `event` came after `than` from their probe: stamped later, or sent later (seq) at one
+// stamp. A history replayed late is not newer for arriving last.
+bool sent_after(const wire::Event& event, const wire::Event& than);
 
 }  // namespace keel::app

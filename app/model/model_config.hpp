@@ -52,8 +52,8 @@ struct ModelConfig {
   size_t max_layers = 100000;
   // Ranks are 0 to max_ranks - 1; a message of another rank is refused.
   int32_t max_ranks = 4096;
-  // An event's detail is cut past this many bytes (the cut is said at its end), and one run's
-  // events are bounded by their bytes as well as by max_events.
+  // An event's detail (and a warning's advice) is cut past this many bytes (the cut is said at
+  // its end), and one run's events are bounded by their bytes as well as by max_events.
   size_t max_event_detail = size_t{16} << 10;
   size_t max_event_bytes = size_t{16} << 20;
 

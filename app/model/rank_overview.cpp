@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "model/column_grid.hpp"
+#include "model/event_rows.hpp"
 #include "model/run_model.hpp"
 
 namespace keel::app {
@@ -20,6 +21,15 @@ std::optional<FirstNonfiniteRank> first_nonfinite_rank(const Model& model) {
     }
   }
   return first;
+}
+
+std::optional<NewestWarning> newest_warning(const Model& model) {
+  std::optional<NewestWarning> newest;
+  for (const RunModel* run : model.current_runs()) {
+    const std::optional<wire::Event>& warning = run->newest_warning();
+    if (warning && (!newest || sent_after(*warning, *newest->event))) newest = NewestWarning{run, &*warning};
+  }
+  return newest;
 }
 
 void rank_layer_cells(const Model& model, const std::vector<int32_t>& ranks, wire::LayerMetric metric,

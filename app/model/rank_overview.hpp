@@ -1,7 +1,7 @@
 // keel app rank overview: a data-parallel job seen across its ranks (DESIGN §5).
 //
 // What it is for: with one probe per rank, the dashboard must say which rank went non-finite
-// first (the replica whose data or hardware poisoned the step) and show every rank's layers
+// first (the replica whose data or hardware poisoned the step), which warned last and show every rank's layers
 // side by side, so that one rank's diverging layer stands out. These are queries over the
 // Model's current run of each rank, without ImGui, so they are unit-tested like the rest of
 // the model.
@@ -31,6 +31,15 @@ struct FirstNonfiniteRank {
 // earliest first_nonfinite event by step, then by the probe's wall-clock stamp (ranks step
 // together, so at one step the earlier stamp is the one that failed first), then by rank.
 std::optional<FirstNonfiniteRank> first_nonfinite_rank(const Model& model);
+
+// The newest warning of any current run (RunModel::newest_warning, compared by sent_after), and
+// the run it is of: the dashboard's banner shows it whichever run the panes show, since a
+// forecast on another rank is as urgent. Pointers valid until the next ingest.
+struct NewestWarning {
+  const RunModel* run = nullptr;
+  const wire::Event* event = nullptr;
+};
+std::optional<NewestWarning> newest_warning(const Model& model);
 
 // Rank x layer cells: row r is ranks[r]'s current run, column l its layer l (model order),
 // each cell the summary of `metric` over steps [first_step, last_step] as one heatmap column

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "keel/wire/vocabulary.hpp"
+#include "model/event_rows.hpp"
 
 namespace keel::app {
 namespace {
@@ -375,6 +376,23 @@ void RunModel::note_latest(const wire::StepRecord& record) {
   }
 }
 
+namespace {
+
+// Cuts `text` past `limit` bytes on a character's first byte, so the rest is still UTF-8, and
+// says how much was left out; whether it cut.
+bool cut_text(std::string& text, size_t limit) {
+  if (text.size() <= limit) return false;
+  size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;
+  const size_t dropped = text.size() - cut;
+  text.resize(cut);
+  text += " ... [" + std::to_string(dropped) + " more bytes not kept]";
+  text.shrink_to_fit();
+  return true;
+}
+
+}  // namespace
+
 bool RunModel::add_event(const wire::Event& event) {
   // A replayed rewind event is history: its continuation is stored already, or never will be.
   if (event.kind == wire::event_kind::kRewind && last_in_order_) rewind_from_step_ = std::max<int64_t>(event.step, 0);
@@ -384,15 +402,11 @@ bool RunModel::add_event(const wire::Event& event) {
   }
   events_.push_front(event);
   wire::Event& kept = events_.front();
-  if (kept.detail.size() > config_.max_event_detail) {
-    // Cut on a character's first byte, so the rest is still UTF-8.
-    size_t cut = config_.max_event_detail;
-    while (cut > 0 && (static_cast<unsigned char>(kept.detail[cut]) & 0xC0u) == 0x80u) --cut;
-    const size_t dropped = kept.detail.size() - cut;
-    kept.detail.resize(cut);
-    kept.detail += " ... [" + std::to_string(dropped) + " more bytes not kept]";
-    kept.detail.shrink_to_fit();
-    ++counters_.details_cut;
+  bool cut = cut_text(kept.detail, config_.max_event_detail);
+  if (kept.warning) cut = cut_text(kept.warning->advice, config_.max_event_detail) || cut;
+  if (cut) ++counters_.details_cut;
+  if (kept.kind == wire::event_kind::kWarning && (!newest_warning_ || sent_after(kept, *newest_warning_))) {
+    newest_warning_ = kept;
   }
   events_bytes_ += event_bytes(kept);
   while (events_.size() > 1 && (events_.size() > config_.max_events || events_bytes_ > config_.max_event_bytes)) {
@@ -410,6 +424,7 @@ size_t RunModel::event_bytes(const wire::Event& event) {
     bytes += sizeof(*event.cause) + event.cause->kind.capacity() + event.cause->op.capacity() +
              event.cause->module.capacity() + event.cause->sentence.capacity();
   }
+  if (event.warning) bytes += sizeof(*event.warning) + event.warning->signal.capacity() + event.warning->advice.capacity();
   return bytes;
 }
 
@@ -499,6 +514,7 @@ size_t RunModel::bytes_used() const {
   bytes += events_bytes_;
   for (const AbandonedSpan& span : abandoned_) bytes += span.bytes_used();
   if (first_nonfinite_) bytes += event_bytes(*first_nonfinite_);
+  if (newest_warning_) bytes += event_bytes(*newest_warning_);
   return bytes;
 }
 

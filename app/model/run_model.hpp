@@ -283,6 +283,11 @@ class RunModel {
   // non-finite gradients), however many events came after it; empty before one.
   static constexpr const char* kFirstNonfiniteKind = "first_nonfinite";
   const std::optional<wire::Event>& first_nonfinite() const { return first_nonfinite_; }
+  // The newest "warning" of this run (the forecaster's: a trend that usually ends in a
+  // divergence, PROTOCOL §3.4), kept apart like first_nonfinite, for the dashboard's banner:
+  // the one stamped last by the probe (a history replayed late does not replace it), by
+  // sequence number where stamps tie. Empty before one.
+  const std::optional<wire::Event>& newest_warning() const { return newest_warning_; }
   const RunCounters& counters() const { return counters_; }
   // Feeds the sequence counters; the Model calls it for every telemetry message of this run.
   // `may_restart`: a description whose start time the run cannot tell apart from its own. A
@@ -408,6 +413,7 @@ class RunModel {
   std::deque<wire::Event> events_;
   size_t events_bytes_ = 0;
   std::optional<wire::Event> first_nonfinite_;
+  std::optional<wire::Event> newest_warning_;
   // (step, probe stamp) of recent records, oldest first, for steps_per_second().
   std::deque<std::pair<int64_t, int64_t>> stamps_;
 };

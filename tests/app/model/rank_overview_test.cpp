@@ -1,5 +1,5 @@
 // Rank overview: the first rank to go non-finite (by step, then the probe's stamp), kept
-// however many events follow it, and the rank x layer cells (per-layer summaries covering a
+// however many events follow it, the newest warning of any rank, and the rank x layer cells (per-layer summaries covering a
 // step range, non-finite kept, missing ranks without data).
 #include "model/rank_overview.hpp"
 
@@ -92,6 +92,28 @@ TEST(RankOverview, TheFirstEpisodeIsKeptPastTheBoundedEventList) {
   EXPECT_EQ(first->rank, 1);
   EXPECT_EQ(first->step, 10);
   EXPECT_EQ(first->layer, "layer1");
+}
+
+// The banner's warning: the newest of any rank's run, stamped last, whichever rank it is on.
+TEST(RankOverview, TheNewestWarningOfAnyRankIsTheOneStampedLast) {
+  Model model;
+  for (int32_t rank : {0, 1}) model.ingest(description(rank));
+  EXPECT_FALSE(newest_warning(model).has_value());
+  const auto warning = [](int32_t rank, int64_t at, int64_t stamp, const std::string& signal) {
+    wire::Event e = other(rank, at);
+    e.run = "run-rank-" + std::to_string(rank);
+    e.kind = "warning";
+    e.stamp_unix_ns = stamp;
+    e.warning = wire::Warning{signal, 2.0, 1.0, 0.1, 10, "lower the learning rate"};
+    return e;
+  };
+  model.ingest(warning(0, 300, 9000, "grad_norm"));
+  model.ingest(warning(1, 310, 9500, "loss_scale"));
+  model.ingest(warning(0, 320, 9400, "update_ratio"));
+  const auto newest = newest_warning(model);
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->run->rank(), 1);
+  EXPECT_EQ(newest->event->warning->signal, "loss_scale");
 }
 
 TEST(RankOverview, CellsCoverTheRangePerLayerAndKeepNonfinite) {

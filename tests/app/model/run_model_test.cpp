@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/wire/vocabulary.hpp"
 #include "model/run_model.hpp"
 
 namespace keel::app {
@@ -302,6 +303,66 @@ TEST(RunModel, EventsAreNewestFirstAndBounded) {
   EXPECT_EQ(run.events()[1].step, 3);
   EXPECT_EQ(run.events()[2].step, 2);
   EXPECT_EQ(run.counters().events_evicted, 2u);
+}
+
+wire::Event warning_at(int64_t step, uint64_t seq, int64_t stamp, const std::string& signal) {
+  wire::Event event;
+  event.step = step;
+  event.seq = seq;
+  event.stamp_unix_ns = stamp;
+  event.kind = wire::event_kind::kWarning;
+  event.warning = wire::Warning{signal, 2.0, 1.0, 0.05, 20, "lower the learning rate"};
+  return event;
+}
+
+// The banner's warning outlives the bounded list, and a warning replayed late (a history
+// reply: stamped earlier) does not replace the newest.
+TEST(RunModel, TheNewestWarningIsKeptApartFromTheBoundedEvents) {
+  ModelConfig config;
+  config.max_events = 2;
+  RunModel run("r", 0, config);
+  EXPECT_FALSE(run.newest_warning());
+  run.add_event(warning_at(100, 10, 5000, "grad_norm"));
+  run.add_event(warning_at(150, 11, 6000, "update_ratio"));
+  run.add_event(warning_at(90, 3, 4000, "logit_max"));   // replayed
+  for (int i = 0; i < 5; ++i) {
+    wire::Event skip;
+    skip.step = 200 + i;
+    skip.kind = "skip";
+    run.add_event(skip);
+  }
+  ASSERT_TRUE(run.newest_warning());
+  EXPECT_EQ(run.newest_warning()->step, 150);
+  EXPECT_EQ(run.newest_warning()->warning->signal, "update_ratio");
+  run.add_event(warning_at(160, 12, 6000, "log_z"));   // the same stamp, sent after
+  EXPECT_EQ(run.newest_warning()->warning->signal, "log_z");
+}
+
+// A warning's advice is the publisher's text like a detail: cut past max_event_detail and
+// counted in the events' bytes, so no publisher can grow the events past their budget with it.
+TEST(RunModel, AWarningsAdviceIsCutAndCountedLikeADetail) {
+  ModelConfig config;
+  config.max_event_detail = 100;
+  config.max_event_bytes = 64 << 10;
+  RunModel run("r", 0, config);
+  for (int i = 0; i < 50; ++i) {
+    wire::Event event = warning_at(i, uint64_t(i), i, "grad_norm");
+    event.warning->advice = std::string(60000, 'a');
+    run.add_event(event);
+  }
+  ASSERT_TRUE(run.newest_warning());
+  EXPECT_LT(run.newest_warning()->warning->advice.size(), 200u);
+  EXPECT_NE(run.newest_warning()->warning->advice.find("more bytes not kept]"), std::string::npos);
+  EXPECT_EQ(run.counters().details_cut, 50u);
+  ModelConfig uncut = config;
+  uncut.max_event_detail = size_t{1} << 20;
+  RunModel whole("r", 0, uncut);
+  for (int i = 0; i < 50; ++i) {
+    wire::Event event = warning_at(i, uint64_t(i), i, "grad_norm");
+    event.warning->advice = std::string(60000, 'a');
+    whole.add_event(event);
+  }
+  EXPECT_EQ(whole.events().size(), 1u) << "60 KB of advice each: the 64 KB of events hold one";
 }
 
 TEST(RunModel, HeatmapRowsAreEachLayersColumns) {
