@@ -2,7 +2,7 @@
 //
 // What it is for: one place for the selection (layer, step), the shared step cursor, the
 // visible step range of all step-indexed plots (global charts, heatmap, layer detail),
-// "follow live" and going to a step (reveal_step), the step every plot marks (the run's first non-finite), the rank shown
+// "follow live" and going to a step (reveal_step), the steps every plot marks (the run's first non-finite, its newest warning), the rank shown
 // when several are connected, and which modules of the layer tree are open. Views read it and
 // change it through these functions, so clicking a heatmap cell, an event or a list row all
 // select the same way, and every selection is logged ("keel: selected layer NAME step N", with
@@ -56,6 +56,10 @@ class AppState {
   // The step every step plot marks, the run's first non-finite one (-1: none).
   int64_t marked_step() const { return marked_step_; }
   void set_marked_step(int64_t step) { marked_step_ = step; }
+  // The step of the run's newest warning (RunModel::newest_warning), marked on every step plot
+  // in the warning's own colour (-1: none).
+  int64_t warning_step() const { return warning_step_; }
+  void set_warning_step(int64_t step) { warning_step_ = step; }
 
   // Shared step cursor: the step under the mouse in any step plot this frame (-1: none).
   int64_t cursor_step() const { return cursor_step_; }
@@ -130,6 +134,7 @@ class AppState {
   int64_t cursor_step_ = -1;
   int64_t next_cursor_step_ = -1;
   int64_t marked_step_ = -1;
+  int64_t warning_step_ = -1;
   bool scroll_requested_ = false;
   bool scroll_now_ = false;
   bool follow_live_ = true;

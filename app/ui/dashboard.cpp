@@ -99,6 +99,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
       }
     }
     focus_.update(*run, state_);
+    state_.set_warning_step(run->newest_warning() ? run->newest_warning()->step : -1);
     // The view reaches a rewind's abandoned span too, greyed beyond the continuation.
     state_.begin_frame(run->has_steps() ? run->first_step() : 0,
                        run->has_steps() ? run->last_shown_step() : 0);
@@ -134,6 +135,7 @@ void Dashboard::draw(const Model& model, const FrameInput& input) {
   ImGui::Separator();
   if (run) {
     handle_keys(model, *run);
+    warning_banner_.draw(model, run);
     draw_panes(model, *run);
   } else if (const auto refused = std::find_if(input.links.begin(), input.links.end(),
                                                [](const EndpointState& link) { return !link.refusal.empty(); });

@@ -1,7 +1,7 @@
 // keel app Dashboard: the one window's layout and keyboard, composing every view.
 //
-// What it is for: placing the panes (status bar and controls on top; global charts, heatmap and layer detail
-// on the left, the run scrubber under the charts; layer list and events on the right) with
+// What it is for: placing the panes (status bar and controls on top, then the newest warning's
+// banner while there is one; global charts, heatmap and layer detail on the left, the run scrubber under the charts; layer list and events on the right) with
 // draggable splitters between them,
 // choosing which run the panes show (a rank's, when several are connected: until the user
 // picks one, the rank that went non-finite first), and the keys: up/down move the layer
@@ -30,6 +30,7 @@
 #include "ui/run_scrubber.hpp"
 #include "ui/layer_list.hpp"
 #include "ui/open_dialog.hpp"
+#include "ui/warning_banner.hpp"
 #include "values/command_intent.hpp"
 #include "values/frame_input.hpp"
 
@@ -95,6 +96,7 @@ class Dashboard {
   RunPicker run_picker_;
   RunScrubber scrubber_;
   OpenDialog open_dialog_;
+  WarningBanner warning_banner_;
   std::vector<std::string> open_requests_;
   std::string logged_shown_;   // the shown run's identity as last printed (log_shown_run)
   size_t logged_recordings_ = 0;   // opened files whose end was logged (they end in order)

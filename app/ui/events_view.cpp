@@ -22,6 +22,8 @@ ImVec4 kind_colour(const std::string& kind) {
     return ImVec4(1.0f, 0.35f, 0.35f, 1.0f);
   }
   if (kind == kinds::kSkip || kind == kinds::kSpike) return ImVec4(1.0f, 0.65f, 0.2f, 1.0f);
+  // The warning banner's amber (ui/warning_banner.cpp).
+  if (kind == kinds::kWarning) return ImVec4(1.0f, 0.75f, 0.16f, 1.0f);
   return ImGui::GetStyleColorVec4(ImGuiCol_Text);
 }
 

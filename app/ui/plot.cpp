@@ -245,21 +245,22 @@ void draw_flag_columns(ImDrawList* draw, const PlotFrame& frame, const std::vect
   }
 }
 
-void draw_step_marker(ImDrawList* draw, const PlotFrame& frame, int64_t step, bool across) {
+void draw_step_marker(ImDrawList* draw, const PlotFrame& frame, int64_t step, bool across, ImU32 colour) {
   if (step < 0 || step < frame.x_first || step > frame.x_last) return;
   const float x = frame.x_px(double(step) + 0.5);
   const float half = std::max(4.0f, ImGui::GetFontSize() * 0.35f);
-  if (across) draw->AddLine(ImVec2(x, frame.min.y), ImVec2(x, frame.max.y), kMarkedStepColour, 2.0f);
+  if (across) draw->AddLine(ImVec2(x, frame.min.y), ImVec2(x, frame.max.y), colour, 2.0f);
   // Triangles outside the plot area point at the step: from above, and without the line from
   // below too (on the step axis).
   draw->AddTriangleFilled(ImVec2(x - half, frame.min.y - half * 1.6f), ImVec2(x + half, frame.min.y - half * 1.6f),
-                          ImVec2(x, frame.min.y), kMarkedStepColour);
+                          ImVec2(x, frame.min.y), colour);
   if (across) return;
   draw->AddTriangleFilled(ImVec2(x - half, frame.max.y + half * 1.6f), ImVec2(x + half, frame.max.y + half * 1.6f),
-                          ImVec2(x, frame.max.y), kMarkedStepColour);
+                          ImVec2(x, frame.max.y), colour);
 }
 
 void draw_cursors(ImDrawList* draw, const PlotFrame& frame, const AppState& state, bool marker_across) {
+  draw_step_marker(draw, frame, state.warning_step(), marker_across, kWarningStepColour);
   draw_step_marker(draw, frame, state.marked_step(), marker_across);
   auto line = [&](int64_t step, ImU32 colour) {
     if (step < 0 || step < frame.x_first || step > frame.x_last) return;

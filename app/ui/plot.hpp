@@ -73,11 +73,15 @@ void draw_flag_columns(ImDrawList* draw, const PlotFrame& frame, const std::vect
                        ImU32 colour);
 // The colour of the marked step (AppState::marked_step, the run's first non-finite).
 inline constexpr ImU32 kMarkedStepColour = IM_COL32(255, 70, 200, 255);
+// The colour of the newest warning's step (AppState::warning_step), the warning banner's amber.
+inline constexpr ImU32 kWarningStepColour = IM_COL32(255, 190, 40, 255);
 // A marker on `step`: a triangle above the plot area pointing at it, and either a line
 // through the plot (`across`) or a second triangle below it, on the step axis (a heatmap
 // keeps its cells visible).
-void draw_step_marker(ImDrawList* draw, const PlotFrame& frame, int64_t step, bool across);
-// The marked step, the shared cursor and the selected step.
+void draw_step_marker(ImDrawList* draw, const PlotFrame& frame, int64_t step, bool across,
+                      ImU32 colour = kMarkedStepColour);
+// The warning's step, the marked step (over it where they are one), the shared cursor and the
+// selected step.
 void draw_cursors(ImDrawList* draw, const PlotFrame& frame, const AppState& state, bool marker_across = true);
 
 // Mouse over the plot area: wheel zooms around the mouse, left-drag pans, hover sets the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "model/column_grid.hpp"
@@ -139,9 +140,12 @@ void RunScrubber::draw_strip(const RunModel& run, const AppState& state, const S
     }
     draw_series(draw, frame, loss, kLossColour);
   }
-  if (state.marked_step() >= 0) {
-    const float x = track.px_of(double(state.marked_step()));
-    draw->AddLine(ImVec2(x, min.y), ImVec2(x, max.y), kMarkedStepColour, 2.0f);
+  // The newest warning's step, then the first non-finite's over it where they are one.
+  for (const auto& [step, colour] : {std::pair{state.warning_step(), kWarningStepColour},
+                                     std::pair{state.marked_step(), kMarkedStepColour}}) {
+    if (step < 0) continue;
+    const float x = track.px_of(double(step));
+    draw->AddLine(ImVec2(x, min.y), ImVec2(x, max.y), colour, 2.0f);
   }
   const BoxPx box = track.box_px({state.view_first(), state.view_last()});
   const bool active = ImGui::IsItemActive();
