@@ -25,6 +25,7 @@ bool settled(const CommandStatus& status) {
 AppCore::AppCore(const std::vector<std::string>& endpoints, AppCoreOptions options)
     : options_(std::move(options)), model_(options_.model) {
   if (!endpoints.empty()) receiver_ = std::make_unique<Receiver>(endpoints, options_.receiver);
+  if (receiver_ && options_.alerts.acts()) alerter_ = std::make_unique<Alerter>(options_.alerts, options_.alert_sinks);
   open_recordings(options_.recordings);
 }
 
@@ -49,6 +50,7 @@ const FrameInput& AppCore::ingest() {
   inbox_.clear();
   if (receiver_) receiver_->drain(inbox_);
   for (const keel::wire::Message& message : inbox_) model_.ingest(message);
+  if (alerter_) alerter_->observe(inbox_);
   if (recordings_) adopt_recordings();
 
   if (receiver_) {

@@ -4,16 +4,19 @@
 // tests/app/layering_test.cmake). AppCore
 // owns the Receiver (telemetry in), the RecordingLoader (runs kept on disk), the CommandClient (commands out, started at the first
 // command) and the Model, and does each frame's work between NewFrame and Render:
-//   1. ingest(): drain what the Receiver decoded into the Model, and gather the FrameInput: the
-//      links, the commands sent last frame with their ids, and the command statuses that changed;
+//   1. ingest(): drain what the Receiver decoded into the Model (and hand it to the Alerter, with
+//      --alert-command), and gather the FrameInput: the links, the commands sent last frame with
+//      their ids, and the command statuses that changed;
 //   2. the Dashboard draws the Model with that input, and its controls post CommandIntents;
 //   3. carry_out(): submit the posted intents to the CommandClient, and open the files the
 //      views asked for (File > Open, a dropped file, a live run's recording).
 // The command path reads one way: view -> intent -> AppCore -> net; what became of a command
 // comes back the other way, in the next frame's FrameInput. keel's main loop and keel-bench-app's
 // step-to-pixel loop both call frame(), so the benchmark times the app's own frame.
-// Threads: the UI thread only (construct, frame, ingest, carry_out, destroy). The Receiver and
-// the CommandClient run threads of their own.
+// Threads: the UI thread only (construct, frame, ingest, carry_out, destroy). The Receiver, the
+// CommandClient and the Alerter run threads of their own: an alert command that hangs or fails
+// costs a frame nothing (the Alerter's observe() copies the few events that alert, under a short
+// lock).
 // Never: waits on the network (draining and reading statuses take a short lock each), throws
 // after construction, or grows without bound (it follows at most CommandClient::kMaxKept
 // commands, the ones whose outcome may still change).
@@ -26,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "alert/alerter.hpp"
 #include "keel/wire/messages.hpp"
 #include "model/model.hpp"
 #include "net/command_client.hpp"
@@ -50,6 +54,12 @@ struct AppCoreOptions {
   // Live messages kept while a file is read, to be given again to the runs it brings
   // (open_recordings()), at most this many bytes (net/message_bytes.hpp).
   size_t replay_bytes = size_t{64} << 20;
+  // `keel --alert-command` and its options (alert/alert_options.hpp): when they ask for a
+  // command or a notification, the live messages are also handed to an Alerter, whose own
+  // thread raises the alerts and runs the commands, and says so through `alert_sinks`. Runs
+  // read from files raise none: they are history.
+  AlertOptions alerts;
+  AlertSinks alert_sinks;
 };
 
 class AppCore {
@@ -100,6 +110,7 @@ class AppCore {
   std::deque<keel::wire::Message> replay_;
   size_t replay_bytes_ = 0;
   std::unique_ptr<CommandClient> commands_;
+  std::unique_ptr<Alerter> alerter_;   // null unless the alert options ask for a command or a notification
   Model model_;
   std::vector<keel::wire::Message> inbox_;
   FrameInput input_;

@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "alert/alert_options.hpp"
 #include "core/app_core.hpp"
 #include "keel/wire/codec.hpp"
 #include "net/client_auth.hpp"
@@ -44,6 +45,7 @@ struct Options {
   size_t memory_budget_mib = keel::app::ModelConfig{}.memory_budget >> 20;
   bool verbose = false;
   keel::app::ClientAuthOptions auth;
+  keel::app::AlertOptions alerts;
 };
 
 void add_options(CLI::App& cli, Options& options) {
@@ -72,6 +74,7 @@ void add_options(CLI::App& cli, Options& options) {
                  "start the heatmap and the ranks strip on this per-layer metric (default grad_norm)")
       ->check(CLI::IsMember(heat_metric_names));
   keel::app::add_client_auth_options(cli, options.auth);
+  keel::app::add_alert_options(cli, options.alerts);
   cli.add_option("--memory-budget", options.memory_budget_mib,
                  "MiB the dashboard may hold: its runs' history (a wide model keeps fewer recent steps at "
                  "full resolution), events and what waits to be drawn")
@@ -92,6 +95,14 @@ keel::app::AppCoreOptions core_options_for(const Options& options, keel::app::ui
   core_options.receiver.on_data = [&pacer] { pacer.notify_data(); };
   core_options.commands.auth = auth;
   core_options.recordings = options.recordings;
+  core_options.alerts = options.alerts;
+  // From the Alerter's thread, a whole line per call: stdio keeps lines whole between threads.
+  core_options.alert_sinks.alert = [](const std::string& line) {
+    std::printf("keel: %s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  core_options.alert_sinks.problem = [](const std::string& line) { std::fprintf(stderr, "keel: %s\n", line.c_str()); };
+  core_options.alert_sinks.note = [](const std::string& line) { keel::app::ui::verbose_log("keel: %s", line.c_str()); };
   return core_options;
 }
 

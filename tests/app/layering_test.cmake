@@ -15,7 +15,7 @@ set(allowed_text text values)
 set(allowed_alert alert text values)
 set(allowed_model model)
 set(allowed_ui ui model values)
-set(allowed_core core ui net model values)
+set(allowed_core core ui net model values alert)
 set(allowed_cli cli net text alert values)
 # Libraries a folder must not include: sockets stay in net/ (and the headless cli), ImGui in ui/;
 # text/ only turns messages into words, alert/ only runs commands for what it is handed.

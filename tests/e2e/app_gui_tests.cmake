@@ -19,4 +19,7 @@ if(TARGET keel AND KEEL_XVFB_RUN AND KEEL_XDOTOOL)
   # The Rewind button and its confirmation clicked for real, a fake probe's rewind drawn: the
   # continuation in colour over the abandoned span, greyed (issue 59).
   keel_add_app_gui_test(keel_rewind_gui_tests rewind_gui_test.cpp)
+  # The forecaster's warning (issue 60): its banner and step marker from a live fake probe and
+  # from a recording, Dismiss clicked for real, and --alert-command run from the dashboard.
+  keel_add_app_gui_test(keel_warning_gui_tests warning_gui_test.cpp)
 endif()

@@ -1,11 +1,13 @@
 // The dashboard's main part over real loopback sockets: telemetry reaches its model and the
 // links reach the views' input; a view's intent reaches the probe, and the id it went out with,
 // then each change of its outcome (an ack, a timeout and the late answer after it), comes back
-// once in the frames that follow.
+// once in the frames that follow; with --alert-command, a live warning runs the command.
 #include "core/app_core.hpp"
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <variant>
@@ -14,8 +16,10 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "fake_command_server.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "run_recording.hpp"
 #include "test_publisher.hpp"
 
@@ -222,6 +226,52 @@ TEST(AppCore, ALiveRunReadBackFromItsRecordingHoldsItsWholeHistoryAndGoesOnLive)
   // before it was live included), then the live ones kept while it was read. (A live step
   // still in flight when the file came in is in the file too: refused as a duplicate.)
   EXPECT_EQ(run.counters().steps_stored, static_cast<uint64_t>(run.last_step() + 1));
+}
+
+// keel --alert-command: the live messages reach the Alerter, which runs the command with the
+// warning's JSON off the UI thread; a run read from a file is history and alerts nobody.
+TEST(AppCore, ALiveWarningRunsTheAlertCommandAndARecordingAlertsNobody) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("keel-app-core-alerts-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path recording = dir / "history.keelrec", alerts = dir / "alerts.jsonl";
+  std::filesystem::remove(alerts);
+  test_support::RunSpec spec;
+  spec.event_steps = {3};   // a first_nonfinite, which would alert were it live
+  test_support::write_run_recording(recording.string(), 10, spec);
+
+  TestPublisher publisher;
+  AppCoreOptions options = quiet_options();
+  options.alerts.command = "cat >> '" + alerts.string() + "'";
+  std::mutex said_mutex;
+  std::string said;
+  options.alert_sinks.alert = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(said_mutex);
+    said += line + "\n";
+  };
+  options.recordings = {recording.string()};
+  AppCore core({publisher.endpoint()}, options);
+  frames_until(core, [&](const std::vector<FrameInput>& inputs) {
+    return !inputs.back().recordings.empty() && inputs.back().recordings[0].done;
+  });
+  wire::Event warning = test_support::run_event(20);
+  warning.kind = wire::event_kind::kWarning;
+  warning.warning = wire::Warning{"grad_norm", 5.0, 1.0, 0.1, 12, "lower the learning rate"};
+  std::vector<std::string> lines;
+  frames_until(core, [&](const std::vector<FrameInput>&) {
+    publisher.send(test_support::sample_run());
+    publisher.send(warning);
+    std::ifstream in(alerts);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return !lines.empty();
+  });
+  ASSERT_FALSE(lines.empty()) << "the alert command did not run";
+  const nlohmann::json json = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(json["kind"], "warning");
+  EXPECT_EQ(json["warning"]["lead_steps"], 12);
+  std::lock_guard<std::mutex> lock(said_mutex);
+  EXPECT_EQ(said.find("alert warning step 20 rank 0 run demo-run"), 0u) << said;
+  EXPECT_EQ(said.find("first_nonfinite"), std::string::npos) << "the recording's event is history:\n" << said;
 }
 
 }  // namespace
