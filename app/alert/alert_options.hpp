@@ -13,6 +13,7 @@
 // Threads: plain value; add_alert_options on the main thread, before parsing.
 #pragma once
 
+#include <iterator>
 #include <string>
 #include <vector>
 

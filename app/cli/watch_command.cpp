@@ -37,7 +37,8 @@ std::string seconds_text(double seconds) {
 std::string watching_line(const std::vector<std::string>& endpoints, const AlertOptions& alerts) {
   std::string line = "keel-cli: watching " + joined(endpoints) + " for " + alert_kinds_text(alerts) +
                      "; at most one alert per kind and rank every " + seconds_text(alerts.interval_secs) + " s";
-  if (!alerts.command.empty()) line += "; each runs: " + alerts.command;
+  // Not the command itself: a webhook's URL is often its secret, and stderr goes to logs.
+  if (!alerts.command.empty()) line += "; each runs the alert command";
   return line;
 }
 

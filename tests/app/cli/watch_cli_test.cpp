@@ -287,6 +287,10 @@ TEST(WatchCli, ACommandPostsTheAlertToALocalHttpEndpointWithCurl) {
   EXPECT_EQ(json["step"], 200);
   EXPECT_EQ(json["warning"]["signal"], "update_ratio");
   EXPECT_EQ(json["warning"]["lead_steps"], 35);
+  // A webhook's URL is often its secret: the watcher never prints its command.
+  const std::string err = watcher->read_stderr(300ms);
+  EXPECT_TRUE(contains(err, "each runs the alert command")) << err;
+  EXPECT_FALSE(contains(err, "/keel-alert")) << err;
 }
 
 TEST(WatchCli, ABurstOfWarningsRunsTheCommandOnceAndTheNextSaysHowManyWereHeldBack) {
