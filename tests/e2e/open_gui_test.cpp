@@ -93,8 +93,11 @@ TEST(OpenGui, TwoRunsOpenedTogetherAreOverlaidInTheLossAndGradNormCharts) {
     ChildProcess demo(argv);
     ASSERT_EQ(demo.wait_exit(), 0) << demo.output();
   }
+  // Today's run is shown and yesterday's overlaid: its blow-up stands out in the overlay's
+  // colour. (The other way round, today's loss lies flat along the foot of a chart scaled to
+  // yesterday's, under yesterday's own line where the two runs agree.)
   std::vector<std::string> argv = {KEEL_PATH, "--verbose", "--screenshot", (dir / "two.png").string()};
-  for (const char* day : {"yesterday", "today"}) {
+  for (const char* day : {"today", "yesterday"}) {
     for (const auto& entry : fs::directory_iterator(dir / day)) {
       argv.push_back("--open");
       argv.push_back(entry.path().string());

@@ -1,6 +1,8 @@
 # The probe's layering, checked on its sources (cmake -P, with -DPROBE_SRC=<repo>/probe/src):
 #   transport <- dump,   cuda <- reduce,   everything <- step
 # snapshot/ (the state kept in memory to rewind to) stands alone on the public headers.
+# forecast/ (the early warning) reads step records: keel/wire and origin/'s one spelling of a
+# number, and no torch.
 # layout/ stands on keel/wire alone (the policies it describes are keel/wire/vocabulary.hpp's).
 # origin/ (the tracer of where a NaN was born, and the state a re-run starts from) stands alone,
 # and so does record/ (the flight recorder: keel_wire only, fed by the publisher through a tap).
@@ -21,17 +23,18 @@ if(NOT PROBE_SRC OR NOT PROBE_INCLUDE)
   message(FATAL_ERROR "pass -DPROBE_SRC=<repository>/probe/src -DPROBE_INCLUDE=<repository>/probe/include")
 endif()
 
-set(probe_folders transport dump reduce layout step cuda origin record snapshot front)
+set(probe_folders transport dump reduce layout step cuda origin record snapshot forecast front)
 set(allowed_transport transport)
 set(allowed_dump dump transport)
 set(allowed_reduce reduce cuda)
 set(allowed_layout layout)
-set(allowed_step step transport dump reduce layout cuda origin record snapshot)
+set(allowed_step step transport dump reduce layout cuda origin record snapshot forecast)
 set(allowed_snapshot snapshot)
+set(allowed_forecast forecast origin)
 set(allowed_origin origin)
 set(allowed_record record)
 set(allowed_cuda cuda)
-set(allowed_front front step transport dump reduce layout cuda origin record snapshot)
+set(allowed_front front step transport dump reduce layout cuda origin record snapshot forecast)
 # Headers a folder must not include. keel/probe/probe.hpp includes torch; the transport takes
 # AttachError from keel/probe/attach_error.hpp. Only step/ and front/ see the whole Probe: the
 # stages that read the settings take them from keel/probe/probe_options.hpp.
@@ -43,6 +46,7 @@ set(forbidden_origin "keel/probe/probe.hpp")
 set(forbidden_snapshot "keel/probe/probe.hpp")
 set(forbidden_cuda "torch/" "ATen/" "c10/")
 set(forbidden_record "torch/" "ATen/" "c10/" "keel/probe/probe.hpp")
+set(forbidden_forecast "torch/" "ATen/" "c10/" "keel/probe/probe.hpp")
 
 include(${CMAKE_CURRENT_LIST_DIR}/../layering_check.cmake)
 set(violations "")

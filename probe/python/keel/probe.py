@@ -102,6 +102,12 @@ class Probe:
     (``""``: record nothing). An unknown name raises TypeError; a setting the probe cannot
     work with (an endpoint in use, a rank outside the world) raises keel.AttachError.
 
+    ``on_event=`` is given each event keel raises (a ``"warning"`` from the early warning, a
+    ``"first_nonfinite"``, a ``"rewind"``, ...) once, on the training thread, as the dict
+    ``last_events()`` holds: an alert, a log line or an action of the trainer's. What it raises
+    is counted and told as a ``"probe_error"`` event; training goes on. ``forecast=False`` turns
+    the early warning off (docs/warnings.md).
+
     In a job of several processes (torchrun, torch.distributed), ``rank``, ``world_size`` and
     ``endpoint`` default to this process's place in it: rank R publishes on
     ``tcp://127.0.0.1:(5557 + 2R)`` ($KEEL_PORT moves 5557). Under DistributedDataParallel the gradients the probe

@@ -82,6 +82,22 @@ void bind_options(py::module_& m) {
   KEEL_OPTION(rewind_max);
   KEEL_OPTION(rewind_lr_factor);
   KEEL_OPTION(rewind_dump);
+  KEEL_OPTION(forecast);
+  KEEL_OPTION(warning_lr_factor);
+  // on_event takes the event as the dict Probe.last_events() gives (message_dicts.hpp): a
+  // wire::Event is not a Python type. pybind11's function caster holds the callable with the GIL.
+  options.def_property(
+      "on_event", [](const ProbeOptions& o) { return static_cast<bool>(o.on_event); },
+      [](ProbeOptions& o, std::function<void(py::dict)> tell) {
+        if (!tell) {
+          o.on_event = nullptr;
+          return;
+        }
+        o.on_event = [tell = std::move(tell)](const keel::wire::Event& e) {
+          py::gil_scoped_acquire gil;
+          tell(keel::python::event_dict(e));
+        };
+      });
   KEEL_OPTION(dump_dir);
   KEEL_OPTION(dump_min_interval_secs);
   KEEL_OPTION(dump_max_count);

@@ -311,12 +311,14 @@ void Probe::Impl::record(const StepPlan& plan, Reduction& r, StepOutcome& outcom
     message.cause = cause ? cause->cause.kind : std::string();
     raise_events(outcome, r.stats_ok);
     watch_divergence(outcome, r);
+    watch_forecast(message);
     message.dropped = publisher_ ? publisher_->dropped() : 0;
     message.probe_errors = events_.probe_errors();
     message.record_dropped = recording_.dropped();
     message.snapshot_bytes = snapshots_.bytes();
     message.stamp_unix_ns = unix_ns();
     message.probe_us = timing_.probe_us(times, Clock::now());
+    tell_events();
     if (publisher_) {
       events_.publish_unpublished(*publisher_);
       publisher_->publish(message);

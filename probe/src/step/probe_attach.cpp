@@ -59,6 +59,9 @@ void check_rewind(const ProbeOptions& options) {
   if (!(options.rewind_lr_factor > 0.0 && options.rewind_lr_factor <= 1.0)) {
     throw AttachError("keel probe: rewind_lr_factor must be above 0 and at most 1 (1 cuts nothing), e.g. 0.5");
   }
+  if (!(options.warning_lr_factor > 0.0 && options.warning_lr_factor <= 1.0)) {
+    throw AttachError("keel probe: warning_lr_factor must be above 0 and at most 1 (1 cuts nothing), e.g. 0.5");
+  }
 }
 
 // The model name goes into dump directory names and every message of the run: refused at

@@ -71,6 +71,7 @@
 #include "probe_clock.hpp"
 #include "rank_verdict.hpp"
 #include "remote_control.hpp"
+#include "forecast/forecaster.hpp"
 #include "snapshot/divergence_rule.hpp"
 #include "snapshot/state_snapshots.hpp"
 #include "run_recording.hpp"
@@ -159,6 +160,9 @@ class Probe::Impl {
   DivergenceDetector divergence_{DivergenceRule{options_.rewind_loss_factor, options_.rewind_loss_steps}};
   int64_t policy_rewinds_ = 0;
   bool told_rewinds_stopped_ = false;   // the cap's rewind_stopped event is raised once
+  Forecaster forecaster_;               // the early warning (ProbeOptions::forecast)
+  std::vector<Forecast> forecasts_;     // this step's warnings, kept to reuse their room
+  int64_t warning_cut_quiet_until_ = 0; // warning_lr_factor cuts once in quiet_steps
 
   int64_t step_ = 0;
   StepTiming timing_;   // what the probe costs the training thread
@@ -266,6 +270,13 @@ class Probe::Impl {
   // a rewind to the newest snapshot from before its onset, or says why there is none
   // (probe_rewind.cpp).
   void watch_divergence(const StepOutcome& outcome, const Reduction& reduction);
+  // The forecaster's turn, on the step's finished record: a trend that usually ends in a
+  // divergence is a "warning" event (probe_forecast.cpp).
+  void watch_forecast(const wire::StepRecord& record);
+  // warning_lr_factor applied at a warning of `step`: what the warning's detail adds ("" for none).
+  std::string cut_learning_rate_on_warning(int64_t step);
+  // The events raised since the last call, told to ProbeOptions::on_event (probe_forecast.cpp).
+  void tell_events();
   // The events of the step being recorded, each stage telling its own (probe_events.cpp).
   // `measured`: the step's health and spike verdict are its own (its reductions succeeded).
   void raise_events(const StepOutcome& outcome, bool measured);

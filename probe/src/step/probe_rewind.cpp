@@ -49,6 +49,7 @@ std::optional<Probe::Impl::Rewound> Probe::Impl::rewind(int64_t from_step) {
   // The weights are the snapshot's: the update pass's copy of them is of the state left.
   layers_.weights_written();
   divergence_.restart();
+  forecaster_.after_rewind();
   const double pause_ms = micros(Clock::now() - start) / 1000.0;
   char pause[32];
   std::snprintf(pause, sizeof pause, "%.1f", pause_ms);

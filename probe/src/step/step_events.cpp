@@ -34,6 +34,7 @@ void StepEvents::add_probe_error(int64_t step, const std::string& what, const st
 
 void StepEvents::drop_published() {
   events_.erase(events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(published_));
+  told_ = told_ > published_ ? told_ - published_ : 0;
   published_ = 0;
 }
 

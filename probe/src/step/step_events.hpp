@@ -41,12 +41,18 @@ class StepEvents {
   // this goes out in the last drain.
   void clear() {
     events_.clear();
-    published_ = 0;
+    published_ = told_ = 0;
   }
 
   // The telemetry_reset event, once each time `publisher` (null: none) has closed every
   // telemetry connection since the last call (a client subscribing without bound).
   void tell_subscription_resets(const Publisher* publisher, int64_t step);
+
+  // Each event added since the last call, handed to `tell` (ProbeOptions::on_event).
+  template <typename Tell>
+  void tell_untold(Tell&& tell) {
+    for (; told_ < events_.size(); ++told_) tell(events_[told_]);
+  }
 
   const std::vector<wire::Event>& all() const { return events_; }
   uint64_t probe_errors() const { return probe_errors_; }
@@ -56,6 +62,7 @@ class StepEvents {
   std::string run_, model_;
   std::vector<wire::Event> events_;
   size_t published_ = 0;   // events_[0, this) went out with a record already
+  size_t told_ = 0;        // events_[0, this) were handed to tell_untold's callback
   uint64_t probe_errors_ = 0;
   uint64_t subscription_resets_seen_ = 0;
 };

@@ -108,6 +108,23 @@ struct ProbeOptions {
   // "step-<S>-rewind" under dump_dir (within dump_max_count and dump_min_free_bytes): the
   // morning after, the state training went on from loads as any dump does.
   bool rewind_dump = true;
+  // The early warning (docs/warnings.md): each step the forecaster reads the step's record (the
+  // grad norm, the update ratios, the watched tensors, the loss scale) and raises a "warning"
+  // event when one is on a trend that usually ends in a divergence, with its numbers, how many
+  // steps ahead it expects trouble and what usually cures it. On by default: its state is a
+  // few numbers per layer and watched tensor, and keel-bench-warning prints its cost and its
+  // record on a corpus of divergences and healthy runs.
+  bool forecast = true;
+  // Acting on a warning (opt-in): every param group's learning rate multiplied by this, in
+  // (0, 1], at a warning (at most once in 500 steps), as an engineer woken by it would; the
+  // warning's detail says so. 1 (the default) changes nothing. A trainer whose schedule sets
+  // the learning rate from its own base applies the factor there too (on_event is told the
+  // warning), or the schedule undoes the cut.
+  double warning_lr_factor = 1.0;
+  // Told, on the training thread, each event the probe raises (a warning, a first_nonfinite, a
+  // rewind, a dump, ...) once, as its step's record goes out: an alert, a log line, an action.
+  // Its exceptions are caught and told as a probe_error; training goes on.
+  std::function<void(const wire::Event&)> on_event;
   // Where dumps are written (created when needed). Never taken from a request.
   std::string dump_dir = "keel-dumps";
   // Dumps asked for by command: at most one per this many seconds (and one at a time).

@@ -183,7 +183,8 @@ struct Warning {
   int64_t lead_steps = -1; // steps until trouble at this rate; -1 when the trend gives no estimate
   std::string advice;      // one sentence: what usually cures it
 };
-inline constexpr const char* kWarningSignals[] = {"grad_norm", "update_ratio", "logit_max", "log_z", "loss_scale"};
+inline constexpr const char* kWarningSignals[] = {"grad_norm", "update_ratio", "loss", "logit_max", "log_z",
+                                                  "loss_scale"};
 
 struct Event {
   int32_t rank = 0;
