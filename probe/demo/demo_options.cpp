@@ -66,6 +66,11 @@ void add_fault_options(CLI::App& app, DemoOptions& o) {
                  "KIND:STEP: a blow-up made through the real math, for keel to find its cause: attention (query/key "
                  "weights blown up), norm (QK-norm with eps 0 over a zero query), fp16 (the loss scaled in float16), "
                  "batch (a sequence weighted 1e25), lr (learning rate 1000x from STEP on), input (a NaN in the batch)");
+  app.add_option("--drift", o.drift,
+                 "KIND:STEP: a slow divergence from STEP on, for keel's early warning (docs/warnings.md): lr (the "
+                 "learning rate growing 2% a step, a schedule gone wrong) or batches (one sequence of every batch "
+                 "weighted 5% more each step, a data pipeline's weights gone wrong)");
+  app.add_option("--drift-rate", o.drift_rate, "the drift's growth a step, e.g. 1.02 (0: the drift's own)");
   app.add_flag("--plain-step", o.plain_step,
                "step with probe.step(loss) rather than the closure form probe.step(closure), which lets keel run an "
                "unsafe step again to find the op where its NaN was born");
@@ -168,7 +173,34 @@ Faults parse_faults(const DemoOptions& options) {
     faults.lr_spike_step = step;
     faults.lr_spike_factor = factor;
   }
+  if (!options.drift.empty()) parse_drift(options.drift, options.drift_rate, faults);
   return faults;
+}
+
+void parse_drift(const std::string& text, double rate, Faults& faults) {
+  const auto colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  int64_t step = -1;
+  try {
+    size_t used = 0;
+    if (colon != std::string::npos) step = std::stoll(text.substr(colon + 1), &used);
+    if (colon == std::string::npos || used != text.size() - colon - 1) step = -1;
+  } catch (const std::logic_error&) {
+    step = -1;
+  }
+  if (step < 0 || (kind != "lr" && kind != "batches")) {
+    throw CLI::ValidationError("--drift", "expected lr:STEP or batches:STEP, got '" + text + "'");
+  }
+  if (rate != 0 && !(rate > 1.0 && rate < 2.0)) {
+    throw CLI::ValidationError("--drift-rate", "expected a growth a step in (1, 2), e.g. 1.02");
+  }
+  if (kind == "lr") {
+    faults.lr_drift_step = step;
+    if (rate != 0) faults.lr_drift_rate = rate;
+  } else {
+    faults.batch_drift_step = step;
+    if (rate != 0) faults.batch_drift_rate = rate;
+  }
 }
 
 }  // namespace keel::demo

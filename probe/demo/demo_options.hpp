@@ -25,7 +25,8 @@ struct DemoOptions {
   int threads = 0;
   bool use_scaler = false;
   // Fault injection: "STEP:LAYER", "STEP:FACTOR", "STEP:FACTOR", "KIND:STEP".
-  std::string inject_nan, inject_spike, lr_spike, cause;
+  std::string inject_nan, inject_spike, lr_spike, cause, drift;
+  double drift_rate = 0;   // --drift-rate: 0 = the drift's own
   bool plain_step = false;
   // The probe's options; endpoint, skip_on_nonfinite, dump_on_nonfinite and the keys are set
   // from the fields below by the program.
@@ -45,5 +46,8 @@ void add_demo_options(CLI::App& app, DemoOptions& options);
 // The faults --inject-nan, --inject-spike and --lr-spike ask for. Throws CLI::ValidationError
 // naming the flag and the form it takes when one cannot be read.
 Faults parse_faults(const DemoOptions& options);
+// --drift KIND:STEP with --drift-rate (0: the drift's own) into `faults`; throws
+// CLI::ValidationError saying what is expected.
+void parse_drift(const std::string& text, double rate, Faults& faults);
 
 }  // namespace keel::demo

@@ -149,6 +149,7 @@ void train(Trainer& trainer, Probe& probe, const DemoOptions& o, const keel::dem
     injector.before_step(step, trainer.model());
     keel::demo::Batch batch = trainer.next_batch();
     injector.poison(step, batch);
+    Trainer::drift(step, met, batch);
     // libtorch's closure idiom, as optimizer.step(closure) takes it: the same batch each call.
     torch::Tensor loss;
     const auto closure = [&] {

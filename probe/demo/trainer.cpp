@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -49,7 +50,16 @@ void Trainer::schedule(int64_t step, const Faults& faults) {
   }
   if (faults.lr_spike_step && *faults.lr_spike_step == step) lr *= faults.lr_spike_factor;
   if (faults.lr_jump_step && step >= *faults.lr_jump_step) lr *= faults.lr_jump_factor;
+  if (faults.lr_drift_step && step > *faults.lr_drift_step) {
+    lr *= std::pow(faults.lr_drift_rate, static_cast<double>(step - *faults.lr_drift_step));
+  }
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+}
+
+void Trainer::drift(int64_t step, const Faults& faults, Batch& batch) {
+  if (!faults.batch_drift_step || step <= *faults.batch_drift_step) return;
+  const double weight = std::pow(faults.batch_drift_rate, static_cast<double>(step - *faults.batch_drift_step));
+  batch.weights.index_put_({0}, weight);
 }
 
 Batch Trainer::next_batch() {

@@ -54,6 +54,13 @@ struct Faults {
   double lr_spike_factor = 1.0;
   std::optional<int64_t> lr_jump_step;  // from this step on, the learning rate multiplied by lr_jump_factor
   double lr_jump_factor = 1.0;
+  // Slow divergences (--drift), each from its step on: the learning rate times lr_drift_rate
+  // a step (a schedule gone wrong), and one sequence of each batch weighted batch_drift_rate
+  // times more a step (a data pipeline's weights gone wrong).
+  std::optional<int64_t> lr_drift_step;
+  double lr_drift_rate = 1.02;
+  std::optional<int64_t> batch_drift_step;
+  double batch_drift_rate = 1.05;
 
   // The faults a step that is taken again (after a rewind) still meets: those of a range of
   // steps (lr_jump), not those of one moment (a NaN, a spike, an lr spike), which happened once.
@@ -61,6 +68,10 @@ struct Faults {
     Faults again;
     again.lr_jump_step = lr_jump_step;
     again.lr_jump_factor = lr_jump_factor;
+    again.lr_drift_step = lr_drift_step;
+    again.lr_drift_rate = lr_drift_rate;
+    again.batch_drift_step = batch_drift_step;
+    again.batch_drift_rate = batch_drift_rate;
     return again;
   }
 };
@@ -80,6 +91,8 @@ class Trainer {
   void scale_lr(double factor) { config_.lr *= factor; }
   // The next batch, on the training device.
   Batch next_batch();
+  // The batch drift due at `step`: the batch's first sequence weighted more.
+  static void drift(int64_t step, const Faults& faults, Batch& batch);
   // zero_grad, forward of `batch` (logits handed to on_logits, e.g. probe.watch), loss (each
   // sequence's mean cross-entropy times its weight, averaged), backward of scale(loss).
   // Returns the unscaled loss. Run twice on one batch, it computes the same step (the closure
