@@ -3,7 +3,10 @@
 // the rewind policy, and with it the run is rewound to a snapshot from before the spike and
 // finishes within 5% of the undisturbed run's loss. A learning rate that stays 1000x too high
 // diverges after every rewind: the policy stops at rewind_max and says so, once; with
-// rewind_lr_factor its repeated rewinds cut the learning rate and the run heals.
+// rewind_lr_factor its repeated rewinds cut the learning rate and the run heals. (Where a run
+// left diverged at a learning rate 1000x too high ends is chaos: one torch's threads ended one
+// at a loss of 2.3. So the healed run is judged by its own numbers: it never diverges again and
+// ends near the loss it had before the trouble.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +37,13 @@ std::string run_demo(const std::string& flags, int& status) {
 double final_loss(const std::string& out) {
   const size_t at = out.rfind("step    399  loss ");
   return at == std::string::npos ? std::nan("") : std::atof(out.c_str() + at + 18);
+}
+
+// The loss median the rewind policy judged its first divergence against, or NaN.
+double median_before_divergence(const std::string& out) {
+  const std::string said = "the loss above 2x its median ";
+  const size_t at = out.find(said);
+  return at == std::string::npos ? std::nan("") : std::atof(out.c_str() + at + said.size());
 }
 
 TEST(RewindE2e, ALearningRateSpikeRuinsTheRunWithoutThePolicyAndIsRewoundWithIt) {
@@ -72,7 +82,6 @@ TEST(RewindE2e, ARunThatDivergesAfterEveryRewindStopsAtTheCapAndSaysWhy) {
   EXPECT_NE(out.find("a lower learning rate", stopped), std::string::npos) << out;
   EXPECT_EQ(out.find("event rewind_stopped", stopped + 1), std::string::npos) << "said more than once: " << out;
   EXPECT_EQ(out.find("learning rate x"), std::string::npos) << "cut without rewind_lr_factor: " << out;
-  const double unhealed = final_loss(out);
 
   // With rewind_lr_factor the second and third rewinds also cut the learning rate, each x0.1:
   // the run that diverged again and again finishes healthy. Each rewind writes the state it put back.
@@ -87,9 +96,10 @@ TEST(RewindE2e, ARunThatDivergesAfterEveryRewindStopsAtTheCapAndSaysWhy) {
       << "the first rewind keeps the learning rate: " << cut_out;
   EXPECT_NE(cut_out.find("learning rate x0.1 (rewind_lr_factor)", second), std::string::npos) << cut_out;
   EXPECT_NE(cut_out.find("step-150-rewind"), std::string::npos) << "the rewound state was not dumped: " << cut_out;
-  const double healed = final_loss(cut_out);
-  ASSERT_TRUE(std::isfinite(healed)) << cut_out;
-  EXPECT_LT(healed, 0.01 * unhealed) << cut_out;
+  EXPECT_EQ(cut_out.find("rewind_stopped"), std::string::npos) << "diverged after the cut: " << cut_out;
+  const double healed = final_loss(cut_out), before = median_before_divergence(cut_out);
+  ASSERT_TRUE(std::isfinite(healed) && std::isfinite(before)) << cut_out;
+  EXPECT_LT(healed, 1.5 * before) << cut_out;
 }
 
 // The cause looks back far enough: one step's learning rate x100000 at step 150 leaves every

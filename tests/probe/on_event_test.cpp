@@ -6,13 +6,16 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "keel/probe/probe.hpp"
 #include "keel/wire/vocabulary.hpp"
+#include "command_rig.hpp"
 #include "quiet_options.hpp"
 
 namespace {
@@ -91,6 +94,111 @@ TEST(OnEvent, AWarningWithWarningLrFactorCutsTheLearningRateOnceAndSaysSo) {
   for (const wire::Event& e : warnings) cuts += e.detail.find("warning_lr_factor") != std::string::npos;
   EXPECT_EQ(cuts, 1) << "once in quiet_steps";
   EXPECT_DOUBLE_EQ(static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options()).lr(), 5e-4);
+}
+
+// With snapshots, a warning keeps the newest one from before it: two slots taken every 50 steps
+// hold 350 and 400 at step 420, and with the warning of the trend begun at 300, 300 and 400: a
+// rewind to before the trend is still possible.
+TEST(OnEvent, AWarningKeepsTheSnapshotFromBeforeItsTrendForARewind) {
+  for (const bool forecast : {true, false}) {
+    torch::manual_seed(0);
+    torch::nn::Linear net(8, 1);
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(1e-3));
+    keel::probe::ProbeOptions options = keel::test::listening();
+    options.forecast = forecast;
+    options.rewind_every = 50;
+    options.rewind_keep = 2;
+    std::string warned;
+    options.on_event = [&](const wire::Event& e) {
+      if (e.kind == wire::event_kind::kWarning && warned.empty()) warned = e.detail;
+    };
+    keel::probe::Probe probe(*net, opt, options);
+    keel::test::Client client(probe.bound_command_endpoint());
+    const torch::Tensor truth = torch::randn({8, 1});
+    int s = 0;
+    const auto step = [&] {
+      const torch::Tensor x = torch::randn({64, 8});
+      const torch::Tensor loss = ramp(std::min(s, 420)) * (net->forward(x) - x.matmul(truth)).pow(2).mean();
+      opt.zero_grad();
+      loss.backward();
+      probe.step(loss);
+      ++s;
+    };
+    while (s < 421) step();
+    wire::Command rewind = keel::test::command(1, wire::command_kind::kRewind);
+    rewind.to_step = 320;
+    client.send(rewind);
+    std::optional<wire::Ack> ack;
+    for (int i = 0; i < 200 && !ack; ++i) {
+      step();
+      ack = client.receive(20);
+    }
+    ASSERT_TRUE(ack) << "no ack";
+    if (!forecast) {
+      EXPECT_TRUE(warned.empty()) << warned;
+      EXPECT_FALSE(ack->ok);
+      EXPECT_NE(ack->error.find("(kept: 350, 400)"), std::string::npos) << ack->error;
+      continue;
+    }
+    EXPECT_NE(warned.find("the snapshot of step 300 is kept for a rewind"), std::string::npos) << warned;
+    EXPECT_TRUE(ack->ok) << ack->error;
+    EXPECT_EQ(ack->step, 300);
+  }
+}
+
+// A rewind puts the forecaster back with the state: the abandoned span's values (here a loss
+// told 1000x for the steps from 400 until the rewind) leave its baselines and its quiet time, so
+// the run after the rewind is warned exactly as a run that never had that span: a loss (and
+// grad norm) ramp from step 500 is warned at the same step, against the same baseline.
+TEST(OnEvent, ARewindPutsTheForecasterBackWithTheState) {
+  std::optional<wire::Event> first[2];
+  for (const bool abandoned_span : {false, true}) {
+    torch::manual_seed(0);
+    torch::nn::Linear net(8, 1);
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(1e-3));
+    keel::probe::ProbeOptions options = keel::test::listening();
+    options.rewind_every = 50;
+    options.rewind_keep = 2;
+    bool rewound = false;
+    std::optional<wire::Event>& warning = first[abandoned_span];
+    options.on_event = [&](const wire::Event& e) {
+      if (e.kind == wire::event_kind::kRewind) rewound = true;
+      if (e.kind == wire::event_kind::kWarning && (rewound || !abandoned_span) && !warning) warning = e;
+    };
+    keel::probe::Probe probe(*net, opt, options);
+    keel::test::Client client(probe.bound_command_endpoint());
+    torch::manual_seed(1);
+    const torch::Tensor truth = torch::randn({8, 1});
+    bool asked = false;
+    for (int s = 0; s < 700;) {
+      // Each step's batch is its own: the steps after the rewind see what the other run saw.
+      torch::manual_seed(1000 + s);
+      const torch::Tensor x = torch::randn({64, 8});
+      const double weight = s <= 500 ? 1.0 : std::pow(1.05, s - 500);
+      const torch::Tensor loss = weight * (net->forward(x) - x.matmul(truth)).pow(2).mean();
+      opt.zero_grad();
+      loss.backward();
+      const bool told_wrong = abandoned_span && !rewound && s >= 400;
+      probe.step(told_wrong ? loss.detach() * 1000 : loss);
+      ++s;
+      if (told_wrong && s == 440 && !asked) {
+        wire::Command rewind = keel::test::command(1, wire::command_kind::kRewind);
+        rewind.to_step = 400;
+        client.send(rewind);
+        asked = true;
+      }
+      if (rewound && s > 400 && asked) {
+        asked = false;
+        s = 400;   // the step the run goes on from
+      }
+      if (abandoned_span && s > 600 && !rewound) FAIL() << "never rewound";
+    }
+    ASSERT_TRUE(warning) << "no warning " << (abandoned_span ? "after the rewind" : "");
+  }
+  EXPECT_EQ(first[1]->step, first[0]->step);
+  EXPECT_EQ(first[1]->warning->signal, first[0]->warning->signal);
+  EXPECT_NEAR(first[1]->warning->baseline, first[0]->warning->baseline, 1e-6 * std::abs(first[0]->warning->baseline));
+  EXPECT_GT(first[0]->step, 500);
 }
 
 TEST(OnEvent, EachEventIsToldOnceAndACallbackThatThrowsIsAProbeErrorAndTrainingGoesOn) {

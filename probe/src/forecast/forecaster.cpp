@@ -54,25 +54,6 @@ void Forecaster::observe(const wire::StepRecord& record, const wire::RunDescript
   observe_loss_scale(record, out);
 }
 
-void Forecaster::after_rewind() {
-  const auto settle = [](Signal& s) {
-    s.trend = Trend::settled(s.trend);
-    s.above = 0;
-  };
-  settle(grad_norm_);
-  settle(update_ratio_);
-  settle(update_size_);
-  settle(loss_);
-  settle(learning_rate_);
-  overshoot_.above = 0;
-  settle(loss_scale_);
-  for (Trend& t : layer_ratios_) t = Trend::settled(t);
-  for (Watched& w : watches_) {
-    settle(w.absmax);
-    settle(w.log_z);
-  }
-}
-
 Forecast Forecaster::growth_warning(const char* signal_name, const Signal& signal, std::string layer,
                                     const std::string& what, const char* advice) const {
   const Trend& t = signal.trend;

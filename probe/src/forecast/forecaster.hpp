@@ -70,9 +70,6 @@ class Forecaster {
 
   // A step's record: the warnings it raises, in `out` (cleared first). `run` names the layers.
   void observe(const wire::StepRecord& record, const wire::RunDescription& run, std::vector<Forecast>& out);
-  // After a rewind: the abandoned span's values leave the levels; the baselines, which lag it,
-  // stay.
-  void after_rewind();
   const ForecastRule& rule() const { return rule_; }
 
  private:

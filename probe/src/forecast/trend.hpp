@@ -26,13 +26,6 @@ class Trend {
   double excess() const { return fast_ - slow_; }
   // How much the fast level moved a step, smoothed as the level is.
   double slope() const { return slope_; }
-  // `t` with its level put back to its baseline and no slope: a rewind's continuation starts
-  // from the state before the trend, which the baseline stands for.
-  static Trend settled(Trend t) {
-    t.fast_ = t.slow_;
-    t.slope_ = 0;
-    return t;
-  }
   // `t` with its baseline put at its level: the baseline starts again from here, leaving out
   // what came before (a run's first steps, whose values move as a model starts to learn).
   static Trend rebased(Trend t) {

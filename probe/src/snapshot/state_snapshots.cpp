@@ -59,15 +59,17 @@ void StateSnapshots::take(int64_t step, const TrainingState& state) {
     StateSnapshots& snapshots;
     ~Recount() { snapshots.bytes_ = snapshots.count_bytes(); }
   } recount{*this};
-  // An empty slot first (a rewind empties the abandoned span's), else the oldest.
-  Slot* slot = &slots_[0];
+  // An empty slot first (a rewind empties the abandoned span's), else the oldest not held
+  // (hold() leaves at least one slot free).
+  Slot* slot = nullptr;
   for (Slot& s : slots_) {
     if (s.step < 0) {
       slot = &s;
       break;
     }
-    if (s.step < slot->step) slot = &s;
+    if (!s.held && (slot == nullptr || s.step < slot->step)) slot = &s;
   }
+  if (slot == nullptr) slot = &slots_[0];
   slot->step = -1;
   const torch::NoGradGuard no_grad;
   // The buffers on the training stream: the next forward pass writes them.
@@ -161,8 +163,25 @@ void StateSnapshots::restore(int64_t step, const TrainingState& state) {
     state.scaler->load_state(slot.scale, slot.growth_tracker);
   }
   for (Slot& s : slots_) {
-    if (s.step > step) s.step = -1;
+    if (s.step > step) {
+      s.step = -1;
+      s.held = false;
+    }
   }
+}
+
+std::optional<int64_t> StateSnapshots::hold(int64_t step) {
+  const std::optional<int64_t> newest = newest_at_or_before(step);
+  if (slots_.size() < 2 || !newest) return held();
+  for (Slot& s : slots_) s.held = s.step == *newest;
+  return newest;
+}
+
+std::optional<int64_t> StateSnapshots::held() const {
+  for (const Slot& s : slots_) {
+    if (s.held && s.step >= 0) return s.step;
+  }
+  return std::nullopt;
 }
 
 uint64_t StateSnapshots::count_bytes() const {

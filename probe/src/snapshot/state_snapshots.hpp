@@ -64,12 +64,20 @@ class StateSnapshots {
   // caller reports.
   void restore(int64_t step, const TrainingState& state);
 
+  // Keeps the newest snapshot of a step at or before `step` from being taken over by later
+  // ones (an early warning's: the state from before the trend it saw), in place of the one held
+  // before; the other slots take the snapshots in turn. With one slot nothing is held. A rewind
+  // that abandons the held snapshot's step releases it. Returns the step held.
+  std::optional<int64_t> hold(int64_t step);
+  std::optional<int64_t> held() const;
+
   uint64_t bytes() const { return bytes_; }
   std::vector<int64_t> steps() const;   // oldest first
 
  private:
   struct Slot {
     int64_t step = -1;   // -1: empty
+    bool held = false;   // hold(): not taken over by a later snapshot
     std::vector<torch::Tensor> weights, buffers;
     std::vector<OptimizerStateTensors> optimizer;   // host copies, or
     std::string optimizer_archive;                  // its serialise() where it hands no tensors out

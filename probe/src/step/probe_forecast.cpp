@@ -1,5 +1,8 @@
-// The probe's early warning and its on_event callback (ProbeOptions::forecast, on_event).
+// The probe's early warning, what it does on a warning (warning_lr_factor, the snapshot it
+// keeps) and its on_event callback (ProbeOptions::forecast, on_event).
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "keel/wire/vocabulary.hpp"
 #include "origin/short_number.hpp"
@@ -11,8 +14,10 @@ void Probe::Impl::watch_forecast(const wire::StepRecord& record) {
   if (!options_.forecast) return;
   try {
     forecaster_.observe(record, description_, forecasts_);
+    if (forecasts_.empty()) return;
+    const std::string acted = cut_learning_rate_on_warning(record.step) + hold_snapshot_on_warning(record.step);
     for (Forecast& f : forecasts_) {
-      add_event(wire::event_kind::kWarning, f.layer, f.sentence + cut_learning_rate_on_warning(record.step));
+      add_event(wire::event_kind::kWarning, f.layer, f.sentence + acted);
       events_.last().warning = std::move(f.warning);
     }
   } catch (const std::exception& e) {
@@ -31,6 +36,21 @@ std::string Probe::Impl::cut_learning_rate_on_warning(int64_t step) {
     return "";
   }
   return "; learning rate x" + short_number(factor) + " (warning_lr_factor)";
+}
+
+std::string Probe::Impl::hold_snapshot_on_warning(int64_t step) {
+  // One trend warns again and again: the hold stays on the snapshot from before its first
+  // warning, and moves only for a warning after quiet_steps without one (a new trend).
+  // Not in a job of several ranks: each rank warns on its own, and the ranks must keep the same
+  // snapshots to rewind to the same step.
+  const bool new_trend = last_warning_step_ < 0 || step - last_warning_step_ > forecaster_.rule().quiet_steps;
+  last_warning_step_ = step;
+  if (!snapshots_.enabled() || options_.world_size > 1) return "";
+  const std::optional<int64_t> held = new_trend || !snapshots_.held() ? snapshots_.hold(step) : snapshots_.held();
+  if (!held) return "";
+  const std::string at = std::to_string(*held);
+  return "; the snapshot of step " + at + " is kept for a rewind to before the trend (keel-cli send rewind --to-step " +
+         at + ")";
 }
 
 void Probe::Impl::tell_events() {

@@ -161,8 +161,12 @@ class Probe::Impl {
   int64_t policy_rewinds_ = 0;
   bool told_rewinds_stopped_ = false;   // the cap's rewind_stopped event is raised once
   Forecaster forecaster_;               // the early warning (ProbeOptions::forecast)
+  // The forecaster as each kept snapshot's step began: a rewind puts it back with the state, so
+  // that the abandoned span's values (a divergence's) leave its baselines as well as its levels.
+  std::vector<std::pair<int64_t, Forecaster>> forecaster_at_snapshot_;
   std::vector<Forecast> forecasts_;     // this step's warnings, kept to reuse their room
   int64_t warning_cut_quiet_until_ = 0; // warning_lr_factor cuts once in quiet_steps
+  int64_t last_warning_step_ = -1;       // the step of the newest warning, -1: none yet
 
   int64_t step_ = 0;
   StepTiming timing_;   // what the probe costs the training thread
@@ -251,6 +255,10 @@ class Probe::Impl {
   void take_snapshot_if_due(int64_t next);
   // Whether this rank would take no snapshot now: a divergence in progress, a rewind pending.
   bool holds_snapshots() const;
+  // Keeps a copy of the forecaster with the snapshot of step `step` (in the room of one no
+  // longer kept), and after a rewind to `step` puts it back.
+  void keep_forecaster_with_snapshot(int64_t step);
+  void restore_forecaster(int64_t step);
   // What a rewind put back: the snapshot's step (the next step's number) and the factor every
   // group's learning rate was multiplied by (1: not cut).
   struct Rewound {
@@ -275,6 +283,9 @@ class Probe::Impl {
   void watch_forecast(const wire::StepRecord& record);
   // warning_lr_factor applied at a warning of `step`: what the warning's detail adds ("" for none).
   std::string cut_learning_rate_on_warning(int64_t step);
+  // With snapshots, keeps the newest one from before a warning's trend (StateSnapshots::hold);
+  // what it kept, for the event's detail.
+  std::string hold_snapshot_on_warning(int64_t step);
   // The events raised since the last call, told to ProbeOptions::on_event (probe_forecast.cpp).
   void tell_events();
   // The events of the step being recorded, each stage telling its own (probe_events.cpp).

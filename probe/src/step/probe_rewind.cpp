@@ -1,5 +1,6 @@
 // Probe::Impl's rewind (docs/rewind.md): the snapshots taken as steps end (StateSnapshots), and
 // a rewind a command asked for, taken in the step it interrupts (skipped) before its record.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@ void Probe::Impl::take_snapshot_if_due(int64_t next) {
     std::vector<torch::Tensor> buffers;
     model_->buffers(buffers);
     snapshots_.take(next, TrainingState{layers_.params(), buffers, *optimizer_, scaler_});
+    keep_forecaster_with_snapshot(next);
   } catch (const std::exception& e) {
     report_probe_error("taking the snapshot of step " + std::to_string(next), e.what(),
                        "no snapshot of that step; training goes on, and a rewind goes to an older one");
@@ -30,6 +32,36 @@ bool Probe::Impl::holds_snapshots() const {
   // ones to keep: a new one would hold a state about to be left, and could push out the one
   // the rewind goes back to.
   return control_.rewind_requested() || (options_.rewind_on_divergence && divergence_.in_run());
+}
+
+void Probe::Impl::keep_forecaster_with_snapshot(int64_t step) {
+  if (!options_.forecast) return;
+  const std::vector<int64_t> kept = snapshots_.steps();
+  const auto gone = std::find_if(forecaster_at_snapshot_.begin(), forecaster_at_snapshot_.end(), [&](const auto& f) {
+    return f.first == step || std::find(kept.begin(), kept.end(), f.first) == kept.end();
+  });
+  // Assigned over a copy of the same run's shape: its vectors keep their room.
+  if (gone != forecaster_at_snapshot_.end()) {
+    *gone = {step, forecaster_};
+  } else {
+    forecaster_at_snapshot_.emplace_back(step, forecaster_);
+  }
+}
+
+void Probe::Impl::restore_forecaster(int64_t step) {
+  const auto at = std::find_if(forecaster_at_snapshot_.begin(), forecaster_at_snapshot_.end(),
+                               [&](const auto& f) { return f.first == step; });
+  // Without its copy (taking it failed), the forecaster starts over: it says nothing until it
+  // has its baselines again, rather than read the abandoned span as the run's.
+  try {
+    if (at != forecaster_at_snapshot_.end()) {
+      forecaster_ = at->second;
+      return;
+    }
+  } catch (const std::exception& e) {
+    report_probe_error("putting back the early warning's state", e.what(), "it starts over");
+  }
+  forecaster_ = Forecaster(forecaster_.rule());
 }
 
 std::optional<Probe::Impl::Rewound> Probe::Impl::rewind(int64_t from_step) {
@@ -49,7 +81,7 @@ std::optional<Probe::Impl::Rewound> Probe::Impl::rewind(int64_t from_step) {
   // The weights are the snapshot's: the update pass's copy of them is of the state left.
   layers_.weights_written();
   divergence_.restart();
-  forecaster_.after_rewind();
+  restore_forecaster(request.to_step);
   const double pause_ms = micros(Clock::now() - start) / 1000.0;
   char pause[32];
   std::snprintf(pause, sizeof pause, "%.1f", pause_ms);
