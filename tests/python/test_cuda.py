@@ -107,6 +107,29 @@ def test_a_fused_step_is_decided_on_the_device_with_no_host_sync(quiet, make_opt
 
 
 @pytest.mark.parametrize("make_optimizer", [
+    lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, fused=True),
+    lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9, fused=True),
+], ids=["AdamW", "SGD"])
+def test_snapshots_of_a_fused_step_wait_for_nothing(quiet, make_optimizer):
+    """Snapshots at every other step (rewind_every 2): the optimizer hands its state tensors
+    out as they live (no state_dict, no torch.save), and they are copied with the weights on
+    the side stream, so a step that takes one still makes the host wait for nothing."""
+    model = cuda_model()
+    optimizer = make_optimizer(model.parameters())
+    optimizer.state_dict = lambda: pytest.fail("a snapshot called state_dict")
+    probe = keel.Probe(model, optimizer, **quiet, rewind_every=2, rewind_dump=False)
+    for step, d in enumerate(cuda_batches(8)):
+        loss = backward(model, optimizer, d)
+        outcome, syncs = host_syncs_in(lambda: probe.step(loss))
+        assert not outcome.settled, f"step {step} was decided on the host"
+        if step > 0:
+            assert syncs == 0, f"step {step}: the probe waited for the device {syncs} time(s)"
+    probe.settle()
+    assert probe.last_record["snapshot_bytes"] > 0
+    assert probe.last_record["probe_errors"] == 0
+
+
+@pytest.mark.parametrize("make_optimizer", [
     lambda params: torch.optim.Adam(params, lr=1e-2, capturable=True),
     lambda params: torch.optim.AdamW(params, lr=1e-2, foreach=True),
     lambda params: torch.optim.RMSprop(params, lr=1e-3),

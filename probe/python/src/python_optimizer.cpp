@@ -229,6 +229,108 @@ std::string PythonOptimizer::serialise() {
   return buffer.attr("getvalue")().cast<std::string>();
 }
 
+const std::vector<const char*>& PythonOptimizer::state_keys() const {
+  static const std::vector<const char*> adam{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"};
+  static const std::vector<const char*> sgd{"momentum_buffer"};
+  return kind_ == probe::OptimizerKind::kSgd ? sgd : adam;
+}
+
+bool PythonOptimizer::state_tensors(std::vector<probe::OptimizerStateTensors>& out, std::string& why) {
+  out.clear();
+  const auto refuse = [&](std::string reason) {
+    out.clear();
+    why = std::move(reason);
+    return false;
+  };
+  if (kind_ == probe::OptimizerKind::kOther) return refuse("the optimizer is not torch.optim's AdamW, Adam or SGD");
+  const py::object state = optimizer_.attr("state");
+  if (!PyDict_Check(state.ptr())) return refuse("the optimizer's state is not torch.optim's own");
+  const std::vector<const char*>& keys = state_keys();
+  for (const Group& group : groups_) {
+    for (const torch::Tensor& p : group.params) {
+      const py::object param = shards_->parameter_of(p);
+      if (!is_tensor(param) || !tensor_of(param, "a parameter").is_same(p)) {
+        return refuse("a sharded parameter (FSDP, DTensor), whose state its state_dict lays out");
+      }
+      probe::OptimizerStateTensors& entry = out.emplace_back();
+      PyObject* found = PyDict_GetItem(state.ptr(), param.ptr());   // borrowed
+      if (found == nullptr || !PyDict_Check(found) || PyDict_Size(found) == 0) continue;
+      const auto s = py::reinterpret_borrow<py::dict>(found);
+      size_t known = 0;
+      for (const char* key : keys) {
+        const py::handle value = item_of(s, key);
+        known += s.contains(key);
+        if (value && !is_tensor(value)) return refuse(std::string("a parameter's state holds '") + key + "' as a number");
+        entry.tensors.push_back(value ? tensor_of(value, key) : torch::Tensor());
+      }
+      if (known != static_cast<size_t>(s.size())) return refuse("a parameter's state holds a key keel does not know");
+      // The host's count where it keeps one for this step tensor; 0: none (read again after a
+      // restore). Never read from a device here.
+      entry.count = 0;
+      const auto kept = step_counts_.find(p.unsafeGetTensorImpl());
+      if (kind_ != probe::OptimizerKind::kSgd && kept != step_counts_.end() && entry.tensors.back().defined() &&
+          kept->second.step_tensor.is_same(entry.tensors.back())) {
+        entry.count = kept->second.count;
+      }
+    }
+  }
+  return true;
+}
+
+void PythonOptimizer::restore_state_tensors(const std::vector<probe::OptimizerStateTensors>& from) {
+  const std::vector<const char*>& keys = state_keys();
+  size_t n = 0;
+  for (const Group& group : groups_) n += group.params.size();
+  if (n != from.size()) {
+    throw std::runtime_error("keel: the optimizer steps " + std::to_string(n) + " tensors, the snapshot holds " +
+                             std::to_string(from.size()));
+  }
+  for (const probe::OptimizerStateTensors& entry : from) {
+    if (entry.count >= 0 && entry.tensors.size() != keys.size()) {
+      throw std::runtime_error("keel: a snapshot's optimizer state is not of this optimizer's kind");
+    }
+  }
+  const py::object state = optimizer_.attr("state");
+  const torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (const Group& group : groups_) {
+    for (const torch::Tensor& p : group.params) {
+      const probe::OptimizerStateTensors& entry = from[i++];
+      const py::object param = shards_->parameter_of(p);
+      step_counts_.erase(p.unsafeGetTensorImpl());
+      if (entry.count < 0) {
+        if (PyDict_Contains(state.ptr(), param.ptr()) == 1) state.attr("pop")(param);
+        continue;
+      }
+      // torch.optim's state is a defaultdict(dict): indexing makes the parameter's entry.
+      py::dict s = state[param];
+      for (size_t k = 0; k < keys.size(); ++k) {
+        const torch::Tensor& host = entry.tensors[k];
+        const bool step = std::string(keys[k]) == "step";
+        const py::handle live = item_of(s, keys[k]);
+        if (!host.defined()) {
+          // None (SGD's momentum_buffer without momentum) and no key read alike.
+          if (live) PyDict_DelItemString(s.ptr(), keys[k]);
+          continue;
+        }
+        if (live && is_tensor(live)) {
+          const torch::Tensor& t = tensor_of(live, keys[k]);
+          if (t.sizes() == host.sizes() && t.dtype() == host.dtype()) {
+            t.copy_(host);
+            if (step && entry.count > 0) step_counts_[p.unsafeGetTensorImpl()] = StepCount{t, entry.count};
+            continue;
+          }
+        }
+        const torch::Device device = step && !group.fused && !group.capturable ? torch::Device(torch::kCPU) : p.device();
+        torch::Tensor fresh = torch::empty(host.sizes(), host.options().device(device));
+        fresh.copy_(host);
+        s[keys[k]] = object_of(fresh);
+        if (step && entry.count > 0) step_counts_[p.unsafeGetTensorImpl()] = StepCount{fresh, entry.count};
+      }
+    }
+  }
+}
+
 void PythonOptimizer::restore_serialised(const std::string& bytes) {
   py::object buffer = py::module_::import("io").attr("BytesIO")(py::bytes(bytes));
   optimizer_.attr("load_state_dict")(py::module_::import("torch").attr("load")(buffer));

@@ -50,9 +50,21 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
 
   // torch.save(optimizer.state_dict()): optimizer.load_state_dict(torch.load(...)) reads it.
   std::string serialise() override;
+  // A snapshot's view of torch.optim's AdamW, Adam and SGD state over plain parameters: each
+  // parameter's state tensors as they live, in the order of state_keys() (the snapshot copies
+  // them with no wait on a device), and its step count as the host keeps it. False, and the
+  // snapshot keeps serialise()'s bytes, for another optimizer, a sharded parameter (FSDP,
+  // DTensor: their state_dict knows their layout), or a state keel does not know (a key of
+  // its own, a step kept as a number).
+  bool state_tensors(std::vector<probe::OptimizerStateTensors>& out, std::string& why) override;
+  // Writes the host copies back into each parameter's state: into its own tensors where their
+  // shape and type still match (a device copy, no new tensor), else into new ones on its
+  // device (a step count on the host, as torch.optim keeps it, unless the group is fused or
+  // capturable); a parameter with no state in the snapshot has none after. The host's step
+  // counts follow. Checks every entry before it writes any.
+  void restore_state_tensors(const std::vector<probe::OptimizerStateTensors>& from) override;
   // A rewind's restore of serialise()'s bytes: torch.load, then the optimizer's own
-  // load_state_dict (which puts each tensor on its parameter's device). The snapshot keeps
-  // those bytes: the Python front hands no state out as tensors.
+  // load_state_dict (which puts each tensor on its parameter's device).
   void restore_serialised(const std::string& bytes) override;
   // Every param_group's "lr" multiplied (in place when it is a tensor, as a capturable or
   // fused optimizer may keep it); begin_step() reads it back.
@@ -71,6 +83,8 @@ class PythonOptimizer final : public probe::OptimizerAdapter {
     torch::Tensor step_tensor;
     int64_t count = 0;
   };
+  // The state keys a snapshot hands out for this kind, in order.
+  const std::vector<const char*>& state_keys() const;
   // After the optimizer's own step: counts the step of every tensor of a fused or capturable
   // Adam group that had a gradient; `deferred`: as applied, until settle_deferred_step.
   void count_device_steps(bool deferred);
