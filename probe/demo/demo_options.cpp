@@ -102,6 +102,11 @@ void add_policy_options(CLI::App& app, DemoOptions& o) {
                  "the policy's second and later rewinds also multiply the learning rate by this (1 = no cut)")
       ->check(CLI::Range(1e-9, 1.0))
       ->capture_default_str();
+  app.add_option("--warning-lr-factor", p.warning_lr_factor,
+                 "an early warning (docs/warnings.md) also multiplies the learning rate by this, kept by the "
+                 "schedule (1 = no cut)")
+      ->check(CLI::Range(1e-9, 1.0))
+      ->capture_default_str();
   app.add_option("--dump-dir", p.dump_dir, "directory the probe writes dumps into")->capture_default_str();
   app.add_option("--record-dir", p.record_dir,
                  "directory the probe records the run into (keel --open, keel-cli summary FILE); \"\" records nothing")

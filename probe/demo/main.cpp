@@ -117,13 +117,13 @@ void print_events(const Probe& probe) {
   if (!probe.last_events().empty()) std::fflush(stdout);
 }
 
-void print_progress(int64_t step, const torch::Tensor& loss, const keel::probe::StepOutcome& outcome,
+void print_progress(int64_t step, const torch::Tensor& loss, double lr, const keel::probe::StepOutcome& outcome,
                     const Probe& probe, double steps_per_second) {
   // On a GPU the device decides a step's update and the host hears of it a step later:
   // the last settled step's verdict is printed, and which step that was.
   const auto& settled = outcome.settled ? outcome : probe.last_settled();
-  std::printf("step %6lld  loss %.4f  grad_norm %.3g  %s%s  %.1f steps/s\n", static_cast<long long>(step),
-              loss.item<double>(), settled.grad_norm, settled.applied ? "applied" : "SKIPPED",
+  std::printf("step %6lld  loss %.4f  lr %.2e  grad_norm %.3g  %s%s  %.1f steps/s\n", static_cast<long long>(step),
+              loss.item<double>(), lr, settled.grad_norm, settled.applied ? "applied" : "SKIPPED",
               outcome.settled ? ""
               : settled.step < 0 ? " (no step settled yet)"
                                  : (" (step " + std::to_string(settled.step) + ")").c_str(),
@@ -159,12 +159,14 @@ void train(Trainer& trainer, Probe& probe, const DemoOptions& o, const keel::dem
       trainer.inject(step, met);
       return loss;
     };
+    const double lr = trainer.optimizer().param_groups().front().options().get_lr();   // this step's
     const auto outcome = o.plain_step ? probe.step(closure()) : probe.step(closure);
     injector.after_step();
+    trainer.keep_lr_cut();
     print_events(probe);
     if (o.log_every > 0 && (step % o.log_every == 0 || step + 1 == o.steps)) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      print_progress(step, loss, outcome, probe, static_cast<double>(taken + 1) / secs);
+      print_progress(step, loss, lr, outcome, probe, static_cast<double>(taken + 1) / secs);
     }
     if (rewound_to) {
       step = *rewound_to - 1;

@@ -54,6 +54,12 @@ void Trainer::schedule(int64_t step, const Faults& faults) {
     lr *= std::pow(faults.lr_drift_rate, static_cast<double>(step - *faults.lr_drift_step));
   }
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  scheduled_lr_ = lr;
+}
+
+void Trainer::keep_lr_cut() {
+  const double now = optimizer_->param_groups().front().options().get_lr();
+  if (scheduled_lr_ > 0 && now != scheduled_lr_) scale_lr(now / scheduled_lr_);
 }
 
 void Trainer::drift(int64_t step, const Faults& faults, Batch& batch) {

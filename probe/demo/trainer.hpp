@@ -88,7 +88,14 @@ class Trainer {
   void schedule(int64_t step, const Faults& faults);
   // A rewind's learning-rate cut, kept by every later schedule() (which would otherwise set
   // the rate from the configured one again).
-  void scale_lr(double factor) { config_.lr *= factor; }
+  void scale_lr(double factor) {
+    config_.lr *= factor;
+    scheduled_lr_ *= factor;
+  }
+  // A cut keel made to the learning rate during the step without telling (a warning's,
+  // ProbeOptions::warning_lr_factor), read back from the optimizer and kept as scale_lr keeps
+  // a rewind's: what any schedule that sets the rate each step must do.
+  void keep_lr_cut();
   // The next batch, on the training device.
   Batch next_batch();
   // The batch drift due at `step`: the batch's first sequence weighted more.
@@ -113,6 +120,7 @@ class Trainer {
   CharTransformer model_{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   torch::Generator rng_;
+  double scheduled_lr_ = 0;   // the learning rate schedule() set (0: none yet)
 };
 
 }  // namespace keel::demo

@@ -2,12 +2,16 @@
 grows 5% a step from step 300 (a data pipeline's weights gone wrong) drives the grad norm up
 through plain SGD, and keel warns with the trend's numbers long before the gradients overflow;
 the same run without the ramp raises no warning; a callback that raises is a probe_error and
-training goes on."""
+training goes on. And python -m keel.demo: a learning rate that keeps rising after its warmup
+(--drift lr) is warned at least 20 steps before the run diverges, and --warning-lr-factor halves
+the learning rate at the warning, which the demo's schedule keeps."""
 import math
+import re
 
 import torch
 
 import keel
+from keel import demo
 
 
 def _train(ramp_from, steps, **options):
@@ -71,3 +75,53 @@ def test_an_on_event_that_raises_is_a_probe_error_and_training_goes_on():
     assert "first_nonfinite" in seen
     assert "probe_error" in seen, "the callback's failure is told as an event (and told to it)"
     assert probe.last_record["probe_errors"] >= 1
+
+
+SMALL = ["--seed", "6", "--width", "48", "--layers", "2", "--context", "32", "--log-every", "1", "--endpoint=",
+         "--record-dir=", "--threads", "1", "--no-dump-nonfinite"]
+
+
+def _demo(capsys, *flags):
+    threads = torch.get_num_threads()
+    capsys.readouterr()
+    try:
+        assert demo.main([*SMALL, *flags]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    logged = {int(m[0]): (float(m[1]), float(m[2]))
+              for m in re.findall(r"^step +(\d+)  loss (\S+)  lr (\S+)", out, re.MULTILINE)}
+    warned = [int(m) for m in re.findall(r"^step +(\d+)  event warning: ", out, re.MULTILINE)]
+    return out, logged, warned
+
+
+def _diverged_at(logged):
+    """The divergence's first step, by the rewind policy's rule (docs/rewind.md): the loss above
+    2x the median of the 64 steps before it, for 10 steps in a row."""
+    steps = sorted(logged)
+    for i, step in enumerate(steps[64:], 64):
+        window = sorted(logged[s][0] for s in steps[i - 64:i])
+        median = window[len(window) // 2]
+        if all(logged[s][0] > 2 * median for s in steps[i:i + 10]) and i + 10 <= len(steps):
+            return step
+    return None
+
+
+def test_the_demos_rising_learning_rate_is_warned_ahead_and_the_warning_can_halve_it(capsys):
+    out, logged, warned = _demo(capsys, "--steps", "700", "--drift", "lr:300")
+    diverged = _diverged_at(logged)
+    assert diverged is not None, out
+    assert warned and 300 < warned[0] <= diverged - 20, (warned, diverged)
+    assert "warning_lr_factor" not in out
+
+    cut_out, cut_logged, cut_warned = _demo(capsys, "--steps", "700", "--drift", "lr:300", "--warning-lr-factor", "0.5")
+    first = cut_warned[0]
+    assert first == warned[0], "the same run up to its first warning"
+    assert "learning rate x0.5 (warning_lr_factor)" in cut_out
+    for step in (first + 1, first + 50):
+        assert math.isclose(cut_logged[step][1], 0.5 * logged[step][1], rel_tol=1e-2), (step, cut_logged[step])
+
+
+def test_the_demos_growing_batch_weight_is_warned(capsys):
+    out, _, warned = _demo(capsys, "--steps", "380", "--drift", "batches:300")
+    assert warned and warned[0] > 300, out

@@ -18,6 +18,11 @@ rewound by keel's policy to a snapshot from before it, finishing as if it had no
 (docs/rewind.md):
 
     python -m keel.demo --steps 400 --seed 6 --lr-spike 150:1000 --rewind-every 50 --rewind-on-divergence
+
+and a learning rate that keeps rising after its warmup, a schedule gone wrong, warned long
+before it diverges (docs/warnings.md), the warning halving the learning rate:
+
+    python -m keel.demo --steps 700 --drift lr:300 --warning-lr-factor 0.5
 """
 
 from __future__ import annotations
@@ -87,6 +92,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                    metavar="STEP:FACTOR", help="learning rate multiplied by FACTOR at that step")
     p.add_argument("--cause", type=lambda t: cause_of(t), metavar="KIND:STEP",
                    help="a blow-up made through the real math, for keel to find its cause: " + ", ".join(CAUSES))
+    p.add_argument("--drift", type=drift_of, metavar="KIND:STEP",
+                   help="a slow divergence from STEP on, for keel's early warning (docs/warnings.md): lr (the "
+                        "learning rate growing 2%% a step, a schedule gone wrong) or batches (one sequence of "
+                        "every batch weighted 5%% more each step, a data pipeline's weights gone wrong)")
+    p.add_argument("--drift-rate", type=float, default=0.0,
+                   help="the drift's growth a step, e.g. 1.02 (0: the drift's own)")
     p.add_argument("--plain-step", action="store_true",
                    help="probe.step(loss) rather than the closure form, which lets keel run an unsafe step again")
     p.add_argument("--no-skip-nonfinite", action="store_true", help="apply updates even when a gradient is non-finite")
@@ -104,6 +115,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                    help="rewinds the policy takes before it stops and says so")
     p.add_argument("--rewind-lr-factor", type=float, default=defaults.rewind_lr_factor, metavar="F",
                    help="the policy's second and later rewinds also multiply the learning rate by this (1: no cut)")
+    p.add_argument("--warning-lr-factor", type=float, default=defaults.warning_lr_factor, metavar="F",
+                   help="an early warning also multiplies the learning rate by this, kept by the schedule "
+                        "(1 = no cut)")
     p.add_argument("--record-dir", default="keel-runs", help='where the run is recorded ("": nowhere)')
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--world-size", type=int, default=1)
@@ -123,6 +137,34 @@ def cause_of(text: str) -> Tuple[str, int]:
     if kind not in CAUSES or not sep or not step.isdigit():
         raise argparse.ArgumentTypeError(f"expected KIND:STEP with KIND one of {', '.join(CAUSES)}, got {text!r}")
     return kind, int(step)
+
+
+DRIFTS = {"lr": 1.02, "batches": 1.05}   # each drift's own growth a step
+
+
+def drift_of(text: str) -> Tuple[str, int]:
+    kind, sep, step = text.partition(":")
+    if kind not in DRIFTS or not sep or not step.isdigit():
+        raise argparse.ArgumentTypeError(f"expected lr:STEP or batches:STEP, got {text!r}")
+    return kind, int(step)
+
+
+def drift_growth(args: argparse.Namespace, kind: str, step: int) -> float:
+    """How much --drift KIND has grown by step ``step`` (1: not begun, or another kind)."""
+    if not args.drift or args.drift[0] != kind or step <= args.drift[1]:
+        return 1.0
+    return (args.drift_rate or DRIFTS[kind]) ** (step - args.drift[1])
+
+
+def loss_weights(args: argparse.Namespace, step: int, now: bool, device: torch.device) -> torch.Tensor:
+    """Each sequence's weight in step ``step``'s loss: 1, but the first sequence's under
+    --drift batches, and --cause batch's and input's when met for the first time (``now``)."""
+    weights = torch.ones(args.batch, device=device)
+    weights[0] = drift_growth(args, "batches", step)
+    cause, cause_step = args.cause if args.cause else (None, -1)
+    if now and step == cause_step and cause in ("batch", "input"):
+        weights[0] = 1e25 if cause == "batch" else float("nan")
+    return weights
 
 
 def read_text(path: str) -> bytes:
@@ -173,6 +215,8 @@ def shard(model: CharTransformer, device: torch.device) -> Tuple[int, int]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    if args.drift_rate and not 1.0 < args.drift_rate < 2.0:
+        sys.exit("keel.demo: --drift-rate is a growth a step in (1, 2), e.g. 1.02")
     if args.fully_shard and args.cause:
         sys.exit("keel.demo: --cause writes into whole weights, which --fully-shard's ranks hold only parts of")
     torch.manual_seed(args.seed)
@@ -200,7 +244,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     data = Batches(text, args.batch, args.context, device, args.seed + (rank if args.fully_shard else 0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     scaler = torch.amp.GradScaler(args.device) if args.scaler or cause == "fp16" else None
-    rewinds = Rewinds(args.lr)
+    schedule = Schedule(args)
+    rewinds = Rewinds(schedule)
     probe = attach(args, model, optimizer, placement, rewinds)
     who = f"rank {rank}: " if args.fully_shard else ""
     say(f"keel.demo: {who}{sum(p.numel() for p in model.parameters()):,} parameters in "
@@ -218,15 +263,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         # --cause lr (from its step on) is a setting, and stays.
         now = step > furthest
         furthest = max(furthest, step)
-        lr = scheduled_lr(args, rewinds.peak_lr, step, now)
+        lr = schedule.at(step, now)
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = data.next()
-        weights = torch.ones(args.batch, device=device)
-        if cause == "batch" and now and step == cause_step:
-            weights[0] = 1e25
-        if cause == "input" and now and step == cause_step:
-            weights[0] = float("nan")
+        weights = loss_weights(args, step, now, device)
         blown = blow_up(model, cause, now and step == cause_step)
 
         def closure() -> torch.Tensor:
@@ -257,8 +298,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             outcome = probe.step(closure=closure)
         restore(blown)
+        schedule.keep_cut(optimizer)
         for event in probe.last_events:
-            if event["kind"] in ("rewind", "rewind_stopped"):
+            if event["kind"] in ("rewind", "rewind_stopped", "warning"):
                 say(f"{who}step {event['step']:6d}  event {event['kind']}: {event['detail']}")
         last = args.steps and step + 1 == args.steps and rewinds.resume_at is None
         if not outcome.applied or last or (args.log_every and step % args.log_every == 0):
@@ -283,21 +325,47 @@ def attach(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.op
                           allow_unauthenticated_local=args.allow_unauthenticated_local,
                           rewind_every=args.rewind_every, rewind_keep=args.rewind_keep,
                           rewind_on_divergence=args.rewind_on_divergence, rewind_max=args.rewind_max,
-                          rewind_lr_factor=args.rewind_lr_factor, on_rewind=rewinds.on_rewind)
+                          rewind_lr_factor=args.rewind_lr_factor, on_rewind=rewinds.on_rewind,
+                          warning_lr_factor=args.warning_lr_factor)
     except keel.AttachError as e:
         sys.exit(f"keel.demo: {e}")
 
 
-def scheduled_lr(args: argparse.Namespace, peak_lr: float, step: int, now: bool) -> float:
-    """Step ``step``'s learning rate: a linear warmup to ``peak_lr``, the --lr-spike of that step
-    when it is met for the first time (``now``), and --cause lr's 1000x from its step on."""
-    lr = peak_lr * min(1.0, (step + 1) / max(1, args.warmup))
-    if now:
-        lr *= math.prod(f for s, f in args.lr_spike if s == step)
-    cause, cause_step = args.cause if args.cause else (None, -1)
-    if cause == "lr" and step >= cause_step:
-        lr *= 1000.0
-    return lr
+class Schedule:
+    """The demo's learning rate: a linear warmup to the peak, the fault flags' changes, and the
+    cuts keel makes, kept in the peak so that the next steps keep them: a rewind's (told to
+    on_rewind) and a warning's (warning_lr_factor), which keep_cut reads back from the
+    optimizer after the step, as any schedule that sets the learning rate each step must."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.peak = args.lr
+        self.set: Optional[float] = None   # the learning rate given to the optimizer this step
+
+    def at(self, step: int, now: bool) -> float:
+        """Step ``step``'s learning rate: the warmup, the --lr-spike of that step when it is met
+        for the first time (``now``), --cause lr's 1000x from its step on, and --drift lr."""
+        args = self.args
+        lr = self.peak * min(1.0, (step + 1) / max(1, args.warmup))
+        if now:
+            lr *= math.prod(f for s, f in args.lr_spike if s == step)
+        cause, cause_step = args.cause if args.cause else (None, -1)
+        if cause == "lr" and step >= cause_step:
+            lr *= 1000.0
+        self.set = lr * drift_growth(args, "lr", step)
+        return self.set
+
+    def scale(self, factor: float) -> None:
+        """A cut keel made and told (a rewind's): kept from the next step on."""
+        self.peak *= factor
+        if self.set is not None:
+            self.set *= factor
+
+    def keep_cut(self, optimizer: torch.optim.Optimizer) -> None:
+        """A cut keel made in the step without telling the schedule (a warning's), read back."""
+        now = optimizer.param_groups[0]["lr"]
+        if self.set is not None and now != self.set:
+            self.scale(float(now) / self.set)
 
 
 class Rewinds:
@@ -306,8 +374,8 @@ class Rewinds:
     there, so the learning-rate schedule follows the step. The batches are new draws: the
     rewound span's are not replayed."""
 
-    def __init__(self, peak_lr: float) -> None:
-        self.peak_lr = peak_lr
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
         self.resume_at: Optional[int] = None
 
     def on_rewind(self, from_step: int, to_step: int, lr_factor: float) -> None:
@@ -315,7 +383,7 @@ class Rewinds:
         divergence (1.0: none). The schedule sets the learning rate every step, so the cut is
         kept in its peak, or the next step would undo it."""
         self.resume_at = to_step
-        self.peak_lr *= lr_factor
+        self.schedule.scale(lr_factor)
 
     def next_step(self, step: int) -> int:
         """The step after ``step``: the rewound-to one when ``step`` was rewound."""

@@ -118,8 +118,9 @@ struct ProbeOptions {
   // Acting on a warning (opt-in): every param group's learning rate multiplied by this, in
   // (0, 1], at a warning (at most once in 500 steps), as an engineer woken by it would; the
   // warning's detail says so. 1 (the default) changes nothing. A trainer whose schedule sets
-  // the learning rate from its own base applies the factor there too (on_event is told the
-  // warning), or the schedule undoes the cut.
+  // the learning rate from its own base keeps the cut there too, or the schedule undoes it:
+  // after the step, the optimizer's learning rate over the one the schedule set is the cut
+  // (keel-demo's Trainer::keep_lr_cut; docs/warnings.md).
   double warning_lr_factor = 1.0;
   // Told, on the training thread, each event the probe raises (a warning, a first_nonfinite, a
   // rewind, a dump, ...) once, as its step's record goes out: an alert, a log line, an action.
