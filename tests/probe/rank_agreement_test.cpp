@@ -16,12 +16,15 @@
 #include <cstdint>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "command_rig.hpp"
 #include "keel/probe/probe.hpp"
+#include "keel/wire/vocabulary.hpp"
 #include "quiet_options.hpp"
 #include "temp_dir.hpp"
 #include "step/rank_verdict.hpp"
@@ -481,6 +484,100 @@ TEST(RankAgreement, ARewindOneRanksPolicyAsksForIsTakenByEveryRankAtTheSameStepT
       << runs[0].rewind_detail;
   EXPECT_NE(runs[1].rewind_detail.find("(the rewind policy, 1 of at most 3: the loss above 4x"), std::string::npos)
       << runs[1].rewind_detail;
+}
+
+// What one rank of the warning job left (warned_run).
+struct WarnedRank {
+  std::string warning;             // its first warning's detail ("": none)
+  int64_t told_to = -1;            // where on_rewind said it went
+  std::optional<keel::wire::Ack> ack;   // rank 0: the rewind command's answer
+};
+
+// One rank with snapshots every 50 steps, two kept, and the forecaster: rank 1's loss (and
+// gradients) grow 5% a step from step 300 (capped from 420), rank 0's stay flat. At step 421
+// rank 0 is asked (by command) to rewind to step 320, before which only the warning's hold keeps
+// a snapshot (300): the others are 350 and 400.
+WarnedRank warned_run(int rank, const keel::probe::SkipAgreement& agreement) {
+  torch::nn::Linear net(8, 1);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(1e-3));
+  keel::probe::ProbeOptions options = rank == 0 ? keel::test::listening() : keel::test::quiet();
+  options.rank = rank;
+  options.world_size = kRanks;
+  options.rewind_every = 50;
+  options.rewind_keep = 2;
+  options.rewind_dump = false;
+  WarnedRank run;
+  options.on_rewind = [&run](int64_t, int64_t to, double) { run.told_to = to; };
+  options.on_event = [&run](const keel::wire::Event& e) {
+    if (e.kind == keel::wire::event_kind::kWarning && run.warning.empty()) run.warning = e.detail;
+  };
+  keel::probe::Probe probe(*net, opt, options);
+  if (agreement) probe.agree_skips(agreement);
+  std::optional<keel::test::Client> client;
+  if (rank == 0) client.emplace(probe.bound_command_endpoint());
+  at::Generator data = at::detail::createCPUGenerator(static_cast<uint64_t>(300 + rank));
+  const torch::Tensor truth = torch::randn({8, 1}, data);
+  // A fixed count of steps on every rank (they all-reduce at each); the step numbers go back at
+  // the rewind.
+  for (int i = 0; i < 521; ++i) {
+    const int s = std::min(i, 420);
+    const double weight = rank == 1 && s > 300 ? std::pow(1.05, s - 300) : 1.0;
+    const torch::Tensor x = torch::randn({64, 8}, data);
+    const torch::Tensor loss = weight * (net->forward(x) - x.matmul(truth)).pow(2).mean();
+    opt.zero_grad();
+    loss.backward();
+    probe.step(loss);
+    if (client && i == 420) {
+      keel::wire::Command rewind = keel::test::command(1, keel::wire::command_kind::kRewind);
+      rewind.to_step = 320;
+      client->send(rewind);
+    }
+    if (client && i > 420 && !run.ack) run.ack = client->receive(20);
+  }
+  return run;
+}
+
+TEST(RankAgreement, AWarningOnOneRankKeepsTheSameSnapshotOnEveryRankForARewind) {
+  const std::vector<WarnedRank> runs =
+      on_ranks<WarnedRank>(/*agree=*/true, [](int rank, const keel::probe::SkipAgreement& agreement) {
+        return warned_run(rank, agreement);
+      });
+  EXPECT_TRUE(runs[0].warning.empty()) << "rank 0's run is flat: " << runs[0].warning;
+  EXPECT_NE(runs[1].warning.find("every rank keeps the snapshot of step 300"), std::string::npos) << runs[1].warning;
+  ASSERT_TRUE(runs[0].ack) << "no answer to the rewind";
+  EXPECT_TRUE(runs[0].ack->ok) << runs[0].ack->error;
+  EXPECT_EQ(runs[0].ack->step, 300);
+  EXPECT_EQ(runs[0].told_to, 300);
+  EXPECT_EQ(runs[1].told_to, 300) << "the ranks rewind together, to the snapshot both kept";
+
+  // The control: ranks that do not agree hold nothing (they could not keep the same snapshots).
+  const std::vector<WarnedRank> alone =
+      on_ranks<WarnedRank>(/*agree=*/false, [](int rank, const keel::probe::SkipAgreement& agreement) {
+        return warned_run(rank, agreement);
+      });
+  EXPECT_FALSE(alone[1].warning.empty());
+  EXPECT_EQ(alone[1].warning.find("snapshot"), std::string::npos) << alone[1].warning;
+  ASSERT_TRUE(alone[0].ack);
+  EXPECT_FALSE(alone[0].ack->ok);
+  EXPECT_NE(alone[0].ack->error.find("(kept: 350, 400)"), std::string::npos) << alone[0].ack->error;
+}
+
+TEST(RankVerdict, TheEarliestHoldAnyRankAsksForWinsAndNoneReadsAsNone) {
+  const auto words = [](int64_t before) {
+    RankVerdict v;
+    v.hold_before = before;
+    std::vector<int64_t> w(RankVerdict::kWords);
+    v.encode(w.data());
+    return w;
+  };
+  std::vector<int64_t> max = words(-1);
+  EXPECT_EQ(RankVerdict::decode(max.data()).hold_before, -1);
+  for (const auto& w : {words(420), words(310), words(-1)}) {
+    for (size_t i = 0; i < max.size(); ++i) max[i] = std::max(max[i], w[i]);
+  }
+  EXPECT_EQ(RankVerdict::decode(max.data()).hold_before, 310);
+  const int64_t foreign[RankVerdict::kWords] = {0, 0, 0, 0, 0, 0, 0, -7};
+  EXPECT_EQ(RankVerdict::decode(foreign).hold_before, -1) << "a word no probe writes holds nothing";
 }
 
 TEST(RankVerdict, TheOldestSnapshotAnyRankRewindsToWinsAndNoRewindReadsAsNone) {

@@ -3,7 +3,7 @@
 Under FullyShardedDataParallel each rank's probe measures only its own shard of the gradients:
 a NaN the reduce-scatter puts in one shard is seen by one rank, which would skip while the
 others applied, leaving the model part updated. With the agreement, every rank's probe hands
-its verdict to the others once per step (an all-reduce with MAX of seven int64 words, as
+its verdict to the others once per step (an all-reduce with MAX of eight int64 words, as
 PyTorch's ShardedGradScaler all-reduces found_inf): a step any rank skips is skipped by all,
 an overflow any rank's scaler finds backs off every rank's scale, and a dump any rank takes is
 taken by all (FSDP's state_dict() is a collective).

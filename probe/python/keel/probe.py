@@ -114,7 +114,7 @@ class Probe:
     measures are the all-reduced ones, so every rank sees a NaN from any rank's batch and they
     all skip the same step. Under FullyShardedDataParallel (and FSDP2's ``fully_shard``, or
     any model with DTensor parameters: keel measures each one's local part) each rank
-    measures its own shard, and the ranks agree on every step's verdict before the update (an all-reduce of seven
+    measures its own shard, and the ranks agree on every step's verdict before the update (an all-reduce of eight
     int64 words on ``process_group``, the default group when None): a step any rank skips is
     skipped by all (``skip_reason`` "other_rank" on the others), and an overflow any rank's
     scaler finds backs off every rank's scale. ``agree_skips=True`` asks for that agreement in

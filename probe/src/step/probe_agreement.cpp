@@ -35,6 +35,7 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& 
   own.auto_dump = dump.automatic;
   own.command_dump = dump.command;
   own.hold_snapshots = holds_snapshots();
+  own.hold_before = hold_requested_;
   if (rewinding) {
     own.rewind_to = control_.rewind_requested()->to_step;
     own.policy_rewind = control_.rewind_requested()->policy_rewind;
@@ -44,6 +45,8 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& 
     own.encode(verdict_words_.data_ptr<int64_t>());
     all_reduce_words(skip_agreement_, verdict_words_);
     agreed_ = RankVerdict::decode(verdict_words_.data_ptr<int64_t>());
+    // Asked, and answered: a failed agreement asks again at the next step.
+    hold_requested_ = -1;
   } catch (const std::exception& e) {
     verdict_words_ = torch::zeros({RankVerdict::kWords}, torch::kLong);
     std::string consequence = "this rank's own verdict stands: " + StepDecision::consequence_of(outcome);
@@ -67,6 +70,8 @@ void Probe::Impl::agree_with_ranks(Reduction& r, StepOutcome& outcome, DumpDue& 
   dump.automatic = agreed_.auto_dump;
   dump.command = agreed_.command_dump;
   if (agreed_.rewind_to >= 0) join_agreed_rewind(outcome, rewinding);
+  // Every rank, in this step, before the step's snapshot: the ranks keep the same snapshots.
+  if (agreed_.hold_before >= 0) snapshots_.hold(agreed_.hold_before);
 }
 
 void Probe::Impl::join_agreed_rewind(StepOutcome& outcome, bool& rewinding) {

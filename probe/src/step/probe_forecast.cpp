@@ -1,5 +1,6 @@
 // The probe's early warning, what it does on a warning (warning_lr_factor, the snapshot it
 // keeps) and its on_event callback (ProbeOptions::forecast, on_event).
+#include <algorithm>
 #include <exception>
 #include <optional>
 #include <string>
@@ -41,11 +42,24 @@ std::string Probe::Impl::cut_learning_rate_on_warning(int64_t step) {
 std::string Probe::Impl::hold_snapshot_on_warning(int64_t step) {
   // One trend warns again and again: the hold stays on the snapshot from before its first
   // warning, and moves only for a warning after quiet_steps without one (a new trend).
-  // Not in a job of several ranks: each rank warns on its own, and the ranks must keep the same
-  // snapshots to rewind to the same step.
   const bool new_trend = last_warning_step_ < 0 || step - last_warning_step_ > forecaster_.rule().quiet_steps;
   last_warning_step_ = step;
-  if (!snapshots_.enabled() || options_.world_size > 1) return "";
+  if (!snapshots_.enabled()) return "";
+  if (skip_agreement_) {
+    // The ranks of a job must keep the same snapshots to rewind to the same step, and each
+    // warns on its own: the hold is asked of them all and taken by every rank in the next
+    // step's agreement (agree_with_ranks), the earliest asked winning.
+    if (new_trend || !snapshots_.held()) hold_requested_ = hold_requested_ < 0 ? step : std::min(hold_requested_, step);
+    const std::optional<int64_t> before = snapshots_.held() && !new_trend ? snapshots_.held()
+                                                                          : snapshots_.newest_at_or_before(step);
+    if (!before) return "";
+    const std::string at = std::to_string(*before);
+    return "; every rank keeps the snapshot of step " + at +
+           " (or an older one another rank asks for) for a rewind to before the trend (keel-cli send rewind "
+           "--to-step " + at + ")";
+  }
+  // A job of several ranks that do not agree cannot keep the same snapshots: none is held.
+  if (options_.world_size > 1) return "";
   const std::optional<int64_t> held = new_trend || !snapshots_.held() ? snapshots_.hold(step) : snapshots_.held();
   if (!held) return "";
   const std::string at = std::to_string(*held);

@@ -167,6 +167,7 @@ class Probe::Impl {
   std::vector<Forecast> forecasts_;     // this step's warnings, kept to reuse their room
   int64_t warning_cut_quiet_until_ = 0; // warning_lr_factor cuts once in quiet_steps
   int64_t last_warning_step_ = -1;       // the step of the newest warning, -1: none yet
+  int64_t hold_requested_ = -1;          // a warning's hold for the ranks to agree on; -1: none
 
   int64_t step_ = 0;
   StepTiming timing_;   // what the probe costs the training thread

@@ -10,7 +10,8 @@ constexpr int64_t kRankMask = (int64_t{1} << kRankBits) - 1;
 
 int64_t rank_bits(int rank) { return kRankMask - (static_cast<int64_t>(rank) & kRankMask); }
 
-// A rewind's snapshot step, complemented below this so that the lowest step is the largest word.
+// A snapshot's step (a rewind's, a hold's), complemented below this so that the lowest step is
+// the largest word.
 constexpr int64_t kStepCeiling = int64_t{1} << 62;
 int rank_of(int64_t word) { return static_cast<int>(kRankMask - (word & kRankMask)); }
 
@@ -25,6 +26,7 @@ void RankVerdict::encode(int64_t* words) const {
   words[4] = rewind_to < 0 ? 0 : kStepCeiling - rewind_to;
   words[5] = rewind_to < 0 ? 0 : policy_rewind;
   words[6] = hold_snapshots ? 1 : 0;
+  words[7] = hold_before < 0 ? 0 : kStepCeiling - hold_before;
 }
 
 RankVerdict RankVerdict::decode(const int64_t* words) {
@@ -45,6 +47,7 @@ RankVerdict RankVerdict::decode(const int64_t* words) {
     v.policy_rewind = words[5];
   }
   v.hold_snapshots = words[6] != 0;
+  if (words[7] > 0 && words[7] <= kStepCeiling) v.hold_before = kStepCeiling - words[7];
   return v;
 }
 
