@@ -49,9 +49,11 @@ struct ParamStateView {
 };
 
 // A parameter's optimizer state as tensors (OptimizerAdapter::state_tensors): `count` its step
-// count (Adam's steps; 0 for a state without one), -1 when it has no state yet; `tensors` in
-// the order of its kind (Adam: exp_avg, exp_avg_sq, max_exp_avg_sq; SGD: momentum_buffer),
-// undefined where the state holds none.
+// count (Adam's steps; 0 for a state without one, or one its front does not keep on the host),
+// -1 when it has no state yet; `tensors` in the order its front gives for its kind (libtorch's
+// Adam: exp_avg, exp_avg_sq, max_exp_avg_sq; the Python front's adds the step tensor; SGD:
+// momentum_buffer), undefined where the state holds none. Only the front that handed them out
+// reads them back.
 struct OptimizerStateTensors {
   int64_t count = -1;
   std::vector<torch::Tensor> tensors;
