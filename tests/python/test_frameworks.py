@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import keel
+from test_demo import free_port_pair
 from tiny_gpt2 import InOrder, collate, samples, tiny_gpt2
 
 STEPS = 8
@@ -231,20 +232,19 @@ def test_accelerate_gives_the_hand_written_loops_verdicts(quiet, intercept):
 
 
 def test_trainer_trained_again_with_a_new_optimizer_gets_a_new_probe_on_the_same_endpoint(tmp_path):
-    import socket
-
     from transformers import Trainer, TrainingArguments
 
     from keel.integrations.transformers import attach
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # Both of the probe's ports free (telemetry, and commands on the next): a port taken by
+    # another test's connection would leave both train() calls without keel.
+    port = free_port_pair()
     args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=BATCH, max_steps=2,
                              save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
     trainer = Trainer(model=tiny_gpt2(), args=args, train_dataset=InOrder(samples(8, 99)), data_collator=collate)
     callback = attach(trainer, record_dir="", dump_dir=str(tmp_path / "dumps"), endpoint=f"tcp://127.0.0.1:{port}")
     trainer.train()
+    assert callback.probe is not None
     first = id(callback.probe)
     trainer.optimizer = trainer.lr_scheduler = None   # the next train() makes new ones
     trainer.train()

@@ -8,15 +8,10 @@ without keel, and says so, rather than ending at its first step."""
 from __future__ import annotations
 
 import gc
-import time
 import warnings
 from typing import Any, Dict, Optional
 
-from .._probe import AttachError
 from ..probe import Probe
-
-# How long a new probe waits for the endpoint of the one it replaces (below).
-REBIND_SECONDS = 2.0
 
 
 def not_attached(why: str) -> None:
@@ -36,32 +31,16 @@ class AttachedProbe:
         """The probe of ``model`` and ``optimizer``, stepping the optimizer (and ``scaler``'s
         step), or None when keel cannot attach (warned)."""
         if self._of != (model, optimizer):
-            replacing = self.probe is not None
-            if replacing:
+            if self.probe is not None:
                 # Closed before the new one binds the same endpoint.
                 self.probe.release_step()
                 self.probe = None
                 gc.collect()
             self._of = (model, optimizer)
             try:
-                self.probe = self._new_probe(model, optimizer, replacing)
+                self.probe = Probe(model, optimizer, **self._options)
             except Exception as e:   # noqa: BLE001: whatever it is, the run goes on
                 not_attached(f"{type(e).__name__}: {e}")
         if self.probe is not None:
             self.probe.intercept_step(scaler)
         return self.probe
-
-    def _new_probe(self, model: Any, optimizer: Any, replacing: bool) -> Probe:
-        """A probe of ``model`` and ``optimizer``. Replacing another, it tries again for up to
-        REBIND_SECONDS while the endpoint is still bound: the probe it replaces gives its
-        sockets back as it is destroyed, which a reference held a moment longer elsewhere (a
-        loaded CI machine showed one) delays."""
-        deadline = time.monotonic() + REBIND_SECONDS
-        while True:
-            try:
-                return Probe(model, optimizer, **self._options)
-            except AttachError as e:
-                if not replacing or "cannot bind" not in str(e) or time.monotonic() > deadline:
-                    raise
-            gc.collect()
-            time.sleep(0.05)
