@@ -23,6 +23,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto q = qkv[0], k = qkv[1], v = qkv[2];
   if (q_norm_) q = q_norm_->forward(q);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+  if (on_scores_) on_scores_(scores);
   scores = scores + mask_.slice(0, 0, time).slice(1, 0, time);
   auto attended = torch::matmul(torch::softmax(scores, -1), v);
   return proj_->forward(attended.transpose(1, 2).reshape({batch, time, width}));
@@ -69,6 +70,19 @@ torch::Tensor CharTransformerImpl::forward(const torch::Tensor& tokens) {
   auto x = tok_->forward(tokens) + pos_->forward(positions).unsqueeze(0);
   for (const auto& block : *blocks_) x = block->as<Block>()->forward(x);
   return head_->forward(ln_f_->forward(x));
+}
+
+void CharTransformerImpl::on_attention_scores(
+    const std::function<void(const std::string&, const torch::Tensor&)>& on_scores) {
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    std::function<void(const torch::Tensor&)> named;
+    if (on_scores) {
+      named = [on_scores, name = "blocks." + std::to_string(i) + ".attn.scores"](const torch::Tensor& scores) {
+        on_scores(name, scores);
+      };
+    }
+    (*blocks_)[i]->as<Block>()->attn()->on_scores(std::move(named));
+  }
 }
 
 }  // namespace keel::demo

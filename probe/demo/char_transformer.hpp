@@ -6,7 +6,9 @@
 // Threads: the training thread. Never: touches the probe (instrumentation stays in main).
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -27,9 +29,13 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   CausalSelfAttentionImpl(const ModelConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
+  // Hands each forward's attention logits (q.k / sqrt(head_dim), before the causal mask, whose
+  // -inf would hide their size) to `on_scores`; empty: none.
+  void on_scores(std::function<void(const torch::Tensor&)> on_scores) { on_scores_ = std::move(on_scores); }
 
  private:
   int64_t heads_;
+  std::function<void(const torch::Tensor&)> on_scores_;
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr};
   torch::nn::LayerNorm q_norm_{nullptr};
   torch::Tensor mask_;
@@ -50,6 +56,7 @@ class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const ModelConfig& config);
   torch::Tensor forward(torch::Tensor x);
+  CausalSelfAttention& attn() { return attn_; }
 
  private:
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
@@ -63,6 +70,9 @@ class CharTransformerImpl : public torch::nn::Module {
   explicit CharTransformerImpl(const ModelConfig& config);
   // tokens [batch, time] (int64) -> logits [batch, time, vocab]
   torch::Tensor forward(const torch::Tensor& tokens);
+  // Hands each block's attention logits to `on_scores` with a name ("blocks.0.attn.scores"),
+  // for probe.watch: their growth is one way a run diverges (Wortsman et al. 2023). Empty: none.
+  void on_attention_scores(const std::function<void(const std::string&, const torch::Tensor&)>& on_scores);
 
  private:
   torch::nn::Embedding tok_{nullptr}, pos_{nullptr};

@@ -44,6 +44,8 @@ void add_training_options(CLI::App& app, DemoOptions& o) {
                  "overrides --width/--layers/--heads/--context)")
       ->check(CLI::IsMember({"char", "gpt2-small"}))->capture_default_str();
   app.add_flag("--scaler", o.use_scaler, "use keel's GradScaler (dynamic loss scaling)");
+  app.add_flag("--watch-attention", o.watch_attention,
+               "watch each block's attention logits too (blocks.N.attn.scores), whose growth the early warning reads");
   app.add_option("--data", o.config.data_path, "training text file")->capture_default_str();
   app.add_option("--batch", o.config.batch, "sequences per batch")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--context", o.config.model.context, "characters per sequence")->check(CLI::PositiveNumber)->capture_default_str();

@@ -24,6 +24,7 @@ struct DemoOptions {
   std::string model = "char";
   int threads = 0;
   bool use_scaler = false;
+  bool watch_attention = false;   // each block's attention logits watched, beside the output logits
   // Fault injection: "STEP:LAYER", "STEP:FACTOR", "STEP:FACTOR", "KIND:STEP".
   std::string inject_nan, inject_spike, lr_spike, cause, drift;
   double drift_rate = 0;   // --drift-rate: 0 = the drift's own

@@ -214,6 +214,11 @@ int main(int argc, char** argv) {
       trainer.scale_lr(lr_factor);
     };
     Probe probe(*trainer.model(), trainer.optimizer(), std::move(probe_settings));
+    if (options.watch_attention) {
+      trainer.model()->on_attention_scores([&probe](const std::string& name, const torch::Tensor& scores) {
+        probe.watch(name, scores);
+      });
+    }
     keel::probe::GradScaler scaler;
     if (options.use_scaler) probe.use_scaler(&scaler);
     print_banner(trainer, probe, options.endpoint);
