@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -87,6 +88,32 @@ void print_run(const RunOutcome& o) {
               lead && o.onset >= 0 ? (", lead " + std::to_string(*lead)).c_str() : "");
 }
 
+// The run's update-to-weight ratio: every layer's update norm over every layer's weight norm.
+double run_update_ratio(const keel::wire::StepRecord& r) {
+  using keel::wire::LayerMetric;
+  if (r.metric_block(LayerMetric::kUpdateRatio) < 0 || r.metric_block(LayerMetric::kParamNorm) < 0) return 0;
+  double update_sq = 0, weight_sq = 0;
+  for (uint32_t i = 0; i < r.layer_count; ++i) {
+    const double ratio = r.layer_value(LayerMetric::kUpdateRatio, i), weights = r.layer_value(LayerMetric::kParamNorm, i);
+    if (!(ratio > 0) || !(weights > 0) || !std::isfinite(ratio)) continue;
+    update_sq += ratio * weights * ratio * weights;
+    weight_sq += weights * weights;
+  }
+  return weight_sq > 0 ? std::sqrt(update_sq / weight_sq) : 0;
+}
+
+// Every `every` steps of the run: the loss, the learning rate, the grad norm and each watched
+// tensor's largest magnitude and log Z, the signals' own numbers beside what was warned.
+void print_trace(const RunOutcome& o, int64_t every) {
+  for (const keel::wire::StepRecord& r : o.records) {
+    if (r.step % every != 0) continue;
+    std::printf("    step %5lld  loss %7.3f  lr %.2e  grad_norm %9.3g  update_ratio %.2e", static_cast<long long>(r.step),
+                r.loss, r.lr, r.grad_norm, run_update_ratio(r));
+    for (const keel::wire::WatchStats& w : r.watches) std::printf("  %s %.3g/%.2f", w.name.c_str(), w.absmax, w.z);
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,6 +121,10 @@ int main(int argc, char** argv) {
   bool quick = false;
   int threads = 1;
   app.add_flag("--quick", quick, "one run of each kind and 1,000 healthy steps (a look, not a score)");
+  std::vector<std::string> kinds;
+  int64_t trace = 0;
+  app.add_option("--kind", kinds, "only the runs of these kinds (healthy, lr_drift, ...): a look, not a score");
+  app.add_option("--trace", trace, "print each run's signals every N steps (absmax/log Z of each watched tensor)");
   app.add_option("--threads", threads, "intra-op threads (1: the figures do not depend on the machine's load)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -104,8 +135,10 @@ int main(int argc, char** argv) {
   std::vector<double> cost_pct, cost_us;
   std::printf("keel-bench-warning: keel-demo's model (width 48, 2 blocks), forecaster defaults\n");
   for (const keel::bench::CorpusRun& run : keel::bench::warning_corpus(quick)) {
+    if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), run.kind) == kinds.end()) continue;
     const RunOutcome o = keel::bench::run_corpus_entry(run);
     print_run(o);
+    if (trace > 0) print_trace(o, trace);
     std::fflush(stdout);
     score_run(o, score);
     cost_us.push_back(o.forecast_us);

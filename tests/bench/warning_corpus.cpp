@@ -93,8 +93,10 @@ RunOutcome run_corpus_entry(const CorpusRun& run) {
     }
   };
   probe::Probe probe(*trainer.model(), trainer.optimizer(), options);
+  trainer.model()->on_attention_scores(
+      [&probe](const std::string& name, const torch::Tensor& scores) { probe.watch(name, scores); });
   probe::DivergenceDetector divergence;
-  std::vector<wire::StepRecord> records;
+  std::vector<wire::StepRecord>& records = out.records;
   const auto start = Clock::now();
   for (int64_t step = 0; step < run.steps; ++step) {
     trainer.schedule(step, run.faults);

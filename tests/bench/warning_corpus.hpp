@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/wire/messages.hpp"
 #include "trainer.hpp"
 
 namespace keel::bench {
@@ -33,14 +34,16 @@ struct RunOutcome {
   std::vector<WarningSeen> warnings;
   double step_ms = 0;              // the mean training step, probe included
   double forecast_us = 0;          // the forecaster's mean time a step, on this run's records
+  std::vector<wire::StepRecord> records;   // every step's, as published
 };
 
 // The corpus: healthy runs of 10,000 steps in all (several seeds, learning rates and warmups,
 // one with a bad batch), and each slow divergence over several seeds. `quick`: one of each.
 std::vector<CorpusRun> warning_corpus(bool quick);
 
-// Trains `run` with the probe (no telemetry, no recording) and its forecaster, and times the
-// forecaster again on the run's own step records.
+// Trains `run` with the probe (no telemetry, no recording) and its forecaster, the output
+// logits and each block's attention logits watched, and times the forecaster again on the
+// run's own step records.
 RunOutcome run_corpus_entry(const CorpusRun& run);
 
 }  // namespace keel::bench

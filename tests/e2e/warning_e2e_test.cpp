@@ -1,7 +1,9 @@
 // The early warning end to end with the real keel-demo (docs/warnings.md): a learning rate that
 // keeps rising after its warmup (--drift lr, a schedule gone wrong) is warned at least 20 steps
 // before the run diverges, and with --warning-lr-factor the warning halves the learning rate,
-// which keel-demo's schedule keeps from then on (Trainer::keep_lr_cut).
+// which keel-demo's schedule keeps from then on (Trainer::keep_lr_cut); with its attention
+// logits watched (--watch-attention), a learning rate too high from the start is warned within
+// the warm-up, and a healthy run is not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,9 +24,9 @@ struct DemoRun {
 };
 
 // keel-demo's model made small (seconds on a CPU), every step logged.
-DemoRun run_demo(const std::string& flags) {
-  const std::string command = KEEL_DEMO_PATH
-      " --steps 700 --seed 6 --width 48 --layers 2 --context 32 --threads 1 --log-every 1 --endpoint '' "
+DemoRun run_demo(const std::string& flags, int steps = 700) {
+  const std::string command = KEEL_DEMO_PATH " --steps " + std::to_string(steps) +
+      " --seed 6 --width 48 --layers 2 --context 32 --threads 1 --log-every 1 --endpoint '' "
       "--record-dir '' --no-dump-nonfinite " +
       flags + " 2>&1";
   DemoRun run;
@@ -89,3 +91,14 @@ TEST(WarningE2e, ALearningRateThatKeepsRisingIsWarnedAheadAndTheWarningCanHalveI
 }
 
 }  // namespace
+
+TEST(WarningE2e, AttentionLogitsRunningAwayAtALearningRateTooHighAreWarnedWithinTheWarmUp) {
+  // Peak 0.5 after 200 steps of warmup: keel-bench-warning's hot_lr, which diverges at ~170.
+  const DemoRun hot = run_demo("--lr 0.5 --warmup 200 --watch-attention", 100);
+  ASSERT_FALSE(hot.warned.empty()) << hot.out;
+  EXPECT_LT(hot.warned.front(), 80) << hot.out;
+  EXPECT_NE(hot.out.find(".attn.scores: the largest |value|"), std::string::npos) << hot.out;
+
+  const DemoRun healthy = run_demo("--watch-attention", 500);
+  EXPECT_TRUE(healthy.warned.empty()) << healthy.out;
+}

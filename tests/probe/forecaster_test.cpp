@@ -175,6 +175,75 @@ TEST(Forecaster, GrowingLogitsAndADriftingLogZOfAWatchedTensorAreWarned) {
   EXPECT_NE(warnings[1].warning.advice.find("z-loss"), std::string::npos);
 }
 
+// The warnings a fresh forecaster raises on `steps` flat steps whose watched tensor "scores"
+// has the largest magnitude absmax(step).
+template <typename Absmax>
+std::vector<std::pair<int64_t, Forecast>> watch_warnings(int64_t steps, Absmax absmax) {
+  Forecaster forecaster;
+  const wire::RunDescription run = four_layers();
+  std::vector<Forecast> out;
+  std::vector<std::pair<int64_t, Forecast>> warnings;
+  for (int64_t s = 0; s < steps; ++s) {
+    wire::StepRecord r = record(s, 1.0, 1e-3, {2e-3, 2e-3, 2e-3, 2e-3});
+    r.watches.push_back(wire::WatchStats{"scores", static_cast<float>(absmax(s)), 1.0f, 4.0f, 0});
+    forecaster.observe(r, run, out);
+    for (const Forecast& f : out) warnings.emplace_back(s, f);
+  }
+  return warnings;
+}
+
+TEST(Forecaster, AttentionLogitsRunningAwayFromTheStartAreWarnedWithinTheWarmUp) {
+  // 8% a step from 5 (a learning rate too high from step 0): 30 by step 23, 1e4 by step 100.
+  const auto warnings = watch_warnings(200, [](int64_t s) { return 5.0 * std::pow(1.08, double(s)); });
+  ASSERT_FALSE(warnings.empty());
+  const auto& [warned, first] = warnings.front();
+  EXPECT_LT(warned, 60) << first.sentence;
+  EXPECT_EQ(first.warning.signal, "logit_max");
+  EXPECT_EQ(first.layer, "scores");
+  EXPECT_GT(first.warning.value, 30.0);
+  EXPECT_NE(first.sentence.find("one-hot"), std::string::npos) << first.sentence;
+}
+
+TEST(Forecaster, LogitsGrowingAsAModelLearnsAreNotWarnedBelowTheFloor) {
+  // A model's attention logits as it starts to learn: 0.1 to 10 in 70 steps (7% a step), then
+  // doubling again slowly to 20 after the warm-up: healthy, however fast, below the floor.
+  const auto warnings = watch_warnings(1000, [](int64_t s) {
+    if (s < 70) return 0.1 * std::pow(1.068, double(s));
+    return s < 300 ? 10.0 : 10.0 * std::min(2.0, 1.0 + double(s - 300) / 100.0);
+  });
+  for (const auto& [step, f] : warnings) ADD_FAILURE() << "step " << step << ": " << f.sentence;
+}
+
+TEST(Forecaster, ABadBatchsAftermathIsNotATrendButATrendThatOutlastsItIs) {
+  const auto spike_then_loss = [](double lasting) {
+    return [lasting](wire::StepRecord& r, double t) {
+      if (t == 0) r.grad_norm *= 100;                   // one bad batch
+      if (t < lasting) r.loss *= 1.5 - 0.5 * t / 200;   // the loss it knocked up, healing slowly
+    };
+  };
+  const auto aftermath = warnings_of("loss", 1000, spike_then_loss(25));
+  for (const auto& [step, f] : aftermath) ADD_FAILURE() << "step " << step << ": " << f.sentence;
+  const auto lasting = warnings_of("loss", 1000, spike_then_loss(200));
+  ASSERT_FALSE(lasting.empty()) << "the loss stayed up after the aftermath and was not warned";
+  EXPECT_GE(lasting.front().first, 1000 + Forecaster().rule().aftermath_steps);
+}
+
+TEST(Forecaster, ALossRisingWithItsGradNormIsWarnedSoonerThanALossRisingAlone) {
+  // The loss up 0.5% a step from step 1000 (a run of batches that grow more harmful), alone or
+  // with the grad norm up 1% a step: together they are a climb well before the loss alone is.
+  const auto loss_up = [](wire::StepRecord& r, double t) { r.loss *= std::pow(1.005, t); };
+  const auto alone = warnings_of("loss", 1000, loss_up);
+  const auto together = warnings_of("loss", 1000, [&](wire::StepRecord& r, double t) {
+    loss_up(r, t);
+    r.grad_norm *= std::pow(1.01, t);
+  });
+  ASSERT_FALSE(alone.empty());
+  ASSERT_FALSE(together.empty());
+  EXPECT_LE(together.front().first + 10, alone.front().first);
+  EXPECT_NE(together.front().second.sentence.find("grad norm"), std::string::npos) << together.front().second.sentence;
+  EXPECT_EQ(alone.front().second.sentence.find("grad norm"), std::string::npos) << alone.front().second.sentence;
+}
+
 TEST(Forecaster, ALossScaleFallingTowardUnderflowIsWarnedAndAScalersBackoffsAreNot) {
   Forecaster forecaster;
   const wire::RunDescription run = four_layers();

@@ -32,11 +32,12 @@ void Forecaster::observe_into(Trend& trend, double y) const {
   if (trend.count() == rule_.min_steps / 2) trend = Trend::rebased(trend);
 }
 
-bool Forecaster::crosses(Signal& signal, double y, double bound, bool either_way, int64_t step) const {
+bool Forecaster::crosses(Signal& signal, double y, double bound, bool either_way, int64_t step, double floor) const {
   observe_into(signal.trend, y);
   const double excess = signal.trend.excess();
-  const bool past = signal.trend.count() >= rule_.min_steps && (either_way ? std::abs(excess) >= bound : excess >= bound);
-  signal.above = past ? signal.above + 1 : 0;
+  const bool past = signal.trend.count() >= rule_.min_steps && signal.trend.level() >= floor &&
+                    (either_way ? std::abs(excess) >= bound : excess >= bound);
+  signal.above = past && step >= aftermath_until_ ? signal.above + 1 : 0;
   // Still heading away from the baseline as it warns: a level that settled is a new normal.
   const bool heading_on = excess >= 0 ? signal.trend.slope() > 0 : signal.trend.slope() < 0;
   if (signal.above < rule_.persist || !heading_on || step < signal.quiet_until) return false;
@@ -44,9 +45,20 @@ bool Forecaster::crosses(Signal& signal, double y, double bound, bool either_way
   return true;
 }
 
+bool Forecaster::runs_away(Signal& signal, int64_t step) const {
+  const Trend& t = signal.trend;
+  const bool steep = t.count() >= rule_.runaway_from && t.level() >= std::log(rule_.logit_floor) &&
+                     t.slope() >= std::log(rule_.runaway_growth) / static_cast<double>(rule_.runaway_steps);
+  signal.running = steep ? signal.running + 1 : 0;
+  if (signal.running < rule_.persist || step < signal.quiet_until) return false;
+  signal.quiet_until = step + rule_.quiet_steps;
+  return true;
+}
+
 void Forecaster::observe(const wire::StepRecord& record, const wire::RunDescription& run,
                          std::vector<Forecast>& out) {
   out.clear();
+  note_spike(record);
   observe_grad_norm(record, out);
   observe_loss(record, out);
   observe_update_ratio(record, run, out);
@@ -76,6 +88,14 @@ Forecast Forecaster::growth_warning(const char* signal_name, const Signal& signa
   return f;
 }
 
+void Forecaster::note_spike(const wire::StepRecord& record) {
+  const Trend& t = grad_norm_.trend;
+  if (record.skipped || !positive(record.grad_norm) || t.count() < rule_.runaway_from) return;
+  if (std::log(record.grad_norm) - t.level() >= std::log(rule_.spike)) {
+    aftermath_until_ = record.step + rule_.aftermath_steps;
+  }
+}
+
 void Forecaster::observe_grad_norm(const wire::StepRecord& record, std::vector<Forecast>& out) {
   if (record.skipped || !positive(record.grad_norm)) return;
   if (crosses(grad_norm_, std::log(record.grad_norm), std::log(rule_.growth), false, record.step)) {
@@ -86,9 +106,16 @@ void Forecaster::observe_grad_norm(const wire::StepRecord& record, std::vector<F
 
 void Forecaster::observe_loss(const wire::StepRecord& record, std::vector<Forecast>& out) {
   if (record.skipped || !positive(record.loss)) return;
-  if (crosses(loss_, std::log(record.loss), std::log(rule_.loss_growth), false, record.step)) {
-    out.push_back(growth_warning("loss", loss_, "", "the loss",
-                                 "lower the learning rate; if it keeps climbing, rewind to before it began"));
+  const Trend& gn = grad_norm_.trend;
+  const bool with_grads =
+      gn.count() >= rule_.min_steps && gn.excess() >= std::log(rule_.joint_grad_growth) && gn.slope() > 0;
+  const double bound = std::log(with_grads ? rule_.joint_loss_growth : rule_.loss_growth);
+  if (crosses(loss_, std::log(record.loss), bound, false, record.step)) {
+    out.push_back(growth_warning(
+        "loss", loss_, "",
+        with_grads ? "the loss (its grad norm " + short_number(std::exp(gn.excess())) + "x its baseline and rising)"
+                   : std::string("the loss"),
+        "lower the learning rate; if it keeps climbing, rewind to before it began"));
   }
 }
 
@@ -174,12 +201,7 @@ void Forecaster::observe_watches(const wire::StepRecord& record, std::vector<For
       watched = &watches_.emplace_back(w.name, rule_);
     }
     if (w.nonfinite != 0) continue;
-    if (positive(w.absmax) &&
-        crosses(watched->absmax, std::log(w.absmax), std::log(rule_.growth), false, record.step)) {
-      out.push_back(growth_warning("logit_max", watched->absmax, w.name, "the largest |value| of " + w.name,
-                                   "add QK-norm (attention logits) or z-loss (output logits), or lower the learning "
-                                   "rate"));
-    }
+    if (positive(w.absmax)) observe_logit_max(*watched, w.absmax, record.step, out);
     if (std::isfinite(w.z) && crosses(watched->log_z, w.z, rule_.log_z_drift, true, record.step)) {
       const Trend& t = watched->log_z.trend;
       Forecast f;
@@ -194,6 +216,33 @@ void Forecaster::observe_watches(const wire::StepRecord& record, std::vector<For
       out.push_back(std::move(f));
     }
   }
+}
+
+void Forecaster::observe_logit_max(Watched& watched, double absmax, int64_t step, std::vector<Forecast>& out) {
+  static constexpr const char* kAdvice =
+      "add QK-norm (attention logits) or z-loss (output logits), or lower the learning rate";
+  Signal& s = watched.absmax;
+  const std::string what = "the largest |value| of " + watched.name;
+  if (crosses(s, std::log(absmax), std::log(rule_.growth), false, step, std::log(rule_.logit_floor))) {
+    out.push_back(growth_warning("logit_max", s, watched.name, what, kAdvice));
+    return;
+  }
+  if (!runs_away(s, step)) return;
+  const Trend& t = s.trend;
+  Forecast f;
+  f.layer = watched.name;
+  f.warning.signal = "logit_max";
+  f.warning.value = std::exp(t.level());
+  // Where the level stood `runaway_steps` ago at today's rate: the run has no baseline yet.
+  f.warning.baseline = std::exp(t.level() - t.slope() * static_cast<double>(rule_.runaway_steps));
+  f.warning.per_step = t.slope();
+  f.warning.lead_steps = -1;
+  f.warning.advice = kAdvice;
+  f.sentence = what + " is " + short_number(f.warning.value) + " and rising " + percent(std::expm1(t.slope())) +
+               " a step, " + short_number(std::exp(t.slope() * static_cast<double>(rule_.runaway_steps))) + "x in " +
+               std::to_string(rule_.runaway_steps) + " steps: logits this large and this fast make its softmax one-hot "
+               "and its gradients vanish or overflow; " + f.warning.advice;
+  out.push_back(std::move(f));
 }
 
 void Forecaster::observe_loss_scale(const wire::StepRecord& record, std::vector<Forecast>& out) {

@@ -16,12 +16,24 @@
 //                 they do at a learning rate too high, before the loss shows it;
 //   loss          the loss at `loss_growth` (1.25) times its baseline for `persist` steps: a
 //                 run that climbs out of its valley rather than down it (positive losses only);
+//                 at `joint_loss_growth` (1.12) while the grad norm stands at `joint_grad_growth`
+//                 (1.4) times its own and rises: the two together are rarely noise (a run of
+//                 harmful batches lifts both);
 //   logit_max     a watched tensor's largest magnitude, the same (attention or output logits
-//                 growing, Wortsman et al. 2023);
+//                 growing, Wortsman et al. 2023), once beyond `logit_floor` (30): logits are
+//                 in nats, and a softmax over logits that span less is not yet near one-hot (a
+//                 model's attention logits grow from ~0.1 to ~10 as it learns, a healthy
+//                 doubling); and from its `runaway_from` (16th) step on, warm-up or not, a
+//                 largest magnitude beyond the floor growing `runaway_growth` (10) times in
+//                 `runaway_steps` (50) or faster, for `persist` steps: a learning rate too high
+//                 from the start runs its attention logits away within the warm-up;
 //   log_z         a watched tensor's mean log-sum-exp `log_z_drift` (3) nats from its baseline
 //                 for `persist` steps (output logit divergence, what z-loss prevents);
 //   loss_scale    the loss scaler's scale `scale_halvings` (6) halvings below its peak since the
 //                 warm-up and still falling (fp16 gradients overflowing more and more).
+// No signal warns in the `aftermath_steps` (30) after a grad norm `spike` (10) times its level:
+// what one bad batch did to the next steps is the spike's (the skip's and the spike rule's
+// business), not a trend; a trend that outlasts it is warned after it.
 // A signal warns only after `min_steps` (200) observations of its own, its baseline taken
 // from the second half of them (a model's first steps move every signal: its logits grow as it
 // starts to predict, its grad norm falls), and then at most once in `quiet_steps` (500) for
@@ -34,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -50,11 +63,19 @@ struct ForecastRule {
   double update_growth = 4.0;
   double lr_growth = 3.0;
   double loss_growth = 1.25;
+  double joint_loss_growth = 1.12;
+  double joint_grad_growth = 1.4;
   int64_t persist = 8;
   double trouble = 10.0;
   double log_z_drift = 3.0;
   double scale_halvings = 6.0;
   int64_t quiet_steps = 500;
+  double logit_floor = 30.0;
+  int64_t runaway_from = 16;
+  double runaway_growth = 10.0;
+  int64_t runaway_steps = 50;
+  double spike = 10.0;
+  int64_t aftermath_steps = 30;
 };
 
 // One warning: the event's layer, its warning map and its sentence.
@@ -78,6 +99,7 @@ class Forecaster {
     explicit Signal(const ForecastRule& rule) : trend(rule.fast_half_life, rule.slow_half_life) {}
     Trend trend;
     int64_t above = 0;         // steps in a row past the rule's bound
+    int64_t running = 0;       // steps in a row on a runaway slope (logit_max)
     int64_t quiet_until = -1;  // no warning before this step
   };
   struct Watched {
@@ -89,8 +111,14 @@ class Forecaster {
   // `y` into `trend`, its baseline begun again halfway through the warm-up.
   void observe_into(Trend& trend, double y) const;
   // Whether `signal`, given its new value `y`, warns at `step`: past `bound` (its excess, or its
-  // drift either way when `either_way`) for `persist` steps and quiet.
-  bool crosses(Signal& signal, double y, double bound, bool either_way, int64_t step) const;
+  // drift either way when `either_way`), its level at `floor` or more, for `persist` steps and quiet.
+  bool crosses(Signal& signal, double y, double bound, bool either_way, int64_t step,
+               double floor = -std::numeric_limits<double>::infinity()) const;
+  // Whether `signal` (a log series, observed already) runs away at `step`: beyond the logit
+  // floor and growing at the runaway rate for `persist` steps, and quiet.
+  bool runs_away(Signal& signal, int64_t step) const;
+  // A grad norm `spike` times its level starts an aftermath.
+  void note_spike(const wire::StepRecord& record);
   void observe_grad_norm(const wire::StepRecord& record, std::vector<Forecast>& out);
   void observe_loss(const wire::StepRecord& record, std::vector<Forecast>& out);
   // The overshoot warning: the learning rate up, the updates per unit of it down.
@@ -98,6 +126,8 @@ class Forecaster {
   void observe_update_ratio(const wire::StepRecord& record, const wire::RunDescription& run,
                             std::vector<Forecast>& out);
   void observe_watches(const wire::StepRecord& record, std::vector<Forecast>& out);
+  // A watched tensor's largest magnitude: its growth past the baseline, or its runaway.
+  void observe_logit_max(Watched& watched, double absmax, int64_t step, std::vector<Forecast>& out);
   void observe_loss_scale(const wire::StepRecord& record, std::vector<Forecast>& out);
   // The growth warning of `signal` (a log series) as the event tells it.
   Forecast growth_warning(const char* signal_name, const Signal& signal, std::string layer, const std::string& what,
@@ -110,6 +140,7 @@ class Forecaster {
   std::vector<Trend> layer_ratios_;   // each layer's log(update ratio / lr), in model order
   std::vector<Watched> watches_;
   double scale_peak_ = 0;             // log2 of the largest loss scale since the warm-up
+  int64_t aftermath_until_ = -1;      // no warning before this step: a grad norm spike's aftermath
 };
 
 }  // namespace keel::probe
