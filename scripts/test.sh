@@ -3,12 +3,15 @@
 # Usage: scripts/test.sh [--official-libtorch | --newest-libtorch | --sanitize | --sanitize=thread]
 #                       [ctest arguments]
 #   (no flag)           every test, in build/, against Debian's libtorch 1.13
-#   --official-libtorch every test, in build-torch2/, against the official libtorch 2.x that
-#                       scripts/install-deps.sh --official-libtorch pins and installs, and the
-#                       Python front (pip install ./probe/python, then pytest) in its environment
+#   --official-libtorch every test whose code can see torch, in build-torch2/, against the
+#                       official libtorch 2.x that scripts/install-deps.sh --official-libtorch
+#                       pins and installs, and the Python front (pip install ./probe/python,
+#                       then pytest) in its environment
 #   --newest-libtorch   the probe and its tests (no app), in build-torch-newest/, against the
 #                       newest torch the package index serves today, and the Python front in
 #                       its environment as above
+#   The tests whose code never includes torch (label torch_free) are not built by those two
+#   (KEEL_TORCH_FREE_TESTS=OFF): no torch changes them, and the first form runs them.
 #   --sanitize          AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
 #   --sanitize=thread   ThreadSanitizer build in build-tsan/
 # A sanitizer build compiles and runs only the tests of code that parses bytes or runs
@@ -46,7 +49,7 @@ case "${1:-}" in
     # leg builds no keel-cli).
     python="${prefix%%/lib/python*}/bin/python"
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" \
-      -DKEEL_PYTHON="$python" "${scope[@]}" >/dev/null
+      -DKEEL_PYTHON="$python" -DKEEL_TORCH_FREE_TESTS=OFF "${scope[@]}" >/dev/null
     cmake --build "$build" -j"$jobs"
     if [ -n "$python" ]; then "$root/scripts/install-python-front.sh" "$python"; fi
     cd "$build"
