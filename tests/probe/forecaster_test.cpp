@@ -109,6 +109,16 @@ TEST(Forecaster, AGradNormGrowingThreePercentAStepIsWarnedWithItsNumbersAndALead
   EXPECT_NE(first.warning.advice.find("learning rate"), std::string::npos);
 }
 
+TEST(Forecaster, AGrowthWarnedPastTheTroubleLevelSaysSoRatherThanALead) {
+  // 40% a step: past 10x its baseline by the time the fast level has stood 2x above it for 8 steps.
+  const auto warnings = warnings_of("grad_norm", 1000, [](wire::StepRecord& r, double t) { r.grad_norm *= std::pow(1.4, t); });
+  ASSERT_FALSE(warnings.empty());
+  const Forecast& first = warnings.front().second;
+  EXPECT_GT(first.warning.value, 10 * first.warning.baseline);
+  EXPECT_NE(first.sentence.find("past 10x already"), std::string::npos) << first.sentence;
+  EXPECT_EQ(first.sentence.find("in about"), std::string::npos) << first.sentence;
+}
+
 TEST(Forecaster, UpdatesGrowingFasterThanTheLearningRateNameTheSteepestLayer) {
   // Layer 2's updates grow 6% a step, the others stay: the run's ratio grows with it.
   const auto warnings = warnings_of("update_ratio", 600, [](wire::StepRecord& r, double t) {

@@ -78,22 +78,28 @@ Forecast Forecaster::growth_warning(const char* signal_name, const Signal& signa
   const double to_trouble = std::log(rule_.trouble) - t.excess();
   f.warning.lead_steps = t.slope() > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(to_trouble / t.slope()))) : -1;
   f.warning.advice = advice;
+  const std::string trouble = short_number(rule_.trouble) + "x";
+  std::string outlook;
+  if (to_trouble <= 0) {
+    outlook = ": past " + trouble + " already, which runs rarely survive";
+  } else if (f.warning.lead_steps > 0) {
+    outlook = ": at this rate it is " + trouble + " in about " + std::to_string(f.warning.lead_steps) +
+              " steps, which runs rarely survive";
+  }
   f.sentence = what + " is " + short_number(std::exp(t.excess())) + "x its baseline " +
                short_number(f.warning.baseline) + " (now " + short_number(f.warning.value) + ") and rising " +
-               percent(std::expm1(t.slope())) + " a step" +
-               (f.warning.lead_steps > 0 ? ": at this rate it is " + short_number(rule_.trouble) + "x in about " +
-                                               std::to_string(f.warning.lead_steps) + " steps, which runs rarely survive"
-                                         : "") +
-               "; " + advice;
+               percent(std::expm1(t.slope())) + " a step" + outlook + "; " + advice;
   return f;
 }
 
 void Forecaster::note_spike(const wire::StepRecord& record) {
   const Trend& t = grad_norm_.trend;
   if (record.skipped || !positive(record.grad_norm) || t.count() < rule_.runaway_from) return;
-  if (std::log(record.grad_norm) - t.level() >= std::log(rule_.spike)) {
-    aftermath_until_ = record.step + rule_.aftermath_steps;
-  }
+  // The step it jumps, not each step after: a grad norm that keeps growing that fast stays 10x
+  // above its lagging level, and is a trend once the aftermath is over.
+  const bool spiking = std::log(record.grad_norm) - t.level() >= std::log(rule_.spike);
+  if (spiking && !spiking_) aftermath_until_ = record.step + rule_.aftermath_steps;
+  spiking_ = spiking;
 }
 
 void Forecaster::observe_grad_norm(const wire::StepRecord& record, std::vector<Forecast>& out) {

@@ -141,6 +141,7 @@ class Forecaster {
   std::vector<Watched> watches_;
   double scale_peak_ = 0;             // log2 of the largest loss scale since the warm-up
   int64_t aftermath_until_ = -1;      // no warning before this step: a grad norm spike's aftermath
+  bool spiking_ = false;              // the last step's grad norm stood `spike` times its level
 };
 
 }  // namespace keel::probe

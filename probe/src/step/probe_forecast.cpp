@@ -39,6 +39,13 @@ std::string Probe::Impl::cut_learning_rate_on_warning(int64_t step) {
   return "; learning rate x" + short_number(factor) + " (warning_lr_factor)";
 }
 
+namespace {
+// The end of a warning's sentence about the snapshot it keeps: what it is for, and the command.
+std::string for_a_rewind_to(int64_t step) {
+  return " for a rewind to before the trend (keel-cli send rewind --to-step " + std::to_string(step) + ")";
+}
+}  // namespace
+
 std::string Probe::Impl::hold_snapshot_on_warning(int64_t step) {
   // One trend warns again and again: the hold stays on the snapshot from before its first
   // warning, and moves only for a warning after quiet_steps without one (a new trend).
@@ -53,18 +60,14 @@ std::string Probe::Impl::hold_snapshot_on_warning(int64_t step) {
     const std::optional<int64_t> before = snapshots_.held() && !new_trend ? snapshots_.held()
                                                                           : snapshots_.newest_at_or_before(step);
     if (!before) return "";
-    const std::string at = std::to_string(*before);
-    return "; every rank keeps the snapshot of step " + at +
-           " (or an older one another rank asks for) for a rewind to before the trend (keel-cli send rewind "
-           "--to-step " + at + ")";
+    return "; every rank keeps the snapshot of step " + std::to_string(*before) +
+           " (or an older one another rank asks for)" + for_a_rewind_to(*before);
   }
   // A job of several ranks that do not agree cannot keep the same snapshots: none is held.
   if (options_.world_size > 1) return "";
   const std::optional<int64_t> held = new_trend || !snapshots_.held() ? snapshots_.hold(step) : snapshots_.held();
   if (!held) return "";
-  const std::string at = std::to_string(*held);
-  return "; the snapshot of step " + at + " is kept for a rewind to before the trend (keel-cli send rewind --to-step " +
-         at + ")";
+  return "; the snapshot of step " + std::to_string(*held) + " is kept" + for_a_rewind_to(*held);
 }
 
 void Probe::Impl::tell_events() {
