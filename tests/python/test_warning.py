@@ -4,7 +4,8 @@ through plain SGD, and keel warns with the trend's numbers long before the gradi
 the same run without the ramp raises no warning; a callback that raises is a probe_error and
 training goes on. And python -m keel.demo: a learning rate that keeps rising after its warmup
 (--drift lr) is warned at least 20 steps before the run diverges, and --warning-lr-factor halves
-the learning rate at the warning, which the demo's schedule keeps."""
+the learning rate at the warning, which the demo's schedule keeps; with --watch-attention, a
+learning rate too high from the start is warned through the attention logits within 80 steps."""
 import math
 import re
 
@@ -125,3 +126,11 @@ def test_the_demos_rising_learning_rate_is_warned_ahead_and_the_warning_can_halv
 def test_the_demos_growing_batch_weight_is_warned(capsys):
     out, _, warned = _demo(capsys, "--steps", "380", "--drift", "batches:300")
     assert warned and warned[0] > 300, out
+
+
+def test_the_demos_attention_logits_running_away_are_warned_within_the_warmup(capsys):
+    # A peak learning rate of 0.5 after 200 steps of warmup: the attention logits run away long
+    # before the loss shows anything, and before the forecaster's 200-step warm-up ends.
+    out, _, warned = _demo(capsys, "--steps", "80", "--lr", "0.5", "--warmup", "200", "--watch-attention")
+    assert warned and warned[0] < 80, out
+    assert "of blocks.0.attn.scores" in out or "of blocks.1.attn.scores" in out, out

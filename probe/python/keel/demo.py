@@ -118,6 +118,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--warning-lr-factor", type=float, default=defaults.warning_lr_factor, metavar="F",
                    help="an early warning also multiplies the learning rate by this, kept by the schedule "
                         "(1 = no cut)")
+    p.add_argument("--watch-attention", action="store_true",
+                   help="watch each block's attention logits too (blocks.N.attn.scores), which the early warning reads")
     p.add_argument("--record-dir", default="keel-runs", help='where the run is recorded ("": nowhere)')
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--world-size", type=int, default=1)
@@ -317,18 +319,22 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def attach(args: argparse.Namespace, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
            placement: dict, rewinds: "Rewinds") -> keel.Probe:
-    """The demo's probe, as its flags set it; a setting the probe refuses ends the demo with why."""
+    """The demo's probe, as its flags set it (and watching the attention logits with
+    --watch-attention); a setting the probe refuses ends the demo with why."""
     try:
-        return keel.Probe(model, optimizer, **placement,
-                          skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
-                          dump_dir=args.dump_dir, record_dir=args.record_dir,
-                          allow_unauthenticated_local=args.allow_unauthenticated_local,
-                          rewind_every=args.rewind_every, rewind_keep=args.rewind_keep,
-                          rewind_on_divergence=args.rewind_on_divergence, rewind_max=args.rewind_max,
-                          rewind_lr_factor=args.rewind_lr_factor, on_rewind=rewinds.on_rewind,
-                          warning_lr_factor=args.warning_lr_factor)
+        probe = keel.Probe(model, optimizer, **placement,
+                           skip_on_nonfinite=not args.no_skip_nonfinite, dump_on_nonfinite=not args.no_dump_nonfinite,
+                           dump_dir=args.dump_dir, record_dir=args.record_dir,
+                           allow_unauthenticated_local=args.allow_unauthenticated_local,
+                           rewind_every=args.rewind_every, rewind_keep=args.rewind_keep,
+                           rewind_on_divergence=args.rewind_on_divergence, rewind_max=args.rewind_max,
+                           rewind_lr_factor=args.rewind_lr_factor, on_rewind=rewinds.on_rewind,
+                           warning_lr_factor=args.warning_lr_factor)
     except keel.AttachError as e:
         sys.exit(f"keel.demo: {e}")
+    if args.watch_attention:
+        model.on_attention_scores(probe.watch)
+    return probe
 
 
 class Schedule:
