@@ -245,9 +245,9 @@ void Forecaster::observe_logit_max(Watched& watched, double absmax, int64_t step
   f.warning.lead_steps = -1;
   f.warning.advice = kAdvice;
   f.sentence = what + " is " + short_number(f.warning.value) + " and rising " + percent(std::expm1(t.slope())) +
-               " a step, " + short_number(std::exp(t.slope() * static_cast<double>(rule_.runaway_steps))) + "x in " +
-               std::to_string(rule_.runaway_steps) + " steps: logits this large and this fast make its softmax one-hot "
-               "and its gradients vanish or overflow; " + f.warning.advice;
+               " a step (" + short_number(std::exp(t.slope() * static_cast<double>(rule_.runaway_steps))) + "x in " +
+               std::to_string(rule_.runaway_steps) + " steps at this rate): logits this large, growing this fast, "
+               "make a softmax one-hot and its gradients vanish or overflow; " + f.warning.advice;
   out.push_back(std::move(f));
 }
 
