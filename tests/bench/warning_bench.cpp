@@ -8,12 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "forecast/forecaster.hpp"
 #include "median.hpp"
 #include "warning_corpus.hpp"
 
@@ -88,27 +88,13 @@ void print_run(const RunOutcome& o) {
               lead && o.onset >= 0 ? (", lead " + std::to_string(*lead)).c_str() : "");
 }
 
-// The run's update-to-weight ratio: every layer's update norm over every layer's weight norm.
-double run_update_ratio(const keel::wire::StepRecord& r) {
-  using keel::wire::LayerMetric;
-  if (r.metric_block(LayerMetric::kUpdateRatio) < 0 || r.metric_block(LayerMetric::kParamNorm) < 0) return 0;
-  double update_sq = 0, weight_sq = 0;
-  for (uint32_t i = 0; i < r.layer_count; ++i) {
-    const double ratio = r.layer_value(LayerMetric::kUpdateRatio, i), weights = r.layer_value(LayerMetric::kParamNorm, i);
-    if (!(ratio > 0) || !(weights > 0) || !std::isfinite(ratio)) continue;
-    update_sq += ratio * weights * ratio * weights;
-    weight_sq += weights * weights;
-  }
-  return weight_sq > 0 ? std::sqrt(update_sq / weight_sq) : 0;
-}
-
 // Every `every` steps of the run: the loss, the learning rate, the grad norm and each watched
 // tensor's largest magnitude and log Z, the signals' own numbers beside what was warned.
 void print_trace(const RunOutcome& o, int64_t every) {
   for (const keel::wire::StepRecord& r : o.records) {
     if (r.step % every != 0) continue;
     std::printf("    step %5lld  loss %7.3f  lr %.2e  grad_norm %9.3g  update_ratio %.2e", static_cast<long long>(r.step),
-                r.loss, r.lr, r.grad_norm, run_update_ratio(r));
+                r.loss, r.lr, r.grad_norm, keel::probe::run_update_ratio(r));
     for (const keel::wire::WatchStats& w : r.watches) std::printf("  %s %.3g/%.2f", w.name.c_str(), w.absmax, w.z);
     std::printf("\n");
   }

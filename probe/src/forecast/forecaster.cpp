@@ -17,6 +17,20 @@ std::string percent(double fraction) { return short_number(100.0 * fraction) + "
 
 }  // namespace
 
+double run_update_ratio(const wire::StepRecord& record) {
+  using wire::LayerMetric;
+  if (record.metric_block(LayerMetric::kUpdateRatio) < 0 || record.metric_block(LayerMetric::kParamNorm) < 0) return 0;
+  double update_sq = 0, weight_sq = 0;
+  for (uint32_t i = 0; i < record.layer_count; ++i) {
+    const double ratio = record.layer_value(LayerMetric::kUpdateRatio, i);
+    const double weights = record.layer_value(LayerMetric::kParamNorm, i);
+    if (!positive(ratio) || !positive(weights)) continue;
+    update_sq += ratio * weights * ratio * weights;
+    weight_sq += weights * weights;
+  }
+  return positive(update_sq) && positive(weight_sq) ? std::sqrt(update_sq / weight_sq) : 0;
+}
+
 Forecaster::Forecaster(ForecastRule rule)
     : rule_(rule),
       grad_norm_(rule_),
@@ -156,19 +170,14 @@ void Forecaster::observe_update_ratio(const wire::StepRecord& record, const wire
   if (layer_ratios_.size() != record.layer_count) {
     layer_ratios_.assign(record.layer_count, Trend(rule_.fast_half_life, rule_.slow_half_life));
   }
-  // The run's ratio: every layer's update norm over every layer's weight norm (the update
-  // ratio weighs each layer by its weights, as its combine across shards does).
-  double update_sq = 0, weight_sq = 0;
   for (uint32_t i = 0; i < record.layer_count; ++i) {
     const double ratio = record.layer_value(LayerMetric::kUpdateRatio, i);
-    const double weights = record.layer_value(LayerMetric::kParamNorm, i);
-    if (!positive(ratio) || !positive(weights)) continue;
-    update_sq += ratio * weights * ratio * weights;
-    weight_sq += weights * weights;
-    observe_into(layer_ratios_[i], std::log(ratio / record.lr));
+    if (positive(ratio) && positive(record.layer_value(LayerMetric::kParamNorm, i))) {
+      observe_into(layer_ratios_[i], std::log(ratio / record.lr));
+    }
   }
-  if (!positive(update_sq) || !positive(weight_sq)) return;
-  const double run_ratio = std::sqrt(update_sq / weight_sq);
+  const double run_ratio = run_update_ratio(record);
+  if (!positive(run_ratio)) return;
   observe_into(learning_rate_.trend, std::log(record.lr));
   if (crosses(update_size_, std::log(run_ratio), std::log(rule_.update_growth), false, record.step)) {
     out.push_back(growth_warning("update_ratio", update_size_, "", "the update-to-weight ratio",

@@ -31,7 +31,8 @@
 //                 for `persist` steps (output logit divergence, what z-loss prevents);
 //   loss_scale    the loss scaler's scale `scale_halvings` (6) halvings below its peak since the
 //                 warm-up and still falling (fp16 gradients overflowing more and more).
-// No signal warns in the `aftermath_steps` (30) after a grad norm `spike` (10) times its level:
+// No level warns against its baseline (grad_norm, loss, update_ratio's growth, logit_max's
+// growth, log_z) in the `aftermath_steps` (30) after a grad norm `spike` (10) times its level:
 // what one bad batch did to the next steps is the spike's (the skip's and the spike rule's
 // business), not a trend; a trend that outlasts it is warned after it.
 // A signal warns only after `min_steps` (200) observations of its own, its baseline taken
@@ -84,6 +85,11 @@ struct Forecast {
   wire::Warning warning;
   std::string sentence;
 };
+
+// The run's update-to-weight ratio: every layer's update norm over every layer's weight norm
+// (each layer weighed by its weights, as the update ratio's combine across shards does); 0 when
+// the record has no per-layer update ratios or weight norms.
+double run_update_ratio(const wire::StepRecord& record);
 
 class Forecaster {
  public:
